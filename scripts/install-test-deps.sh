@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs what `make test` needs on a fresh Debian machine: system packages,
+# Python clients into .venv/ and kafkajs into compat/kafkajs/node_modules.
+# Idempotent: every step is skipped when its result is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v protoc >/dev/null || need_apt+=(protobuf-compiler)
+command -v kcat >/dev/null || need_apt+=(kcat)
+command -v etcd >/dev/null || need_apt+=(etcd-server)
+if ((${#need_apt[@]})); then
+  echo "installing Debian packages: ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+# Reinstall whenever compat/requirements.txt changes (stamp = its checksum).
+req_sum=$(sha256sum compat/requirements.txt | cut -d' ' -f1)
+if [ "$(cat .venv/.compat-requirements.sha256 2>/dev/null)" != "$req_sum" ] ||
+   ! .venv/bin/python -c 'import confluent_kafka, kafka, pytest, pytest_timeout, snappy, lz4.frame, zstandard' 2>/dev/null; then
+  .venv/bin/pip install -q --disable-pip-version-check -r compat/requirements.txt
+  echo "$req_sum" > .venv/.compat-requirements.sha256
+fi
+
+# npm ci whenever the committed lockfile differs from what was installed
+# (stamp = its checksum, kept inside node_modules/ so a wiped tree reinstalls).
+lock_sum=$(sha256sum compat/kafkajs/package-lock.json | cut -d' ' -f1)
+if [ "$(cat compat/kafkajs/node_modules/.compat-lock.sha256 2>/dev/null)" != "$lock_sum" ]; then
+  (cd compat/kafkajs && npm ci --silent --no-audit --no-fund)
+  echo "$lock_sum" > compat/kafkajs/node_modules/.compat-lock.sha256
+fi

@@ -1,0 +1,2 @@
+//! tern: a Kafka-wire-compatible broker.
+pub mod log;
