@@ -1,1 +1,58 @@
-fn main() {}
+//! The `tern` command: `tern serve` runs a broker until SIGTERM or SIGINT.
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use tern::broker::Broker;
+use tern::config::{Config, ServeArgs};
+
+#[derive(Debug, Parser)]
+#[command(name = "tern", version, about = "A Kafka-wire-compatible message broker")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a broker. Every option can also be set as TERN_<NAME> or in the --config file.
+    Serve(ServeArgs),
+}
+
+fn init_logging(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+async fn wait_for_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut terminate = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = interrupt.recv() => {}
+    }
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let Command::Serve(args) = cli.command;
+    let config = Config::resolve(args).context("invalid configuration")?;
+    init_logging(&config.log_format);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    runtime.block_on(async {
+        let broker = Broker::start(config).await.context("starting the broker")?;
+        wait_for_signal().await?;
+        broker.shutdown().await.context("shutting down")?;
+        Ok(())
+    })
+}

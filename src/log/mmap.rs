@@ -14,8 +14,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use memmap2::{MmapOptions, MmapRaw};
 
-/// How far ahead of the write position disk blocks are allocated.
-const ALLOCATE_CHUNK_BYTES: u64 = 16 * 1024 * 1024;
+/// How far ahead of the write position disk blocks are allocated: large enough that
+/// `posix_fallocate` is rare, small enough that idle partitions don't hoard disk.
+const ALLOCATE_CHUNK_BYTES: u64 = 4 * 1024 * 1024;
 
 /// A file mapped read-write with `MAP_SHARED`: writes land in the page cache and
 /// survive a crash of the process (not of the machine) without any flush.
@@ -66,7 +67,9 @@ impl MappedFile {
                 format!("write to {end} past mapping capacity {}", self.capacity),
             ));
         }
-        let target = (end + ALLOCATE_CHUNK_BYTES).min(self.capacity);
+        // Grow by a chunk, or by an eighth of the mapping for small ones (indexes).
+        let chunk = ALLOCATE_CHUNK_BYTES.min((self.capacity / 8).max(4096));
+        let target = (end + chunk).min(self.capacity);
         let offset = libc::off_t::try_from(self.allocated).map_err(io::Error::other)?;
         let len = libc::off_t::try_from(target - self.allocated).map_err(io::Error::other)?;
         // SAFETY: a plain syscall on a descriptor we own; no memory is passed.

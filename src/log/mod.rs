@@ -519,7 +519,7 @@ impl Log {
 
     /// Flushes, seals the active segment's files to their length and snapshots the
     /// producer state, so that the next open can trust everything without a scan.
-    pub fn close(mut self) -> io::Result<()> {
+    pub fn close(&mut self) -> io::Result<()> {
         let plan = self.flush_plan();
         plan.run()?;
         self.mark_flushed(&plan);
@@ -528,12 +528,6 @@ impl Log {
         Ok(())
     }
 
-    /// Removes the log directory and everything in it.
-    pub fn delete(self) -> io::Result<()> {
-        let dir = self.dir.clone();
-        drop(self);
-        std::fs::remove_dir_all(dir)
-    }
 }
 
 fn snapshot_path(dir: &Path, offset: i64) -> PathBuf {

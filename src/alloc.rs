@@ -1,0 +1,182 @@
+//! The process's global allocator: the system allocator, plus a guard that makes
+//! decoding untrusted requests safe.
+//!
+//! `kafka-protocol` 0.18 calls `Vec::with_capacity(n)` with the array length a request
+//! *claims*, before reading any element. A 4-byte Metadata v1 body `7f ff ff ff` claims
+//! 2^31 topics, the allocator is asked for ~150 GB, fails, and Rust aborts the process.
+//! We cannot change the crate, and a claimed length can't be told from other integers
+//! without the schema, so the guard works at the allocation itself: while a thread is
+//! inside [`decoding`], an allocation of [`LARGE_BYTES`] or more is served by an
+//! anonymous `MAP_NORESERVE` mapping. That reserves address space only; memory is
+//! committed page by page as the decoder writes elements, and it writes at most one
+//! element per wire byte it reads, so committed memory stays bounded by the frame size
+//! (itself capped by `max_request_bytes`). The decode then fails on the first missing
+//! element and the mapping is returned with `munmap`.
+//!
+//! Outside the guard every allocation goes to the system allocator unchanged.
+#![allow(unsafe_code)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Allocations at least this large are reserved lazily while decoding.
+pub const LARGE_BYTES: usize = 1 << 20;
+const PAGE_BYTES: usize = 4096;
+/// Reserved mappings alive at once (one decode per worker thread, a few arrays each).
+const SLOTS: usize = 256;
+
+thread_local! {
+    static DECODING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Addresses of the live reserved mappings; 0 marks a free slot.
+static RESERVED: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
+
+/// Runs `f` with large allocations reserved lazily (see the module doc). Use it around
+/// the decoding of bytes that came from the network, and nothing else.
+pub fn decoding<T>(f: impl FnOnce() -> T) -> T {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            DECODING.with(|d| d.set(self.0));
+        }
+    }
+    let _reset = Reset(DECODING.with(|d| d.replace(true)));
+    f()
+}
+
+fn in_decoding() -> bool {
+    DECODING.try_with(Cell::get).unwrap_or(false)
+}
+
+fn mapping_len(size: usize) -> usize {
+    size.div_ceil(PAGE_BYTES) * PAGE_BYTES
+}
+
+/// Reserves `size` bytes of address space, or returns null.
+fn reserve(size: usize) -> *mut u8 {
+    // SAFETY: an anonymous private mapping with no address hint touches no existing
+    // memory; failure is reported as MAP_FAILED and turned into null.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            mapping_len(size),
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return std::ptr::null_mut();
+    }
+    for slot in &RESERVED {
+        if slot
+            .compare_exchange(0, ptr as usize, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            return ptr.cast();
+        }
+    }
+    // No slot to remember it by: give it back and fail like any allocator would.
+    // SAFETY: `ptr` is the mapping just made, of exactly this length.
+    unsafe { libc::munmap(ptr, mapping_len(size)) };
+    std::ptr::null_mut()
+}
+
+/// Forgets and unmaps `ptr` if it is a reserved mapping; false otherwise.
+fn release(ptr: *mut u8, size: usize) -> bool {
+    for slot in &RESERVED {
+        if slot
+            .compare_exchange(ptr as usize, 0, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            // SAFETY: `ptr` was returned by `reserve` for an allocation of `size` bytes
+            // (the allocator API hands back the same layout) and is freed only once.
+            unsafe { libc::munmap(ptr.cast(), mapping_len(size)) };
+            return true;
+        }
+    }
+    false
+}
+
+/// The system allocator with the decode guard; installed as `#[global_allocator]`.
+#[derive(Debug)]
+pub struct GuardedAllocator;
+
+// SAFETY: every path either delegates to `System` with the caller's layout or serves
+// the request from a page-aligned private mapping at least `size` bytes long, which
+// satisfies any alignment up to a page (larger alignments go to `System`).
+unsafe impl GlobalAlloc for GuardedAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if layout.size() >= LARGE_BYTES && layout.align() <= PAGE_BYTES && in_decoding() {
+            return reserve(layout.size());
+        }
+        // SAFETY: forwarded with the caller's layout.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if layout.size() >= LARGE_BYTES && layout.align() <= PAGE_BYTES && in_decoding() {
+            // Fresh anonymous pages are zero.
+            return reserve(layout.size());
+        }
+        // SAFETY: forwarded with the caller's layout.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if layout.size() >= LARGE_BYTES && release(ptr, layout.size()) {
+            return;
+        }
+        // SAFETY: not one of ours, so `System` allocated it with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let ours = layout.size() >= LARGE_BYTES && RESERVED.iter().any(|s| s.load(Ordering::Acquire) == ptr as usize);
+        let goes_large = new_size >= LARGE_BYTES && layout.align() <= PAGE_BYTES && in_decoding();
+        if !ours && !goes_large {
+            // SAFETY: forwarded with the caller's layout.
+            return unsafe { System.realloc(ptr, layout, new_size) };
+        }
+        // SAFETY: `new_size` with the old alignment is a valid layout (the caller
+        // guarantees it does not overflow when rounded to the alignment).
+        let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
+        // SAFETY: a fresh allocation, then a copy of the smaller of the two sizes from
+        // the old block (valid for `layout.size()` bytes), then the old block is freed.
+        unsafe {
+            let new_ptr = self.alloc(new_layout);
+            if !new_ptr.is_null() {
+                std::ptr::copy_nonoverlapping(ptr, new_ptr, layout.size().min(new_size));
+                self.dealloc(ptr, layout);
+            }
+            new_ptr
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_huge_claimed_capacity_is_only_reserved_while_decoding() {
+        // 2^31 elements of 72 bytes: what a hostile Metadata v1 body asks for.
+        let v: Vec<[u8; 72]> = decoding(|| Vec::with_capacity(1 << 31));
+        assert!(v.capacity() >= 1 << 31);
+        drop(v);
+        assert!(RESERVED.iter().all(|s| s.load(Ordering::Acquire) == 0), "mapping returned");
+    }
+
+    #[test]
+    fn reserved_memory_is_usable_and_grows() {
+        let mut v: Vec<u64> = decoding(|| Vec::with_capacity(1 << 18));
+        v.extend(0..(1 << 18));
+        decoding(|| v.reserve(1 << 20));
+        v.push(7);
+        assert_eq!(v[12345], 12345);
+        assert_eq!(v.last(), Some(&7));
+    }
+}

@@ -1,0 +1,94 @@
+//! CreateTopics (key 19, v2–7): validate each topic (name, partitions, replication
+//! factor, assignments, configs), then create it unless `validate_only`. v5+ answers
+//! with the topic's effective configs.
+
+use std::collections::{BTreeMap, HashSet};
+
+use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
+use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+use kafka_protocol::ResponseError;
+
+use super::super::context::RequestContext;
+use super::super::{errors, str_bytes};
+use crate::cluster::topic_config::TOPIC_CONFIGS;
+use crate::topics::CreateTopic;
+
+pub async fn handle(ctx: &RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse {
+    let services = &ctx.services;
+    let mut seen = HashSet::new();
+    let duplicates: HashSet<String> = request
+        .topics
+        .iter()
+        .filter(|t| !seen.insert(t.name.to_string()))
+        .map(|t| t.name.to_string())
+        .collect();
+    let mut results = Vec::with_capacity(request.topics.len());
+    for topic in &request.topics {
+        let name = topic.name.to_string();
+        let result = CreatableTopicResult::default()
+            .with_name(topic.name.clone())
+            .with_num_partitions(-1)
+            .with_replication_factor(-1);
+        if duplicates.contains(&name) {
+            results.push(
+                result
+                    .with_error_code(ResponseError::InvalidRequest.code())
+                    .with_error_message(Some(str_bytes(format!("topic '{name}' appears more than once")))),
+            );
+            continue;
+        }
+        let configs: BTreeMap<String, String> = topic
+            .configs
+            .iter()
+            .filter_map(|c| c.value.as_ref().map(|v| (c.name.to_string(), v.to_string())))
+            .collect();
+        let create = CreateTopic {
+            name: name.clone(),
+            partitions: topic.num_partitions,
+            replication_factor: topic.replication_factor,
+            assignments: topic.assignments.iter().map(|a| a.broker_ids.iter().map(|b| b.0).collect()).collect(),
+            configs,
+        };
+        let outcome = if request.validate_only {
+            match services.store.topic(&name).await {
+                Some(_) => Err(crate::topics::TopicError::AlreadyExists(name.clone())),
+                None => services.topics.validate_create(&create).map(|t| (t.partitions, t.replication_factor, t.configs, uuid::Uuid::nil())),
+            }
+        } else {
+            services
+                .topics
+                .create(&create)
+                .await
+                .map(|s| (s.partitions, s.replication_factor, s.configs, s.topic_id))
+        };
+        match outcome {
+            Ok((partitions, replication_factor, overrides, topic_id)) => {
+                let defaults = services.topics.config().defaults.clone();
+                let configs = TOPIC_CONFIGS
+                    .iter()
+                    .filter_map(|def| {
+                        defaults.resolve(&overrides, def.name).map(|(value, source)| {
+                            CreatableTopicConfigs::default()
+                                .with_name(str_bytes(def.name))
+                                .with_value(Some(str_bytes(value.to_string())))
+                                .with_config_source(source as i8)
+                        })
+                    })
+                    .collect();
+                results.push(
+                    result
+                        .with_topic_id(topic_id)
+                        .with_num_partitions(partitions)
+                        .with_replication_factor(replication_factor)
+                        .with_configs(Some(configs)),
+                );
+            }
+            Err(error) => results.push(
+                result
+                    .with_error_code(errors::topic_error(&error).code())
+                    .with_error_message(Some(str_bytes(error.to_string()))),
+            ),
+        }
+    }
+    CreateTopicsResponse::default().with_topics(results)
+}

@@ -1,0 +1,39 @@
+//! DeleteTopics (key 20, v1–6): by name (v1–5 `topic_names`) or by name or id (v6).
+
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse};
+use kafka_protocol::ResponseError;
+
+use super::super::context::RequestContext;
+use super::super::{errors, str_bytes, topic_name};
+
+pub async fn handle(ctx: &RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse {
+    let services = &ctx.services;
+    let mut wanted: Vec<(Option<String>, uuid::Uuid)> =
+        request.topic_names.iter().map(|n| (Some(n.to_string()), uuid::Uuid::nil())).collect();
+    wanted.extend(request.topics.iter().map(|t| (t.name.as_ref().map(|n| n.to_string()), t.topic_id)));
+    let mut responses = Vec::with_capacity(wanted.len());
+    for (name, topic_id) in wanted {
+        let result = DeletableTopicResult::default().with_topic_id(topic_id);
+        let name = match name {
+            Some(name) => name,
+            None => match services.store.topic_by_id(topic_id).await {
+                Some(spec) => spec.name,
+                None => {
+                    responses.push(result.with_error_code(ResponseError::UnknownTopicId.code()));
+                    continue;
+                }
+            },
+        };
+        let result = result.with_name(Some(topic_name(name.clone())));
+        match services.topics.delete(&name).await {
+            Ok(spec) => responses.push(result.with_topic_id(spec.topic_id)),
+            Err(error) => responses.push(
+                result
+                    .with_error_code(errors::topic_error(&error).code())
+                    .with_error_message(Some(str_bytes(error.to_string()))),
+            ),
+        }
+    }
+    DeleteTopicsResponse::default().with_responses(responses)
+}

@@ -1,0 +1,46 @@
+//! DeleteRecords (key 21, v0–2): move a partition's log start offset forward; whole
+//! segments below it are deleted. Offset -1 means the high watermark.
+
+use kafka_protocol::messages::delete_records_response::{DeleteRecordsPartitionResult, DeleteRecordsTopicResult};
+use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
+use kafka_protocol::ResponseError;
+
+use super::super::context::RequestContext;
+use super::super::errors;
+
+pub async fn handle(ctx: &RequestContext, request: DeleteRecordsRequest) -> DeleteRecordsResponse {
+    let mut topics = Vec::with_capacity(request.topics.len());
+    for topic in &request.topics {
+        let replicas = ctx.services.replicas.topic(&topic.name);
+        let partitions = topic
+            .partitions
+            .iter()
+            .map(|wanted| {
+                let result = DeleteRecordsPartitionResult::default()
+                    .with_partition_index(wanted.partition_index)
+                    .with_low_watermark(-1);
+                let partition = replicas
+                    .as_ref()
+                    .and_then(|t| usize::try_from(wanted.partition_index).ok().and_then(|i| t.partitions.get(i)));
+                let Some(partition) = partition else {
+                    return result.with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                };
+                let (_, high_watermark, _) = partition.offsets();
+                let offset = if wanted.offset == -1 { high_watermark } else { wanted.offset };
+                if offset < 0 || offset > high_watermark {
+                    return result.with_error_code(ResponseError::OffsetOutOfRange.code());
+                }
+                match partition.delete_records_before(offset) {
+                    Ok(low_watermark) => result.with_low_watermark(low_watermark),
+                    Err(e) => result.with_error_code(errors::partition_error(&e).code()),
+                }
+            })
+            .collect();
+        topics.push(
+            DeleteRecordsTopicResult::default()
+                .with_name(topic.name.clone())
+                .with_partitions(partitions),
+        );
+    }
+    DeleteRecordsResponse::default().with_topics(topics)
+}

@@ -1,0 +1,139 @@
+//! Fetch (key 1, v4–18): whole record batches straight from the segment maps.
+//!
+//! - A fetch offset inside a batch returns that whole batch; the client drops the
+//!   records below its offset.
+//! - KIP-74: the first batch of the first non-empty partition is returned even when
+//!   larger than `max_bytes` or `partition_max_bytes`, so a consumer always progresses.
+//! - Long poll: with less than `min_bytes` available, wait (at most `max_wait_ms`,
+//!   capped by `fetch_max_wait_ms`) for an append to any requested partition.
+//! - Sessionless: the response always carries session id 0, which tells clients that
+//!   use KIP-227 sessions to send full requests.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
+use kafka_protocol::ResponseError;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::super::context::RequestContext;
+use super::super::errors;
+use crate::replication::TopicReplicas;
+
+pub async fn handle(ctx: &RequestContext, request: FetchRequest) -> FetchResponse {
+    let max_wait = Duration::from_millis(request.max_wait_ms.max(0) as u64).min(ctx.services.server.fetch_max_wait);
+    let deadline = Instant::now() + max_wait;
+    loop {
+        let attempt = read_once(ctx, &request);
+        let done = attempt.bytes >= i64::from(request.min_bytes.max(0)) || attempt.has_error;
+        if done || Instant::now() >= deadline || attempt.watches.is_empty() {
+            return attempt.response;
+        }
+        wait_for_append(attempt.watches, deadline).await;
+    }
+}
+
+struct Attempt {
+    response: FetchResponse,
+    bytes: i64,
+    has_error: bool,
+    watches: Vec<watch::Receiver<i64>>,
+}
+
+fn resolve(ctx: &RequestContext, name: &str, topic_id: uuid::Uuid) -> Option<std::sync::Arc<TopicReplicas>> {
+    if ctx.api_version >= 13 {
+        ctx.services.replicas.topic_by_id(topic_id)
+    } else {
+        ctx.services.replicas.topic(name)
+    }
+}
+
+fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
+    let mut remaining = i64::from(request.max_bytes.max(0));
+    let mut bytes = 0i64;
+    let mut has_error = false;
+    let mut watches = Vec::new();
+    let mut topics = Vec::with_capacity(request.topics.len());
+    for topic in &request.topics {
+        let replicas = resolve(ctx, &topic.topic, topic.topic_id);
+        let mut partitions = Vec::with_capacity(topic.partitions.len());
+        for wanted in &topic.partitions {
+            let mut data = PartitionData::default()
+                .with_partition_index(wanted.partition)
+                .with_high_watermark(-1)
+                .with_last_stable_offset(-1)
+                .with_log_start_offset(-1)
+                .with_preferred_read_replica(BrokerId(-1))
+                .with_records(Some(Bytes::new()));
+            let partition = replicas
+                .as_ref()
+                .and_then(|t| usize::try_from(wanted.partition).ok().and_then(|i| t.partitions.get(i)));
+            let Some(partition) = partition else {
+                has_error = true;
+                let code = if ctx.api_version >= 13 && replicas.is_none() {
+                    ResponseError::UnknownTopicId
+                } else {
+                    ResponseError::UnknownTopicOrPartition
+                };
+                partitions.push(data.with_error_code(code.code()));
+                continue;
+            };
+            let epoch = partition.leader_epoch();
+            if wanted.current_leader_epoch >= 0 && wanted.current_leader_epoch != epoch {
+                has_error = true;
+                let code = if wanted.current_leader_epoch < epoch {
+                    ResponseError::FencedLeaderEpoch
+                } else {
+                    ResponseError::UnknownLeaderEpoch
+                };
+                partitions.push(data.with_error_code(code.code()));
+                continue;
+            }
+            let limit = i64::from(wanted.partition_max_bytes.max(0)).min(remaining).max(0) as u64;
+            let watch = partition.watch_log_end();
+            match partition.read(wanted.fetch_offset, limit, bytes == 0) {
+                Ok(read) => {
+                    let size = read.records.as_ref().map_or(0, |r| r.len() as i64);
+                    bytes += size;
+                    remaining -= size;
+                    watches.push(watch);
+                    data = data
+                        .with_high_watermark(read.high_watermark)
+                        .with_last_stable_offset(read.high_watermark)
+                        .with_log_start_offset(read.log_start_offset)
+                        .with_records(Some(read.records.unwrap_or_default()));
+                }
+                Err(e) => {
+                    has_error = true;
+                    let (log_start, high_watermark, _) = partition.offsets();
+                    data = data
+                        .with_error_code(errors::partition_error(&e).code())
+                        .with_high_watermark(high_watermark)
+                        .with_last_stable_offset(high_watermark)
+                        .with_log_start_offset(log_start);
+                }
+            }
+            partitions.push(data);
+        }
+        topics.push(
+            FetchableTopicResponse::default()
+                .with_topic(topic.topic.clone())
+                .with_topic_id(topic.topic_id)
+                .with_partitions(partitions),
+        );
+    }
+    Attempt {
+        response: FetchResponse::default().with_session_id(0).with_responses(topics),
+        bytes,
+        has_error,
+        watches,
+    }
+}
+
+/// Waits until any partition's log end moves, or the deadline.
+async fn wait_for_append(mut watches: Vec<watch::Receiver<i64>>, deadline: Instant) {
+    let changes = watches.iter_mut().map(|w| Box::pin(w.changed()));
+    let _ = tokio::time::timeout_at(deadline, futures::future::select_all(changes)).await;
+}

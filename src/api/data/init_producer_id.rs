@@ -1,0 +1,31 @@
+//! InitProducerId (key 22, v0–5) for idempotent producers: a new producer id with epoch
+//! 0, or (KIP-360, v3+) the same id with its epoch bumped when the client passes its
+//! current id and epoch. Transactional ids need a transaction coordinator, which tern
+//! does not have yet: they are refused with INVALID_REQUEST.
+
+use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
+use kafka_protocol::ResponseError;
+
+use super::super::context::RequestContext;
+
+pub async fn handle(ctx: &RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse {
+    let response = InitProducerIdResponse::default()
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
+    if request.transactional_id.as_ref().is_some_and(|id| !id.is_empty()) {
+        return response.with_error_code(ResponseError::InvalidRequest.code());
+    }
+    let (current_id, current_epoch) = (request.producer_id.0, request.producer_epoch);
+    if current_id >= 0 && current_epoch >= 0 && current_epoch < i16::MAX - 1 {
+        return response
+            .with_producer_id(ProducerId(current_id))
+            .with_producer_epoch(current_epoch + 1);
+    }
+    match ctx.services.producer_ids.next().await {
+        Ok(id) => response.with_producer_id(ProducerId(id)).with_producer_epoch(0),
+        Err(error) => {
+            tracing::error!(%error, "could not allocate a producer id");
+            response.with_error_code(ResponseError::CoordinatorNotAvailable.code())
+        }
+    }
+}

@@ -1,0 +1,7 @@
+//! The data path: Produce, Fetch, ListOffsets, DeleteRecords, InitProducerId.
+
+pub mod delete_records;
+pub mod fetch;
+pub mod init_producer_id;
+pub mod list_offsets;
+pub mod produce;

@@ -1,0 +1,240 @@
+//! Produce (key 0): served v3–13; v0–2 are advertised for old librdkafka's feature
+//! checks and answered UNSUPPORTED_VERSION per partition, as Kafka 4 does.
+//!
+//! acks=0 gets no response; acks=1 is answered once the batches are in the log (page
+//! cache); acks=all also waits for an fsync when `flush_on_ack_all` (group commit).
+
+use std::sync::Arc;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::ResponseError;
+
+use super::super::context::RequestContext;
+use super::super::{errors, str_bytes};
+use crate::model::now_ms;
+use crate::replication::Partition;
+use crate::server::dispatch::Reply;
+use crate::server::HeaderPrefix;
+
+pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Option<ProduceResponse> {
+    let acks = request.acks;
+    let mut durable_waits: Vec<(Arc<Partition>, i64)> = Vec::new();
+    let mut responses = Vec::with_capacity(request.topic_data.len());
+    for topic in request.topic_data {
+        let replicas = if ctx.api_version >= 13 {
+            Ok(ctx.services.replicas.topic_by_id(topic.topic_id))
+        } else {
+            ctx.services.topics.get_or_auto_create(&topic.name, true).await
+        };
+        let mut partitions = Vec::with_capacity(topic.partition_data.len());
+        for data in topic.partition_data {
+            let response = PartitionProduceResponse::default()
+                .with_index(data.index)
+                .with_base_offset(-1)
+                .with_log_append_time_ms(-1)
+                .with_log_start_offset(-1);
+            let error = |e: ResponseError, message: String| {
+                response.clone().with_error_code(e.code()).with_error_message(Some(str_bytes(message)))
+            };
+            let partition = match &replicas {
+                Ok(Some(t)) => usize::try_from(data.index).ok().and_then(|i| t.partitions.get(i)).cloned(),
+                Ok(None) => None,
+                Err(e) => {
+                    partitions.push(error(errors::topic_error(e), e.to_string()));
+                    continue;
+                }
+            };
+            let Some(partition) = partition else {
+                let unknown = if ctx.api_version >= 13 {
+                    ResponseError::UnknownTopicId
+                } else {
+                    ResponseError::UnknownTopicOrPartition
+                };
+                partitions.push(error(unknown, format!("no partition {} here", data.index)));
+                continue;
+            };
+            if !matches!(acks, -1..=1) {
+                partitions.push(error(ResponseError::InvalidRequiredAcks, format!("acks={acks}")));
+                continue;
+            }
+            if request.transactional_id.is_some() {
+                partitions.push(error(ResponseError::InvalidRequest, "transactions are not supported yet".into()));
+                continue;
+            }
+            if acks == -1 && partition.isr_size() < partition.min_insync_replicas() {
+                partitions.push(error(ResponseError::NotEnoughReplicas, "in-sync replicas below min.insync.replicas".into()));
+                continue;
+            }
+            let Some(records) = data.records else {
+                partitions.push(error(ResponseError::CorruptMessage, "no records".into()));
+                continue;
+            };
+            match partition.append(&records, now_ms()) {
+                Ok(info) => {
+                    let (log_start, _, _) = partition.offsets();
+                    if acks == -1 {
+                        durable_waits.push((Arc::clone(&partition), info.last_offset));
+                    }
+                    partitions.push(
+                        response
+                            .with_base_offset(info.base_offset)
+                            .with_log_append_time_ms(info.log_append_time.unwrap_or(-1))
+                            .with_log_start_offset(log_start),
+                    );
+                }
+                Err(e) => {
+                    tracing::debug!(partition = %partition.id(), error = %e, "produce refused");
+                    partitions.push(error(errors::partition_error(&e), e.to_string()));
+                }
+            }
+        }
+        responses.push(
+            TopicProduceResponse::default()
+                .with_name(topic.name)
+                .with_topic_id(topic.topic_id)
+                .with_partition_responses(partitions),
+        );
+    }
+    if acks == 0 {
+        return None;
+    }
+    if acks == -1 && ctx.services.replicas.durability().flush_on_ack_all {
+        wait_durable(&mut responses, durable_waits).await;
+    }
+    Some(ProduceResponse::default().with_responses(responses))
+}
+
+/// Waits for every appended partition's fsync; a partition whose flush failed gets
+/// KAFKA_STORAGE_ERROR instead of its offset.
+async fn wait_durable(responses: &mut [TopicProduceResponse], waits: Vec<(Arc<Partition>, i64)>) {
+    let results = futures::future::join_all(waits.iter().map(|(p, offset)| p.wait_durable(*offset))).await;
+    for ((partition, _), result) in waits.iter().zip(results) {
+        if let Err(e) = result {
+            let failed = responses
+                .iter_mut()
+                .flat_map(|t| t.partition_responses.iter_mut())
+                .find(|r| r.index == partition.id().partition && r.error_code == 0 && r.base_offset >= 0);
+            if let Some(r) = failed {
+                r.error_code = errors::partition_error(&e).code();
+                r.base_offset = -1;
+            }
+        }
+    }
+}
+
+/// Produce v0–2 (not decodable by kafka-protocol 0.18): read just the topic and
+/// partition names, each length checked against the bytes left, and answer every
+/// partition UNSUPPORTED_VERSION in the matching response format.
+pub fn legacy_reply(frame: &Bytes, prefix: HeaderPrefix) -> Reply {
+    match legacy_response(frame, prefix) {
+        Some(Some(bytes)) => Reply::Frame(bytes),
+        Some(None) => Reply::None,
+        None => Reply::Close(format!("malformed Produce v{} request", prefix.api_version)),
+    }
+}
+
+fn legacy_response(frame: &Bytes, prefix: HeaderPrefix) -> Option<Option<BytesMut>> {
+    let mut buf = frame.slice(8..);
+    let client_id_len = take_i16(&mut buf)?;
+    skip(&mut buf, client_id_len.max(0) as usize)?;
+    let acks = take_i16(&mut buf)?;
+    let _timeout = take_i32(&mut buf)?;
+    let topic_count = bounded_len(take_i32(&mut buf)?, &buf, 6)?;
+    let mut topics = Vec::with_capacity(topic_count);
+    for _ in 0..topic_count {
+        let name_len = take_i16(&mut buf)?.max(0) as usize;
+        let name = take(&mut buf, name_len)?;
+        let partition_count = bounded_len(take_i32(&mut buf)?, &buf, 8)?;
+        let mut partitions = Vec::with_capacity(partition_count);
+        for _ in 0..partition_count {
+            partitions.push(take_i32(&mut buf)?);
+            let size = take_i32(&mut buf)?.max(0) as usize;
+            skip(&mut buf, size)?;
+        }
+        topics.push((name, partitions));
+    }
+    if acks == 0 {
+        return Some(None);
+    }
+    let version = prefix.api_version;
+    let mut out = BytesMut::new();
+    out.put_i32(0);
+    out.put_i32(prefix.correlation_id);
+    out.put_i32(topics.len() as i32);
+    for (name, partitions) in &topics {
+        out.put_i16(name.len() as i16);
+        out.put_slice(name);
+        out.put_i32(partitions.len() as i32);
+        for &partition in partitions {
+            out.put_i32(partition);
+            out.put_i16(ResponseError::UnsupportedVersion.code());
+            out.put_i64(-1);
+            if version >= 2 {
+                out.put_i64(-1);
+            }
+        }
+    }
+    if version >= 1 {
+        out.put_i32(0);
+    }
+    let size = (out.len() - 4) as i32;
+    out[..4].copy_from_slice(&size.to_be_bytes());
+    Some(Some(out))
+}
+
+/// A claimed element count, refused if the remaining bytes can't hold that many
+/// elements of at least `min_element_bytes` each.
+fn bounded_len(claimed: i32, buf: &Bytes, min_element_bytes: usize) -> Option<usize> {
+    let n = usize::try_from(claimed).ok()?;
+    (n.checked_mul(min_element_bytes)? <= buf.remaining()).then_some(n)
+}
+fn take_i16(buf: &mut Bytes) -> Option<i16> {
+    (buf.remaining() >= 2).then(|| buf.get_i16())
+}
+fn take_i32(buf: &mut Bytes) -> Option<i32> {
+    (buf.remaining() >= 4).then(|| buf.get_i32())
+}
+fn take(buf: &mut Bytes, n: usize) -> Option<Bytes> {
+    (buf.remaining() >= n).then(|| buf.split_to(n))
+}
+fn skip(buf: &mut Bytes, n: usize) -> Option<()> {
+    take(buf, n).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn legacy_request(version: i16, acks: i16, topic_count: i32) -> Bytes {
+        let mut b = BytesMut::new();
+        b.put_i16(0);
+        b.put_i16(version);
+        b.put_i32(42);
+        b.put_i16(1);
+        b.put_slice(b"c");
+        b.put_i16(acks);
+        b.put_i32(1000);
+        b.put_i32(topic_count);
+        b.put_i16(1);
+        b.put_slice(b"t");
+        b.put_i32(1);
+        b.put_i32(3);
+        b.put_i32(0);
+        b.freeze()
+    }
+
+    #[test]
+    fn legacy_produce_is_answered_unsupported_per_partition() {
+        let frame = legacy_request(2, 1, 1);
+        let prefix = HeaderPrefix::parse(&frame).expect("prefix");
+        let Some(Some(out)) = legacy_response(&frame, prefix) else { panic!("expected a response") };
+        // size, correlation id, 1 topic "t", 1 partition 3, error 35, offset, time, throttle
+        assert_eq!(out.len(), 4 + 4 + 4 + 3 + 4 + 4 + 2 + 8 + 8 + 4);
+        assert_eq!(&out[4..8], &42i32.to_be_bytes());
+        assert_eq!(&out[26..28], &35i16.to_be_bytes());
+        assert!(matches!(legacy_response(&legacy_request(0, 0, 1), prefix), Some(None)), "acks=0: silence");
+        assert!(legacy_response(&legacy_request(1, 1, i32::MAX), prefix).is_none(), "hostile count refused");
+    }
+}

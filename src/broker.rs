@@ -1,0 +1,162 @@
+//! Wires the subsystems in dependency order, runs the background tasks, and shuts
+//! everything down cleanly: stop accepting, answer in-flight requests, flush and seal
+//! every log, write the clean-shutdown marker.
+
+use std::fs::File;
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::api::context::Services;
+use crate::cluster::{BrokerInfo, EmbeddedStore, MetadataError, MetadataStore};
+use crate::config::Config;
+use crate::replication::ReplicaManager;
+use crate::server::run_listener;
+use crate::topics::{ProducerIdAllocator, TopicError, TopicService};
+
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    #[error("data directory {0} is in use by another tern process")]
+    DataDirLocked(std::path::PathBuf),
+    #[error("opening the data directory: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("binding the Kafka listener {address}: {source}")]
+    Bind { address: SocketAddr, source: std::io::Error },
+    #[error(transparent)]
+    Metadata(#[from] MetadataError),
+    #[error("loading topics: {0}")]
+    Topics(#[from] TopicError),
+}
+
+/// A running broker.
+#[derive(Debug)]
+pub struct Broker {
+    services: Arc<Services>,
+    shutdown: CancellationToken,
+    tasks: TaskTracker,
+    background: TaskTracker,
+    local_addr: SocketAddr,
+    _lock: File,
+}
+
+/// Takes an exclusive `flock` on `<data-dir>/.lock` so two brokers never share logs.
+fn lock_data_dir(config: &Config) -> Result<File, BrokerError> {
+    std::fs::create_dir_all(&config.data_dir)?;
+    let file = File::create(config.data_dir.join(".lock"))?;
+    let rc = try_flock(&file);
+    if rc != 0 {
+        return Err(BrokerError::DataDirLocked(config.data_dir.clone()));
+    }
+    Ok(file)
+}
+
+#[allow(unsafe_code)]
+fn try_flock(file: &File) -> i32 {
+    // SAFETY: `flock` takes a descriptor we own and touches no memory.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }
+}
+
+impl Broker {
+    pub async fn start(config: Config) -> Result<Self, BrokerError> {
+        let lock = lock_data_dir(&config)?;
+        let store: Arc<dyn MetadataStore> = Arc::new(EmbeddedStore::open(&config.data_dir, config.cluster_id.as_deref())?);
+        let defaults = Arc::new(config.topics.defaults.clone());
+        let replicas = Arc::new(ReplicaManager::new(&config.data_dir, defaults, config.durability)?);
+        let topics = TopicService::new(Arc::clone(&store), Arc::clone(&replicas), config.topics.clone(), config.node_id);
+        let loaded = topics.load_all().await?;
+        let listener = TcpListener::bind(config.server.listen)
+            .await
+            .map_err(|source| BrokerError::Bind { address: config.server.listen, source })?;
+        let local_addr = listener.local_addr()?;
+        let mut server = config.server.clone();
+        if server.advertised_port == 0 {
+            server.advertised_port = i32::from(local_addr.port());
+        }
+        let node = BrokerInfo {
+            node_id: config.node_id,
+            host: server.advertised_host.clone(),
+            port: server.advertised_port,
+            rack: None,
+        };
+        let services = Arc::new(Services {
+            node,
+            producer_ids: ProducerIdAllocator::new(Arc::clone(&store)),
+            store,
+            replicas: Arc::clone(&replicas),
+            topics,
+            server,
+        });
+        let shutdown = CancellationToken::new();
+        let tasks = TaskTracker::new();
+        let background = TaskTracker::new();
+        tasks.spawn(run_listener(listener, Arc::clone(&services), shutdown.clone(), tasks.clone()));
+        background.spawn(run_flusher(Arc::clone(&replicas), config.durability.flush_interval, shutdown.clone()));
+        background.spawn(run_retention(Arc::clone(&replicas), config.retention_check_interval, shutdown.clone()));
+        tracing::info!(
+            %local_addr,
+            node_id = config.node_id,
+            cluster_id = %services.store.cluster_id(),
+            topics = loaded,
+            "tern is serving Kafka"
+        );
+        Ok(Self { services, shutdown, tasks, background, local_addr, _lock: lock })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    pub fn services(&self) -> &Arc<Services> {
+        &self.services
+    }
+
+    /// Stops accepting, lets in-flight requests finish (bounded), then closes the logs.
+    pub async fn shutdown(self) -> std::io::Result<()> {
+        tracing::info!("shutting down");
+        self.shutdown.cancel();
+        self.tasks.close();
+        if tokio::time::timeout(Duration::from_secs(10), self.tasks.wait()).await.is_err() {
+            tracing::warn!("connections still busy after 10 s; closing logs anyway");
+        }
+        self.background.close();
+        self.background.wait().await;
+        let replicas = Arc::clone(&self.services.replicas);
+        tokio::task::spawn_blocking(move || replicas.shutdown())
+            .await
+            .map_err(std::io::Error::other)??;
+        tracing::info!("shut down cleanly");
+        Ok(())
+    }
+}
+
+/// Flushes every log at `interval`, so that data is never unflushed for longer and the
+/// recovery checkpoint (what a crash must rescan) stays recent.
+async fn run_flusher(replicas: Arc<ReplicaManager>, interval: Duration, shutdown: CancellationToken) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = ticker.tick() => replicas.flush_all().await,
+        }
+    }
+}
+
+async fn run_retention(replicas: Arc<ReplicaManager>, interval: Duration, shutdown: CancellationToken) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = ticker.tick() => {
+                let replicas = Arc::clone(&replicas);
+                let _ = tokio::task::spawn_blocking(move || replicas.apply_retention()).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! The single-node metadata store: all cluster metadata in one JSON document in the data
+//! directory, rewritten atomically (temp file, fsync, rename) on every change. Changes
+//! are rare (topic admin, producer-id blocks), so simplicity beats write throughput.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast;
+use uuid::Uuid;
+
+use super::{MetadataError, MetadataEvent, MetadataStore, NewTopic, TopicSpec};
+use crate::log::write_atomically;
+
+const FILE_NAME: &str = "metadata.json";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct State {
+    cluster_id: String,
+    topics: BTreeMap<String, TopicSpec>,
+    next_producer_id: i64,
+    next_topic_numeric_id: i64,
+}
+
+#[derive(Debug)]
+pub struct EmbeddedStore {
+    path: PathBuf,
+    state: Mutex<State>,
+    events: broadcast::Sender<MetadataEvent>,
+}
+
+/// A fresh, Kafka-style cluster id: 16 random bytes in URL-safe base64 without padding.
+fn new_cluster_id() -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let bytes = *Uuid::new_v4().as_bytes();
+    let mut out = String::with_capacity(22);
+    let mut bits: u32 = 0;
+    let mut nbits = 0;
+    for byte in bytes {
+        bits = (bits << 8) | u32::from(byte);
+        nbits += 8;
+        while nbits >= 6 {
+            nbits -= 6;
+            out.push(ALPHABET[((bits >> nbits) & 63) as usize] as char);
+        }
+    }
+    if nbits > 0 {
+        out.push(ALPHABET[((bits << (6 - nbits)) & 63) as usize] as char);
+    }
+    out
+}
+
+impl EmbeddedStore {
+    /// Opens the store in `data_dir`, creating it (with `cluster_id` or a random one).
+    pub fn open(data_dir: &Path, cluster_id: Option<&str>) -> Result<Self, MetadataError> {
+        std::fs::create_dir_all(data_dir)?;
+        let path = data_dir.join(FILE_NAME);
+        let state = match std::fs::read(&path) {
+            Ok(raw) => serde_json::from_slice::<State>(&raw).map_err(|e| MetadataError::Corrupt(e.to_string()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let state = State {
+                    cluster_id: cluster_id.map_or_else(new_cluster_id, str::to_string),
+                    topics: BTreeMap::new(),
+                    next_producer_id: 1000,
+                    next_topic_numeric_id: 1,
+                };
+                persist(&path, &state)?;
+                state
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let (events, _) = broadcast::channel(1024);
+        Ok(Self { path, state: Mutex::new(state), events })
+    }
+
+    /// Applies `change` to a copy of the state, persists it, then publishes it.
+    fn update<T>(&self, change: impl FnOnce(&mut State) -> Result<T, MetadataError>) -> Result<T, MetadataError> {
+        let mut guard = self.state.lock();
+        let mut next = guard.clone();
+        let out = change(&mut next)?;
+        persist(&self.path, &next)?;
+        *guard = next;
+        Ok(out)
+    }
+
+    fn publish(&self, event: MetadataEvent) {
+        // No subscriber is fine: nobody needs to hear about it.
+        let _ = self.events.send(event);
+    }
+}
+
+fn persist(path: &Path, state: &State) -> Result<(), MetadataError> {
+    let raw = serde_json::to_vec_pretty(state).map_err(|e| MetadataError::Corrupt(e.to_string()))?;
+    write_atomically(path, &raw)?;
+    Ok(())
+}
+
+#[async_trait::async_trait]
+impl MetadataStore for EmbeddedStore {
+    fn cluster_id(&self) -> String {
+        self.state.lock().cluster_id.clone()
+    }
+
+    async fn topics(&self) -> Vec<TopicSpec> {
+        self.state.lock().topics.values().cloned().collect()
+    }
+
+    async fn topic(&self, name: &str) -> Option<TopicSpec> {
+        self.state.lock().topics.get(name).cloned()
+    }
+
+    async fn topic_by_id(&self, topic_id: Uuid) -> Option<TopicSpec> {
+        self.state.lock().topics.values().find(|t| t.topic_id == topic_id).cloned()
+    }
+
+    async fn create_topic(&self, topic: NewTopic) -> Result<TopicSpec, MetadataError> {
+        let spec = self.update(|state| {
+            if state.topics.contains_key(&topic.name) {
+                return Err(MetadataError::TopicExists(topic.name.clone()));
+            }
+            let spec = TopicSpec {
+                name: topic.name.clone(),
+                topic_id: Uuid::new_v4(),
+                numeric_id: state.next_topic_numeric_id,
+                partitions: topic.partitions,
+                replication_factor: topic.replication_factor,
+                configs: topic.configs.clone(),
+            };
+            state.next_topic_numeric_id += 1;
+            state.topics.insert(spec.name.clone(), spec.clone());
+            Ok(spec)
+        })?;
+        self.publish(MetadataEvent::TopicCreated(spec.clone()));
+        Ok(spec)
+    }
+
+    async fn delete_topic(&self, name: &str) -> Result<TopicSpec, MetadataError> {
+        let spec = self.update(|state| {
+            state
+                .topics
+                .remove(name)
+                .ok_or_else(|| MetadataError::UnknownTopic(name.to_string()))
+        })?;
+        self.publish(MetadataEvent::TopicDeleted(spec.clone()));
+        Ok(spec)
+    }
+
+    async fn set_partition_count(&self, name: &str, count: i32) -> Result<TopicSpec, MetadataError> {
+        let spec = self.update(|state| {
+            let topic = state
+                .topics
+                .get_mut(name)
+                .ok_or_else(|| MetadataError::UnknownTopic(name.to_string()))?;
+            if count <= topic.partitions {
+                return Err(MetadataError::InvalidPartitionCount {
+                    topic: name.to_string(),
+                    current: topic.partitions,
+                    requested: count,
+                });
+            }
+            topic.partitions = count;
+            Ok(topic.clone())
+        })?;
+        self.publish(MetadataEvent::TopicChanged(spec.clone()));
+        Ok(spec)
+    }
+
+    async fn set_topic_configs(&self, name: &str, configs: BTreeMap<String, String>) -> Result<TopicSpec, MetadataError> {
+        let spec = self.update(|state| {
+            let topic = state
+                .topics
+                .get_mut(name)
+                .ok_or_else(|| MetadataError::UnknownTopic(name.to_string()))?;
+            topic.configs = configs;
+            Ok(topic.clone())
+        })?;
+        self.publish(MetadataEvent::TopicChanged(spec.clone()));
+        Ok(spec)
+    }
+
+    async fn allocate_producer_ids(&self, count: i64) -> Result<i64, MetadataError> {
+        self.update(|state| {
+            let first = state.next_producer_id;
+            state.next_producer_id += count.max(1);
+            Ok(first)
+        })
+    }
+
+    fn subscribe(&self) -> broadcast::Receiver<MetadataEvent> {
+        self.events.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn new_topic(name: &str) -> NewTopic {
+        NewTopic { name: name.into(), partitions: 3, replication_factor: 1, configs: BTreeMap::new() }
+    }
+
+    #[tokio::test]
+    async fn topics_and_ids_survive_reopen() -> Result<(), MetadataError> {
+        let dir = tempfile::tempdir()?;
+        let store = EmbeddedStore::open(dir.path(), Some("c1"))?;
+        let mut events = store.subscribe();
+        let created = store.create_topic(new_topic("a")).await?;
+        assert!(matches!(events.try_recv(), Ok(MetadataEvent::TopicCreated(_))));
+        assert!(matches!(store.create_topic(new_topic("a")).await, Err(MetadataError::TopicExists(_))));
+        store.set_partition_count("a", 5).await?;
+        assert!(store.set_partition_count("a", 2).await.is_err());
+        let first = store.allocate_producer_ids(10).await?;
+        drop(store);
+        let store = EmbeddedStore::open(dir.path(), None)?;
+        assert_eq!(store.cluster_id(), "c1");
+        let topic = store.topic("a").await.expect("persisted");
+        assert_eq!((topic.partitions, topic.topic_id), (5, created.topic_id));
+        assert_eq!(store.topic_by_id(created.topic_id).await.map(|t| t.name), Some("a".into()));
+        assert_eq!(store.allocate_producer_ids(1).await?, first + 10, "ids never reused");
+        store.delete_topic("a").await?;
+        assert!(store.topic("a").await.is_none());
+        Ok(())
+    }
+
+    #[test]
+    fn generated_cluster_ids_look_like_kafkas() {
+        let id = new_cluster_id();
+        assert_eq!(id.len(), 22);
+        assert_ne!(id, new_cluster_id());
+    }
+}

@@ -1,0 +1,274 @@
+//! The broker's configuration: command-line flags, `TERN_*` environment variables and
+//! an optional TOML file, all with the same names. Precedence: flag, then environment,
+//! then file, then the built-in default. Each subsystem receives only its slice.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::cluster::topic_config::TopicDefaults;
+use crate::replication::Durability;
+
+macro_rules! serve_args {
+    ($( $(#[doc = $doc:literal])* $field:ident : $ty:ty = $default:expr, $env:literal; )*) => {
+        /// Options of `tern serve`. Every field is optional here so that the layers can
+        /// be merged; `Config::resolve` fills in the defaults shown in `--help`.
+        #[derive(Debug, Default, Clone, clap::Args, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct ServeArgs {
+            /// TOML file with any of these options (same names, snake_case).
+            #[arg(long, env = "TERN_CONFIG")]
+            #[serde(skip)]
+            pub config: Option<PathBuf>,
+            $(
+                $(#[doc = $doc])*
+                #[arg(long, env = $env, help_heading = None)]
+                pub $field: Option<$ty>,
+            )*
+        }
+
+        impl ServeArgs {
+            /// Fills unset fields from `lower`.
+            fn or(self, lower: ServeArgs) -> ServeArgs {
+                ServeArgs { config: self.config, $( $field: self.$field.or(lower.$field), )* }
+            }
+        }
+
+        /// Built-in defaults, in one place.
+        pub mod defaults {
+            #[allow(unused_imports)]
+            use super::*;
+            $( pub fn $field() -> $ty { $default } )*
+        }
+    };
+}
+
+serve_args! {
+    /// Directory for partition logs and metadata [default: ./data]
+    data_dir: PathBuf = PathBuf::from("./data"), "TERN_DATA_DIR";
+    /// Kafka listener address [default: 127.0.0.1:9092]
+    listen: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 9092)), "TERN_LISTEN";
+    /// Address clients are told to connect to, HOST:PORT [default: the listen address]
+    advertise: String = String::new(), "TERN_ADVERTISE";
+    /// This broker's id [default: 1]
+    node_id: i32 = 1, "TERN_NODE_ID";
+    /// Cluster id for a new data directory [default: random, then kept in the data dir]
+    cluster_id: String = String::new(), "TERN_CLUSTER_ID";
+    /// Largest request accepted; bigger frames close the connection (socket.request.max.bytes) [default: 104857600]
+    max_request_bytes: u32 = 100 * 1024 * 1024, "TERN_MAX_REQUEST_BYTES";
+    /// Requests read ahead of their responses on one connection [default: 64]
+    max_in_flight_requests: usize = 64, "TERN_MAX_IN_FLIGHT_REQUESTS";
+    /// Open client connections allowed at once [default: 10000]
+    max_connections: usize = 10_000, "TERN_MAX_CONNECTIONS";
+    /// Longest a fetch may wait for data, whatever the client asks (ms) [default: 30000]
+    fetch_max_wait_ms: u64 = 30_000, "TERN_FETCH_MAX_WAIT_MS";
+    /// Create topics on first use by Metadata or Produce (auto.create.topics.enable) [default: true]
+    auto_create_topics_enable: bool = true, "TERN_AUTO_CREATE_TOPICS_ENABLE";
+    /// Partitions of an auto-created topic (num.partitions) [default: 1]
+    num_partitions: i32 = 1, "TERN_NUM_PARTITIONS";
+    /// Replication factor of an auto-created topic (default.replication.factor) [default: 1]
+    default_replication_factor: i16 = 1, "TERN_DEFAULT_REPLICATION_FACTOR";
+    /// Default retention by age, ms; -1 forever (log.retention.ms) [default: 604800000]
+    log_retention_ms: i64 = 7 * 24 * 3600 * 1000, "TERN_LOG_RETENTION_MS";
+    /// Default retention by size per partition; -1 unlimited (log.retention.bytes) [default: -1]
+    log_retention_bytes: i64 = -1, "TERN_LOG_RETENTION_BYTES";
+    /// Default segment size (log.segment.bytes) [default: 1073741824]
+    log_segment_bytes: i64 = 1 << 30, "TERN_LOG_SEGMENT_BYTES";
+    /// Default segment age before a roll, ms (log.roll.ms) [default: 604800000]
+    log_roll_ms: i64 = 7 * 24 * 3600 * 1000, "TERN_LOG_ROLL_MS";
+    /// Default largest batch (message.max.bytes) [default: 1048588]
+    message_max_bytes: i64 = 1_048_588, "TERN_MESSAGE_MAX_BYTES";
+    /// How often retention runs, ms (log.retention.check.interval.ms) [default: 300000]
+    log_retention_check_interval_ms: u64 = 300_000, "TERN_LOG_RETENTION_CHECK_INTERVAL_MS";
+    /// Everything is flushed to disk at least this often, ms (log.flush.interval.ms) [default: 1000]
+    log_flush_interval_ms: u64 = 1000, "TERN_LOG_FLUSH_INTERVAL_MS";
+    /// acks=all produce waits until its data is fsynced (group commit) [default: true]
+    flush_on_ack_all: bool = true, "TERN_FLUSH_ON_ACK_ALL";
+    /// Log format: text or json [default: text]
+    log_format: String = "text".to_string(), "TERN_LOG_FORMAT";
+}
+
+/// The resolved configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub data_dir: PathBuf,
+    pub server: ServerConfig,
+    pub node_id: i32,
+    pub cluster_id: Option<String>,
+    pub topics: TopicsConfig,
+    pub durability: Durability,
+    pub retention_check_interval: Duration,
+    pub log_format: String,
+}
+
+/// The Kafka listener's limits.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub advertised_host: String,
+    pub advertised_port: i32,
+    pub max_request_bytes: u32,
+    pub max_in_flight_requests: usize,
+    pub max_connections: usize,
+    pub fetch_max_wait: Duration,
+}
+
+/// Topic creation defaults and the defaults of every topic config.
+#[derive(Debug, Clone)]
+pub struct TopicsConfig {
+    pub auto_create: bool,
+    pub num_partitions: i32,
+    pub default_replication_factor: i16,
+    pub defaults: TopicDefaults,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("reading config file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("parsing config file {path}: {source}")]
+    Parse { path: PathBuf, source: toml::de::Error },
+    #[error("invalid option {name}: {reason}")]
+    Invalid { name: &'static str, reason: String },
+}
+
+impl Config {
+    /// Merges the flags (which clap already merged with the environment) over the file.
+    pub fn resolve(args: ServeArgs) -> Result<Self, ConfigError> {
+        let file = match &args.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.clone(), source })?;
+                toml::from_str::<ServeArgs>(&text).map_err(|source| ConfigError::Parse { path: path.clone(), source })?
+            }
+            None => ServeArgs::default(),
+        };
+        let operator_set = topic_overrides(&args.clone().or(file.clone()));
+        let a = args.or(file);
+        let listen = a.listen.unwrap_or_else(defaults::listen);
+        let advertise = a.advertise.filter(|s| !s.is_empty()).unwrap_or_else(|| listen.to_string());
+        let (advertised_host, advertised_port) = split_host_port(&advertise)?;
+        let positive = |name: &'static str, v: i64| {
+            if v > 0 {
+                Ok(v)
+            } else {
+                Err(ConfigError::Invalid { name, reason: format!("{v} must be positive") })
+            }
+        };
+        let num_partitions = a.num_partitions.unwrap_or_else(defaults::num_partitions);
+        positive("num_partitions", i64::from(num_partitions))?;
+        let max_in_flight = a.max_in_flight_requests.unwrap_or_else(defaults::max_in_flight_requests);
+        positive("max_in_flight_requests", max_in_flight as i64)?;
+        let builtin = vec![
+            ("cleanup.policy", "delete".to_string()),
+            ("compression.type", "producer".to_string()),
+            ("index.interval.bytes", "4096".to_string()),
+            ("max.message.bytes", defaults::message_max_bytes().to_string()),
+            ("message.timestamp.type", "CreateTime".to_string()),
+            ("min.insync.replicas", "1".to_string()),
+            ("retention.bytes", defaults::log_retention_bytes().to_string()),
+            ("retention.ms", defaults::log_retention_ms().to_string()),
+            ("segment.bytes", defaults::log_segment_bytes().to_string()),
+            ("segment.index.bytes", (10 * 1024 * 1024).to_string()),
+            ("segment.ms", defaults::log_roll_ms().to_string()),
+        ];
+        let overrides: BTreeMap<String, String> = operator_set.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        crate::cluster::topic_config::validate(&overrides)
+            .map_err(|e| ConfigError::Invalid { name: "topic default", reason: e.to_string() })?;
+        Ok(Self {
+            data_dir: a.data_dir.unwrap_or_else(defaults::data_dir),
+            server: ServerConfig {
+                listen,
+                advertised_host,
+                advertised_port,
+                max_request_bytes: a.max_request_bytes.unwrap_or_else(defaults::max_request_bytes),
+                max_in_flight_requests: max_in_flight,
+                max_connections: a.max_connections.unwrap_or_else(defaults::max_connections),
+                fetch_max_wait: Duration::from_millis(a.fetch_max_wait_ms.unwrap_or_else(defaults::fetch_max_wait_ms)),
+            },
+            node_id: a.node_id.unwrap_or_else(defaults::node_id),
+            cluster_id: a.cluster_id.filter(|s| !s.is_empty()),
+            topics: TopicsConfig {
+                auto_create: a.auto_create_topics_enable.unwrap_or_else(defaults::auto_create_topics_enable),
+                num_partitions,
+                default_replication_factor: a.default_replication_factor.unwrap_or_else(defaults::default_replication_factor),
+                defaults: TopicDefaults::new(&builtin, &operator_set),
+            },
+            durability: Durability {
+                flush_on_ack_all: a.flush_on_ack_all.unwrap_or_else(defaults::flush_on_ack_all),
+                flush_interval: Duration::from_millis(
+                    a.log_flush_interval_ms.unwrap_or_else(defaults::log_flush_interval_ms).max(1),
+                ),
+            },
+            retention_check_interval: Duration::from_millis(
+                a.log_retention_check_interval_ms
+                    .unwrap_or_else(defaults::log_retention_check_interval_ms)
+                    .max(10),
+            ),
+            log_format: a.log_format.unwrap_or_else(defaults::log_format),
+        })
+    }
+}
+
+/// Topic-config defaults the operator set explicitly, by topic config name.
+fn topic_overrides(a: &ServeArgs) -> BTreeMap<&'static str, String> {
+    let mut out = BTreeMap::new();
+    let pairs: [(&'static str, Option<String>); 5] = [
+        ("retention.ms", a.log_retention_ms.map(|v| v.to_string())),
+        ("retention.bytes", a.log_retention_bytes.map(|v| v.to_string())),
+        ("segment.bytes", a.log_segment_bytes.map(|v| v.to_string())),
+        ("segment.ms", a.log_roll_ms.map(|v| v.to_string())),
+        ("max.message.bytes", a.message_max_bytes.map(|v| v.to_string())),
+    ];
+    for (name, value) in pairs {
+        if let Some(v) = value {
+            out.insert(name, v);
+        }
+    }
+    out
+}
+
+fn split_host_port(address: &str) -> Result<(String, i32), ConfigError> {
+    let invalid = |reason: String| ConfigError::Invalid { name: "advertise", reason };
+    let (host, port) = address
+        .rsplit_once(':')
+        .ok_or_else(|| invalid(format!("'{address}' is not HOST:PORT")))?;
+    let port: u16 = port.parse().map_err(|_| invalid(format!("'{port}' is not a port")))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    Ok((host.to_string(), i32::from(port)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_win_over_the_file_and_defaults_fill_the_rest() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("tern.toml");
+        std::fs::write(&path, "node_id = 7\nlisten = \"127.0.0.1:9999\"\nlog_retention_ms = 5000\n")?;
+        let args = ServeArgs { config: Some(path), node_id: Some(3), ..ServeArgs::default() };
+        let config = Config::resolve(args)?;
+        assert_eq!(config.node_id, 3);
+        assert_eq!(config.server.listen.port(), 9999);
+        assert_eq!((config.server.advertised_host.as_str(), config.server.advertised_port), ("127.0.0.1", 9999));
+        assert_eq!(config.server.max_request_bytes, 100 * 1024 * 1024);
+        let empty = BTreeMap::new();
+        assert_eq!(
+            config.topics.defaults.resolve(&empty, "retention.ms"),
+            Some(("5000", crate::cluster::topic_config::ConfigSource::StaticBroker))
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn unknown_file_keys_are_errors() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("tern.toml");
+        std::fs::write(&path, "nod_id = 7\n")?;
+        assert!(Config::resolve(ServeArgs { config: Some(path), ..ServeArgs::default() }).is_err());
+        Ok(())
+    }
+}

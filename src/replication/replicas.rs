@@ -1,0 +1,220 @@
+//! All partitions hosted on this broker: opening them at start-up (with crash recovery
+//! when the last shutdown was unclean), creating and deleting them as the metadata
+//! says, and the background work on them (periodic flush, retention).
+//!
+//! Files it owns in the data directory:
+//! - `.clean-shutdown`: written last on a clean shutdown, deleted as soon as it is read,
+//!   so a crash during start-up still counts as unclean.
+//! - `recovery-point-offset-checkpoint`: JSON `{"<topic>-<partition>": offset}`; below
+//!   each offset the log is on disk, so recovery rescans only what lies past it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::RwLock;
+use uuid::Uuid;
+
+use super::partition::Partition;
+use crate::cluster::topic_config::TopicDefaults;
+use crate::cluster::TopicSpec;
+use crate::log::{write_atomically, Log, OpenMode};
+use crate::model::{now_ms, TopicPartition};
+
+const CLEAN_SHUTDOWN_FILE: &str = ".clean-shutdown";
+const RECOVERY_CHECKPOINT_FILE: &str = "recovery-point-offset-checkpoint";
+
+/// When acknowledged data must be on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Durability {
+    /// `acks=all` produce waits for an fsync of its data (group commit).
+    pub flush_on_ack_all: bool,
+    /// Everything is flushed at least this often (`log.flush.interval.ms`).
+    pub flush_interval: Duration,
+}
+
+/// A topic's partitions on this broker, indexed by partition number.
+#[derive(Debug)]
+pub struct TopicReplicas {
+    pub spec: TopicSpec,
+    pub partitions: Vec<Arc<Partition>>,
+}
+
+#[derive(Debug)]
+pub struct ReplicaManager {
+    data_dir: PathBuf,
+    defaults: Arc<TopicDefaults>,
+    durability: Durability,
+    topics: RwLock<HashMap<String, Arc<TopicReplicas>>>,
+    clean_start: bool,
+    recovery_points: HashMap<String, i64>,
+}
+
+impl ReplicaManager {
+    /// Prepares to open partitions in `data_dir`; reads (and removes) the clean-shutdown
+    /// marker and the recovery checkpoint.
+    pub fn new(data_dir: &Path, defaults: Arc<TopicDefaults>, durability: Durability) -> io::Result<Self> {
+        std::fs::create_dir_all(data_dir)?;
+        let marker = data_dir.join(CLEAN_SHUTDOWN_FILE);
+        let clean_start = marker.exists();
+        if clean_start {
+            std::fs::remove_file(&marker)?;
+            std::fs::File::open(data_dir)?.sync_all()?;
+        }
+        let recovery_points = match std::fs::read(data_dir.join(RECOVERY_CHECKPOINT_FILE)) {
+            Ok(raw) => serde_json::from_slice(&raw).unwrap_or_else(|error| {
+                tracing::warn!(%error, "unreadable recovery checkpoint; recovering every log fully");
+                HashMap::new()
+            }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => HashMap::new(),
+            Err(e) => return Err(e),
+        };
+        tracing::info!(clean_start, data_dir = %data_dir.display(), "opening partitions");
+        Ok(Self {
+            data_dir: data_dir.to_path_buf(),
+            defaults,
+            durability,
+            topics: RwLock::new(HashMap::new()),
+            clean_start,
+            recovery_points,
+        })
+    }
+
+    pub fn durability(&self) -> Durability {
+        self.durability
+    }
+    pub fn defaults(&self) -> &TopicDefaults {
+        &self.defaults
+    }
+
+    fn partition_dir(&self, id: &TopicPartition) -> PathBuf {
+        self.data_dir.join(id.dir_name())
+    }
+
+    /// Makes the local partitions match `spec`: opens (or, when `fresh`, creates from
+    /// scratch) every partition and applies the topic's configs. Idempotent.
+    pub fn reconcile_topic(&self, spec: &TopicSpec, fresh: bool) -> io::Result<Arc<TopicReplicas>> {
+        let log_config = self.defaults.log_config(&spec.configs);
+        let min_isr = self.defaults.min_insync_replicas(&spec.configs);
+        let existing = self.topics.read().get(&spec.name).cloned();
+        let mut partitions: Vec<Arc<Partition>> = match &existing {
+            Some(t) if t.spec.topic_id == spec.topic_id => t.partitions.clone(),
+            _ => Vec::new(),
+        };
+        for partition in &partitions {
+            partition.set_config(log_config.clone(), min_isr);
+        }
+        for index in partitions.len() as i32..spec.partitions {
+            let id = TopicPartition::new(spec.name.clone(), index);
+            let dir = self.partition_dir(&id);
+            if fresh && dir.exists() {
+                // Left over from a topic of the same name deleted while we were down.
+                std::fs::remove_dir_all(&dir)?;
+            }
+            let mode = OpenMode {
+                clean: self.clean_start,
+                recovery_point: self.recovery_points.get(&id.dir_name()).copied().unwrap_or(0),
+            };
+            let log = Log::open(&dir, log_config.clone(), mode)?;
+            partitions.push(Arc::new(Partition::new(id, spec.topic_id, log, min_isr)));
+        }
+        let replicas = Arc::new(TopicReplicas { spec: spec.clone(), partitions });
+        self.topics.write().insert(spec.name.clone(), Arc::clone(&replicas));
+        Ok(replicas)
+    }
+
+    /// Stops serving a topic and removes its files in the background.
+    pub fn remove_topic(&self, name: &str) {
+        let Some(topic) = self.topics.write().remove(name) else { return };
+        for partition in &topic.partitions {
+            let dir = self.partition_dir(partition.id());
+            let doomed = self
+                .data_dir
+                .join(format!("{}.{}-delete", partition.id().dir_name(), Uuid::new_v4().simple()));
+            if let Err(error) = std::fs::rename(&dir, &doomed) {
+                tracing::warn!(dir = %dir.display(), %error, "could not move deleted partition aside");
+                continue;
+            }
+            tokio::task::spawn_blocking(move || {
+                if let Err(error) = std::fs::remove_dir_all(&doomed) {
+                    tracing::warn!(dir = %doomed.display(), %error, "could not remove deleted partition");
+                }
+            });
+        }
+    }
+
+    pub fn topic(&self, name: &str) -> Option<Arc<TopicReplicas>> {
+        self.topics.read().get(name).cloned()
+    }
+
+    pub fn topic_by_id(&self, topic_id: Uuid) -> Option<Arc<TopicReplicas>> {
+        self.topics.read().values().find(|t| t.spec.topic_id == topic_id).cloned()
+    }
+
+    pub fn partition(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
+        let topics = self.topics.read();
+        let index = usize::try_from(partition).ok()?;
+        topics.get(topic)?.partitions.get(index).cloned()
+    }
+
+    pub fn all_partitions(&self) -> Vec<Arc<Partition>> {
+        self.topics
+            .read()
+            .values()
+            .flat_map(|t| t.partitions.iter().cloned())
+            .collect()
+    }
+
+    /// Flushes every partition with unflushed data, then records the recovery points.
+    pub async fn flush_all(&self) {
+        for partition in self.all_partitions() {
+            if partition.unflushed_bytes() > 0 {
+                // A failure takes the partition offline and is logged there.
+                let _ = partition.flush().await;
+            }
+        }
+        if let Err(error) = self.write_recovery_checkpoint() {
+            tracing::warn!(%error, "could not write the recovery checkpoint");
+        }
+    }
+
+    fn write_recovery_checkpoint(&self) -> io::Result<()> {
+        let points: BTreeMap<String, i64> = self
+            .all_partitions()
+            .iter()
+            .map(|p| (p.id().dir_name(), p.durable_offset()))
+            .collect();
+        let raw = serde_json::to_vec(&points).map_err(io::Error::other)?;
+        write_atomically(&self.data_dir.join(RECOVERY_CHECKPOINT_FILE), &raw)
+    }
+
+    /// Deletes expired segments in every partition.
+    pub fn apply_retention(&self) {
+        let now = now_ms();
+        for partition in self.all_partitions() {
+            match partition.apply_retention(now) {
+                Ok(0) => {}
+                Ok(deleted) => tracing::info!(partition = %partition.id(), deleted, "retention deleted segments"),
+                Err(error) => tracing::warn!(partition = %partition.id(), %error, "retention failed"),
+            }
+        }
+    }
+
+    /// Closes every log cleanly and writes the clean-shutdown marker last.
+    pub fn shutdown(&self) -> io::Result<()> {
+        let mut all_clean = true;
+        for partition in self.all_partitions() {
+            if let Err(error) = partition.close() {
+                tracing::error!(partition = %partition.id(), %error, "closing log failed");
+                all_clean = false;
+            }
+        }
+        self.write_recovery_checkpoint()?;
+        if all_clean {
+            write_atomically(&self.data_dir.join(CLEAN_SHUTDOWN_FILE), b"")?;
+        }
+        Ok(())
+    }
+}

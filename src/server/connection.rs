@@ -1,0 +1,132 @@
+//! One client connection: a reader task turns the byte stream into frames; this task
+//! runs up to `max_in_flight_requests` of them concurrently and writes the responses
+//! strictly in request order (a slow acks=all produce never lets a later fetch answer
+//! first). Oversized or malformed frames close the connection.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use futures::stream::{FuturesOrdered, StreamExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::dispatch::{self, Reply};
+use crate::api::context::Services;
+
+/// Bytes read from the socket per growth step of a frame buffer; a frame's memory
+/// grows only as its bytes actually arrive.
+const READ_CHUNK_BYTES: usize = 256 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+enum FrameError {
+    #[error("frame size {size} outside 0..={max}")]
+    BadSize { size: i32, max: u32 },
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// Reads one size-prefixed frame; `Ok(None)` on a clean end of stream.
+async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R, max: u32) -> Result<Option<Bytes>, FrameError> {
+    let size = match reader.read_i32().await {
+        Ok(size) => size,
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    if size < 0 || size as u32 > max {
+        return Err(FrameError::BadSize { size, max });
+    }
+    let size = size as usize;
+    let mut frame = BytesMut::with_capacity(size.min(READ_CHUNK_BYTES));
+    while frame.len() < size {
+        let want = (size - frame.len()).min(READ_CHUNK_BYTES);
+        frame.reserve(want);
+        let n = (&mut *reader).take(want as u64).read_buf(&mut frame).await?;
+        if n == 0 {
+            return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+        }
+    }
+    Ok(Some(frame.freeze()))
+}
+
+pub async fn serve(stream: TcpStream, peer: SocketAddr, services: Arc<Services>, shutdown: CancellationToken) {
+    let (read_half, mut write_half) = stream.into_split();
+    let max_in_flight = services.server.max_in_flight_requests;
+    let max_request_bytes = services.server.max_request_bytes;
+    let (frames_tx, mut frames_rx) = mpsc::channel::<Bytes>(max_in_flight);
+    let reader_stop = shutdown.clone();
+    let reader = tokio::spawn(async move {
+        let mut reader = BufReader::with_capacity(64 * 1024, read_half);
+        loop {
+            let frame = tokio::select! {
+                _ = reader_stop.cancelled() => break,
+                frame = read_frame(&mut reader, max_request_bytes) => frame,
+            };
+            match frame {
+                Ok(Some(frame)) => {
+                    if frames_tx.send(frame).await.is_err() {
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(error) => {
+                    tracing::debug!(%peer, %error, "closing connection");
+                    break;
+                }
+            }
+        }
+    });
+
+    let mut in_flight = FuturesOrdered::new();
+    let mut reading = true;
+    loop {
+        tokio::select! {
+            biased;
+            Some(reply) = in_flight.next(), if !in_flight.is_empty() => {
+                match reply {
+                    Reply::Frame(bytes) => {
+                        if let Err(error) = write_half.write_all(&bytes).await {
+                            tracing::debug!(%peer, %error, "write failed");
+                            break;
+                        }
+                    }
+                    Reply::None => {}
+                    Reply::Close(reason) => {
+                        tracing::info!(%peer, %reason, "closing connection after a bad request");
+                        break;
+                    }
+                }
+            }
+            frame = frames_rx.recv(), if reading && in_flight.len() < max_in_flight => {
+                match frame {
+                    Some(frame) => in_flight.push_back(dispatch::handle_frame(Arc::clone(&services), peer, frame)),
+                    None => reading = false,
+                }
+            }
+            else => break,
+        }
+    }
+    reader.abort();
+    let _ = write_half.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn oversized_and_negative_frames_are_refused_before_reading_them() {
+        let mut huge: &[u8] = &[0x7f, 0xff, 0xff, 0xff];
+        assert!(matches!(read_frame(&mut huge, 1024).await, Err(FrameError::BadSize { .. })));
+        let mut negative: &[u8] = &[0xff, 0xff, 0xff, 0xfe];
+        assert!(matches!(read_frame(&mut negative, 1024).await, Err(FrameError::BadSize { .. })));
+        let mut ok: &[u8] = &[0, 0, 0, 3, 1, 2, 3, 9];
+        assert_eq!(read_frame(&mut ok, 1024).await.ok().flatten().as_deref(), Some(&[1u8, 2, 3][..]));
+        let mut truncated: &[u8] = &[0, 0, 0, 5, 1];
+        assert!(read_frame(&mut truncated, 1024).await.is_err());
+        let mut empty: &[u8] = &[];
+        assert!(matches!(read_frame(&mut empty, 1024).await, Ok(None)));
+    }
+}

@@ -1,0 +1,175 @@
+//! The table of supported APIs and the one place that routes a request to its handler.
+//!
+//! `SUPPORTED` is what ApiVersions advertises; an API is listed only when its handler
+//! exists and is tested. Versions below a handler's first served version are listed
+//! where old clients gate features on them (Produce v0), and answered with
+//! UNSUPPORTED_VERSION, as Apache Kafka 4 does.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::Encodable;
+
+use super::frame::{decode_untrusted, encode_response, split_header, DecodeError, HeaderPrefix};
+use crate::api::context::{Principal, RequestContext, Services};
+use crate::api::{admin, api_versions, data, metadata};
+
+/// One advertised API: its key and the version range in ApiVersions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiRange {
+    pub key: ApiKey,
+    pub min: i16,
+    pub max: i16,
+}
+
+const fn api(key: ApiKey, min: i16, max: i16) -> ApiRange {
+    ApiRange { key, min, max }
+}
+
+/// Every API tern serves, with Apache Kafka 4.1's version ranges.
+pub const SUPPORTED: &[ApiRange] = &[
+    api(ApiKey::Produce, 0, 13),
+    api(ApiKey::Fetch, 4, 18),
+    api(ApiKey::ListOffsets, 1, 10),
+    api(ApiKey::Metadata, 0, 13),
+    api(ApiKey::ApiVersions, 0, 4),
+    api(ApiKey::CreateTopics, 2, 7),
+    api(ApiKey::DeleteTopics, 1, 6),
+    api(ApiKey::DeleteRecords, 0, 2),
+    api(ApiKey::InitProducerId, 0, 5),
+    api(ApiKey::DescribeConfigs, 1, 4),
+    api(ApiKey::AlterConfigs, 0, 2),
+    api(ApiKey::CreatePartitions, 0, 3),
+    api(ApiKey::IncrementalAlterConfigs, 0, 1),
+    api(ApiKey::DescribeCluster, 0, 2),
+];
+
+pub fn supported(key: ApiKey, version: i16) -> bool {
+    SUPPORTED.iter().any(|r| r.key == key && (r.min..=r.max).contains(&version))
+}
+
+/// What to send back for one request frame.
+#[derive(Debug)]
+pub enum Reply {
+    Frame(BytesMut),
+    /// Nothing: a produce with acks=0.
+    None,
+    /// Close the connection (after the replies before this one are written).
+    Close(String),
+}
+
+impl From<DecodeError> for Reply {
+    fn from(error: DecodeError) -> Self {
+        Reply::Close(error.to_string())
+    }
+}
+
+fn reply<R: Encodable>(key: ApiKey, version: i16, correlation_id: i32, response: &R) -> Reply {
+    match encode_response(key, version, correlation_id, response) {
+        Ok(bytes) => Reply::Frame(bytes),
+        Err(reason) => {
+            tracing::error!(?key, version, %reason, "could not encode response");
+            Reply::Close(format!("encoding {key:?} v{version} response failed"))
+        }
+    }
+}
+
+/// Decodes one request frame, runs its handler and encodes the reply.
+pub async fn handle_frame(services: Arc<Services>, peer: SocketAddr, frame: Bytes) -> Reply {
+    let Some(prefix) = HeaderPrefix::parse(&frame) else {
+        return Reply::Close(format!("frame of {} bytes has no request header", frame.len()));
+    };
+    let Ok(key) = ApiKey::try_from(prefix.api_key) else {
+        return Reply::Close(format!("unknown api key {}", prefix.api_key));
+    };
+    if key == ApiKey::ApiVersions && !supported(key, prefix.api_version) {
+        // KIP-511: tell the client which versions we have, in the v0 format.
+        let response = api_versions::unsupported_version_response();
+        return reply(key, 0, prefix.correlation_id, &response);
+    }
+    if !supported(key, prefix.api_version) {
+        return Reply::Close(format!("unsupported {key:?} v{}", prefix.api_version));
+    }
+    if key == ApiKey::Produce && prefix.api_version < 3 {
+        return data::produce::legacy_reply(&frame, prefix);
+    }
+    let (header, body) = match split_header(key, prefix.api_version, frame) {
+        Ok(parts) => parts,
+        Err(error) => return error.into(),
+    };
+    let ctx = RequestContext {
+        services,
+        api_version: prefix.api_version,
+        correlation_id: prefix.correlation_id,
+        client_id: header.client_id.as_ref().map(|s| s.to_string()),
+        principal: Principal::Anonymous,
+        peer,
+    };
+    route(ctx, key, body).await
+}
+
+macro_rules! call {
+    ($ctx:ident, $key:ident, $body:ident, $request:ty, $handler:path) => {{
+        let version = $ctx.api_version;
+        let mut body = $body;
+        let request: $request = match decode_untrusted($key, &mut body, version) {
+            Ok(request) => request,
+            Err(error) => return error.into(),
+        };
+        let response = $handler(&$ctx, request).await;
+        reply($key, version, $ctx.correlation_id, &response)
+    }};
+}
+
+async fn route(ctx: RequestContext, key: ApiKey, body: Bytes) -> Reply {
+    match key {
+        ApiKey::Produce => {
+            let version = ctx.api_version;
+            let mut body = body;
+            let request: ProduceRequest = match decode_untrusted(key, &mut body, version) {
+                Ok(request) => request,
+                Err(error) => return error.into(),
+            };
+            match data::produce::handle(&ctx, request).await {
+                Some(response) => reply(key, version, ctx.correlation_id, &response),
+                None => Reply::None,
+            }
+        }
+        ApiKey::Fetch => call!(ctx, key, body, FetchRequest, data::fetch::handle),
+        ApiKey::ListOffsets => call!(ctx, key, body, ListOffsetsRequest, data::list_offsets::handle),
+        ApiKey::Metadata => call!(ctx, key, body, MetadataRequest, metadata::handle),
+        ApiKey::ApiVersions => call!(ctx, key, body, ApiVersionsRequest, api_versions::handle),
+        ApiKey::CreateTopics => call!(ctx, key, body, CreateTopicsRequest, admin::create_topics::handle),
+        ApiKey::DeleteTopics => call!(ctx, key, body, DeleteTopicsRequest, admin::delete_topics::handle),
+        ApiKey::DeleteRecords => call!(ctx, key, body, DeleteRecordsRequest, data::delete_records::handle),
+        ApiKey::InitProducerId => call!(ctx, key, body, InitProducerIdRequest, data::init_producer_id::handle),
+        ApiKey::DescribeConfigs => call!(ctx, key, body, DescribeConfigsRequest, admin::describe_configs::handle),
+        ApiKey::AlterConfigs => call!(ctx, key, body, AlterConfigsRequest, admin::alter_configs::handle),
+        ApiKey::CreatePartitions => call!(ctx, key, body, CreatePartitionsRequest, admin::create_partitions::handle),
+        ApiKey::IncrementalAlterConfigs => {
+            call!(ctx, key, body, IncrementalAlterConfigsRequest, admin::incremental_alter_configs::handle)
+        }
+        ApiKey::DescribeCluster => call!(ctx, key, body, DescribeClusterRequest, admin::describe_cluster::handle),
+        // `handle_frame` admits only keys in SUPPORTED; the test below checks that
+        // every one of them has an arm above.
+        other => Reply::Close(format!("{other:?} is not routed")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_is_within_what_the_protocol_crate_knows() {
+        for range in SUPPORTED {
+            let known = range.key.valid_versions();
+            assert!(range.max <= known.max, "{:?} advertises past the crate", range.key);
+            assert!(range.min <= range.max);
+        }
+        assert!(supported(ApiKey::Produce, 0), "old librdkafka needs Produce v0 advertised");
+        assert!(!supported(ApiKey::Fetch, 3));
+    }
+}

@@ -1,0 +1,11 @@
+//! The Kafka TCP edge: accepting connections, reading size-prefixed frames, decoding
+//! headers and bodies safely, and writing responses in request order.
+
+mod connection;
+pub(crate) mod dispatch;
+mod frame;
+pub use frame::HeaderPrefix;
+mod listener;
+
+pub use dispatch::SUPPORTED;
+pub use listener::run_listener;

@@ -1,0 +1,247 @@
+//! Topic administration as one service shared by every front end (Kafka APIs now, the
+//! HTTP gateway later): validate, write the metadata store, then make the local
+//! partitions match. Also hands out producer ids in blocks reserved from the store.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::cluster::topic_config::{self, ConfigError};
+use crate::cluster::{MetadataError, MetadataStore, NewTopic, TopicSpec};
+use crate::config::TopicsConfig;
+use crate::model::validate_topic_name;
+use crate::replication::{ReplicaManager, TopicReplicas};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TopicError {
+    #[error("invalid topic name: {0}")]
+    InvalidName(String),
+    #[error("topic '{0}' already exists")]
+    AlreadyExists(String),
+    #[error("topic '{0}' does not exist")]
+    Unknown(String),
+    #[error("{0}")]
+    InvalidPartitions(String),
+    #[error("{0}")]
+    InvalidReplicationFactor(String),
+    #[error("{0}")]
+    InvalidReplicaAssignment(String),
+    #[error(transparent)]
+    InvalidConfig(#[from] ConfigError),
+    #[error("storage: {0}")]
+    Storage(#[from] std::io::Error),
+    #[error(transparent)]
+    Metadata(MetadataError),
+}
+
+impl From<MetadataError> for TopicError {
+    fn from(error: MetadataError) -> Self {
+        match error {
+            MetadataError::TopicExists(name) => TopicError::AlreadyExists(name),
+            MetadataError::UnknownTopic(name) => TopicError::Unknown(name),
+            MetadataError::InvalidPartitionCount { topic, current, requested } => TopicError::InvalidPartitions(
+                format!("topic '{topic}' has {current} partitions; cannot change to {requested}"),
+            ),
+            other => TopicError::Metadata(other),
+        }
+    }
+}
+
+/// A create request after defaults: `-1` partitions or replication factor mean the
+/// broker default; explicit assignments fix the partition count.
+#[derive(Debug, Clone)]
+pub struct CreateTopic {
+    pub name: String,
+    pub partitions: i32,
+    pub replication_factor: i16,
+    pub assignments: Vec<Vec<i32>>,
+    pub configs: BTreeMap<String, String>,
+}
+
+/// Most partitions one topic may have; each costs files and mappings.
+pub const MAX_PARTITIONS_PER_TOPIC: i32 = 10_000;
+
+#[derive(Debug)]
+pub struct TopicService {
+    store: Arc<dyn MetadataStore>,
+    replicas: Arc<ReplicaManager>,
+    config: TopicsConfig,
+    node_id: i32,
+}
+
+impl TopicService {
+    pub fn new(store: Arc<dyn MetadataStore>, replicas: Arc<ReplicaManager>, config: TopicsConfig, node_id: i32) -> Self {
+        Self { store, replicas, config, node_id }
+    }
+
+    pub fn config(&self) -> &TopicsConfig {
+        &self.config
+    }
+
+    /// Opens the partitions of every topic in the store (at start-up).
+    pub async fn load_all(&self) -> Result<usize, TopicError> {
+        let topics = self.store.topics().await;
+        for spec in &topics {
+            self.replicas.reconcile_topic(spec, false)?;
+        }
+        Ok(topics.len())
+    }
+
+    /// Checks a create request and returns the topic it would create.
+    pub fn validate_create(&self, request: &CreateTopic) -> Result<NewTopic, TopicError> {
+        validate_topic_name(&request.name).map_err(TopicError::InvalidName)?;
+        let mut partitions = if request.partitions == -1 { self.config.num_partitions } else { request.partitions };
+        let mut replication_factor = if request.replication_factor == -1 {
+            self.config.default_replication_factor
+        } else {
+            request.replication_factor
+        };
+        if !request.assignments.is_empty() {
+            if request.partitions != -1 || request.replication_factor != -1 {
+                return Err(TopicError::InvalidReplicaAssignment(
+                    "give either assignments or partitions and replication factor, not both".into(),
+                ));
+            }
+            for replicas in &request.assignments {
+                if replicas.is_empty() || replicas.iter().any(|&b| b != self.node_id) {
+                    return Err(TopicError::InvalidReplicaAssignment(format!(
+                        "assignment {replicas:?} names brokers other than {}",
+                        self.node_id
+                    )));
+                }
+            }
+            partitions = request.assignments.len() as i32;
+            replication_factor = request.assignments[0].len() as i16;
+        }
+        if partitions < 1 || partitions > MAX_PARTITIONS_PER_TOPIC {
+            return Err(TopicError::InvalidPartitions(format!(
+                "number of partitions must be between 1 and {MAX_PARTITIONS_PER_TOPIC}, got {partitions}"
+            )));
+        }
+        let brokers = 1;
+        if replication_factor < 1 || replication_factor > brokers {
+            return Err(TopicError::InvalidReplicationFactor(format!(
+                "replication factor {replication_factor} must be between 1 and the number of brokers ({brokers})"
+            )));
+        }
+        topic_config::validate(&request.configs)?;
+        Ok(NewTopic {
+            name: request.name.clone(),
+            partitions,
+            replication_factor,
+            configs: request.configs.clone(),
+        })
+    }
+
+    /// Creates a topic and its local partitions.
+    pub async fn create(&self, request: &CreateTopic) -> Result<TopicSpec, TopicError> {
+        let topic = self.validate_create(request)?;
+        let spec = self.store.create_topic(topic).await?;
+        self.replicas.reconcile_topic(&spec, true)?;
+        tracing::info!(topic = %spec.name, partitions = spec.partitions, "created topic");
+        Ok(spec)
+    }
+
+    /// The topic's local partitions, creating the topic first when auto-creation is on
+    /// and `allow_auto_create`. `Ok(None)` when it does not exist and may not be created.
+    pub async fn get_or_auto_create(
+        &self,
+        name: &str,
+        allow_auto_create: bool,
+    ) -> Result<Option<Arc<TopicReplicas>>, TopicError> {
+        if let Some(topic) = self.replicas.topic(name) {
+            return Ok(Some(topic));
+        }
+        if let Some(spec) = self.store.topic(name).await {
+            return Ok(Some(self.replicas.reconcile_topic(&spec, false)?));
+        }
+        if !(allow_auto_create && self.config.auto_create) {
+            validate_topic_name(name).map_err(TopicError::InvalidName)?;
+            return Ok(None);
+        }
+        let request = CreateTopic {
+            name: name.to_string(),
+            partitions: -1,
+            replication_factor: -1,
+            assignments: Vec::new(),
+            configs: BTreeMap::new(),
+        };
+        match self.create(&request).await {
+            Ok(_) | Err(TopicError::AlreadyExists(_)) => Ok(self.replicas.topic(name)),
+            Err(error) => Err(error),
+        }
+    }
+
+    pub async fn delete(&self, name: &str) -> Result<TopicSpec, TopicError> {
+        let spec = self.store.delete_topic(name).await?;
+        self.replicas.remove_topic(name);
+        tracing::info!(topic = %name, "deleted topic");
+        Ok(spec)
+    }
+
+    pub async fn create_partitions(&self, name: &str, count: i32, validate_only: bool) -> Result<(), TopicError> {
+        let spec = self.store.topic(name).await.ok_or_else(|| TopicError::Unknown(name.to_string()))?;
+        if count <= spec.partitions || count > MAX_PARTITIONS_PER_TOPIC {
+            return Err(TopicError::InvalidPartitions(format!(
+                "topic '{name}' has {} partitions; the new count must be larger (and at most {MAX_PARTITIONS_PER_TOPIC}), got {count}",
+                spec.partitions
+            )));
+        }
+        if validate_only {
+            return Ok(());
+        }
+        let spec = self.store.set_partition_count(name, count).await?;
+        self.replicas.reconcile_topic(&spec, false)?;
+        Ok(())
+    }
+
+    /// Replaces a topic's explicit configs with `configs` (after validation).
+    pub async fn set_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<(), TopicError> {
+        topic_config::validate(&configs)?;
+        if self.store.topic(name).await.is_none() {
+            return Err(TopicError::Unknown(name.to_string()));
+        }
+        if validate_only {
+            return Ok(());
+        }
+        let spec = self.store.set_topic_configs(name, configs).await?;
+        self.replicas.reconcile_topic(&spec, false)?;
+        Ok(())
+    }
+}
+
+/// Hands out producer ids from blocks reserved in the metadata store, so ids stay
+/// unique across restarts (and, with a shared store, across brokers).
+#[derive(Debug)]
+pub struct ProducerIdAllocator {
+    store: Arc<dyn MetadataStore>,
+    block: Mutex<(i64, i64)>,
+}
+
+const PRODUCER_ID_BLOCK: i64 = 1000;
+
+impl ProducerIdAllocator {
+    pub fn new(store: Arc<dyn MetadataStore>) -> Self {
+        Self { store, block: Mutex::new((0, 0)) }
+    }
+
+    pub async fn next(&self) -> Result<i64, MetadataError> {
+        {
+            let mut block = self.block.lock();
+            if block.0 < block.1 {
+                block.0 += 1;
+                return Ok(block.0 - 1);
+            }
+        }
+        let first = self.store.allocate_producer_ids(PRODUCER_ID_BLOCK).await?;
+        let mut block = self.block.lock();
+        *block = (first + 1, first + PRODUCER_ID_BLOCK);
+        Ok(first)
+    }
+}
