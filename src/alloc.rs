@@ -135,7 +135,10 @@ unsafe impl GlobalAlloc for GuardedAllocator {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let ours = layout.size() >= LARGE_BYTES && RESERVED.iter().any(|s| s.load(Ordering::Acquire) == ptr as usize);
+        let ours = layout.size() >= LARGE_BYTES
+            && RESERVED
+                .iter()
+                .any(|s| s.load(Ordering::Acquire) == ptr as usize);
         let goes_large = new_size >= LARGE_BYTES && layout.align() <= PAGE_BYTES && in_decoding();
         if !ours && !goes_large {
             // SAFETY: forwarded with the caller's layout.
@@ -167,7 +170,10 @@ mod tests {
         let v: Vec<[u8; 72]> = decoding(|| Vec::with_capacity(1 << 31));
         assert!(v.capacity() >= 1 << 31);
         drop(v);
-        assert!(RESERVED.iter().all(|s| s.load(Ordering::Acquire) == 0), "mapping returned");
+        assert!(
+            RESERVED.iter().all(|s| s.load(Ordering::Acquire) == 0),
+            "mapping returned"
+        );
     }
 
     #[test]

@@ -26,7 +26,10 @@ pub enum BrokerError {
     #[error("opening the data directory: {0}")]
     Io(#[from] std::io::Error),
     #[error("binding the Kafka listener {address}: {source}")]
-    Bind { address: SocketAddr, source: std::io::Error },
+    Bind {
+        address: SocketAddr,
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Metadata(#[from] MetadataError),
     #[error("loading topics: {0}")]
@@ -64,14 +67,29 @@ fn try_flock(file: &File) -> i32 {
 impl Broker {
     pub async fn start(config: Config) -> Result<Self, BrokerError> {
         let lock = lock_data_dir(&config)?;
-        let store: Arc<dyn MetadataStore> = Arc::new(EmbeddedStore::open(&config.data_dir, config.cluster_id.as_deref())?);
+        let store: Arc<dyn MetadataStore> = Arc::new(EmbeddedStore::open(
+            &config.data_dir,
+            config.cluster_id.as_deref(),
+        )?);
         let defaults = Arc::new(config.topics.defaults.clone());
-        let replicas = Arc::new(ReplicaManager::new(&config.data_dir, defaults, config.durability)?);
-        let topics = TopicService::new(Arc::clone(&store), Arc::clone(&replicas), config.topics.clone(), config.node_id);
+        let replicas = Arc::new(ReplicaManager::new(
+            &config.data_dir,
+            defaults,
+            config.durability,
+        )?);
+        let topics = TopicService::new(
+            Arc::clone(&store),
+            Arc::clone(&replicas),
+            config.topics.clone(),
+            config.node_id,
+        );
         let loaded = topics.load_all().await?;
         let listener = TcpListener::bind(config.server.listen)
             .await
-            .map_err(|source| BrokerError::Bind { address: config.server.listen, source })?;
+            .map_err(|source| BrokerError::Bind {
+                address: config.server.listen,
+                source,
+            })?;
         let local_addr = listener.local_addr()?;
         let mut server = config.server.clone();
         if server.advertised_port == 0 {
@@ -94,9 +112,22 @@ impl Broker {
         let shutdown = CancellationToken::new();
         let tasks = TaskTracker::new();
         let background = TaskTracker::new();
-        tasks.spawn(run_listener(listener, Arc::clone(&services), shutdown.clone(), tasks.clone()));
-        background.spawn(run_flusher(Arc::clone(&replicas), config.durability.flush_interval, shutdown.clone()));
-        background.spawn(run_retention(Arc::clone(&replicas), config.retention_check_interval, shutdown.clone()));
+        tasks.spawn(run_listener(
+            listener,
+            Arc::clone(&services),
+            shutdown.clone(),
+            tasks.clone(),
+        ));
+        background.spawn(run_flusher(
+            Arc::clone(&replicas),
+            config.durability.flush_interval,
+            shutdown.clone(),
+        ));
+        background.spawn(run_retention(
+            Arc::clone(&replicas),
+            config.retention_check_interval,
+            shutdown.clone(),
+        ));
         tracing::info!(
             %local_addr,
             node_id = config.node_id,
@@ -104,7 +135,14 @@ impl Broker {
             topics = loaded,
             "tern is serving Kafka"
         );
-        Ok(Self { services, shutdown, tasks, background, local_addr, _lock: lock })
+        Ok(Self {
+            services,
+            shutdown,
+            tasks,
+            background,
+            local_addr,
+            _lock: lock,
+        })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -120,7 +158,10 @@ impl Broker {
         tracing::info!("shutting down");
         self.shutdown.cancel();
         self.tasks.close();
-        if tokio::time::timeout(Duration::from_secs(10), self.tasks.wait()).await.is_err() {
+        if tokio::time::timeout(Duration::from_secs(10), self.tasks.wait())
+            .await
+            .is_err()
+        {
             tracing::warn!("connections still busy after 10 s; closing logs anyway");
         }
         self.background.close();
@@ -136,7 +177,11 @@ impl Broker {
 
 /// Flushes every log at `interval`, so that data is never unflushed for longer and the
 /// recovery checkpoint (what a crash must rescan) stays recent.
-async fn run_flusher(replicas: Arc<ReplicaManager>, interval: Duration, shutdown: CancellationToken) {
+async fn run_flusher(
+    replicas: Arc<ReplicaManager>,
+    interval: Duration,
+    shutdown: CancellationToken,
+) {
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -147,7 +192,11 @@ async fn run_flusher(replicas: Arc<ReplicaManager>, interval: Duration, shutdown
     }
 }
 
-async fn run_retention(replicas: Arc<ReplicaManager>, interval: Duration, shutdown: CancellationToken) {
+async fn run_retention(
+    replicas: Arc<ReplicaManager>,
+    interval: Duration,
+    shutdown: CancellationToken,
+) {
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

@@ -128,9 +128,15 @@ pub struct TopicsConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("reading config file {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("parsing config file {path}: {source}")]
-    Parse { path: PathBuf, source: toml::de::Error },
+    Parse {
+        path: PathBuf,
+        source: toml::de::Error,
+    },
     #[error("invalid option {name}: {reason}")]
     Invalid { name: &'static str, reason: String },
 }
@@ -140,66 +146,104 @@ impl Config {
     pub fn resolve(args: ServeArgs) -> Result<Self, ConfigError> {
         let file = match &args.config {
             Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.clone(), source })?;
-                toml::from_str::<ServeArgs>(&text).map_err(|source| ConfigError::Parse { path: path.clone(), source })?
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.clone(),
+                    source,
+                })?;
+                toml::from_str::<ServeArgs>(&text).map_err(|source| ConfigError::Parse {
+                    path: path.clone(),
+                    source,
+                })?
             }
             None => ServeArgs::default(),
         };
         let operator_set = topic_overrides(&args.clone().or(file.clone()));
         let a = args.or(file);
         let listen = a.listen.unwrap_or_else(defaults::listen);
-        let advertise = a.advertise.filter(|s| !s.is_empty()).unwrap_or_else(|| listen.to_string());
+        let advertise = a
+            .advertise
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| listen.to_string());
         let (advertised_host, advertised_port) = split_host_port(&advertise)?;
         let positive = |name: &'static str, v: i64| {
             if v > 0 {
                 Ok(v)
             } else {
-                Err(ConfigError::Invalid { name, reason: format!("{v} must be positive") })
+                Err(ConfigError::Invalid {
+                    name,
+                    reason: format!("{v} must be positive"),
+                })
             }
         };
         let num_partitions = a.num_partitions.unwrap_or_else(defaults::num_partitions);
         positive("num_partitions", i64::from(num_partitions))?;
-        let max_in_flight = a.max_in_flight_requests.unwrap_or_else(defaults::max_in_flight_requests);
+        let max_in_flight = a
+            .max_in_flight_requests
+            .unwrap_or_else(defaults::max_in_flight_requests);
         positive("max_in_flight_requests", max_in_flight as i64)?;
         let builtin = vec![
             ("cleanup.policy", "delete".to_string()),
             ("compression.type", "producer".to_string()),
             ("index.interval.bytes", "4096".to_string()),
-            ("max.message.bytes", defaults::message_max_bytes().to_string()),
+            (
+                "max.message.bytes",
+                defaults::message_max_bytes().to_string(),
+            ),
             ("message.timestamp.type", "CreateTime".to_string()),
             ("min.insync.replicas", "1".to_string()),
-            ("retention.bytes", defaults::log_retention_bytes().to_string()),
+            (
+                "retention.bytes",
+                defaults::log_retention_bytes().to_string(),
+            ),
             ("retention.ms", defaults::log_retention_ms().to_string()),
             ("segment.bytes", defaults::log_segment_bytes().to_string()),
             ("segment.index.bytes", (10 * 1024 * 1024).to_string()),
             ("segment.ms", defaults::log_roll_ms().to_string()),
         ];
-        let overrides: BTreeMap<String, String> = operator_set.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
-        crate::cluster::topic_config::validate(&overrides)
-            .map_err(|e| ConfigError::Invalid { name: "topic default", reason: e.to_string() })?;
+        let overrides: BTreeMap<String, String> = operator_set
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
+        crate::cluster::topic_config::validate(&overrides).map_err(|e| ConfigError::Invalid {
+            name: "topic default",
+            reason: e.to_string(),
+        })?;
         Ok(Self {
             data_dir: a.data_dir.unwrap_or_else(defaults::data_dir),
             server: ServerConfig {
                 listen,
                 advertised_host,
                 advertised_port,
-                max_request_bytes: a.max_request_bytes.unwrap_or_else(defaults::max_request_bytes),
+                max_request_bytes: a
+                    .max_request_bytes
+                    .unwrap_or_else(defaults::max_request_bytes),
                 max_in_flight_requests: max_in_flight,
                 max_connections: a.max_connections.unwrap_or_else(defaults::max_connections),
-                fetch_max_wait: Duration::from_millis(a.fetch_max_wait_ms.unwrap_or_else(defaults::fetch_max_wait_ms)),
+                fetch_max_wait: Duration::from_millis(
+                    a.fetch_max_wait_ms
+                        .unwrap_or_else(defaults::fetch_max_wait_ms),
+                ),
             },
             node_id: a.node_id.unwrap_or_else(defaults::node_id),
             cluster_id: a.cluster_id.filter(|s| !s.is_empty()),
             topics: TopicsConfig {
-                auto_create: a.auto_create_topics_enable.unwrap_or_else(defaults::auto_create_topics_enable),
+                auto_create: a
+                    .auto_create_topics_enable
+                    .unwrap_or_else(defaults::auto_create_topics_enable),
                 num_partitions,
-                default_replication_factor: a.default_replication_factor.unwrap_or_else(defaults::default_replication_factor),
+                default_replication_factor: a
+                    .default_replication_factor
+                    .unwrap_or_else(defaults::default_replication_factor),
                 defaults: TopicDefaults::new(&builtin, &operator_set),
             },
             durability: Durability {
-                flush_on_ack_all: a.flush_on_ack_all.unwrap_or_else(defaults::flush_on_ack_all),
+                flush_on_ack_all: a
+                    .flush_on_ack_all
+                    .unwrap_or_else(defaults::flush_on_ack_all),
                 flush_interval: Duration::from_millis(
-                    a.log_flush_interval_ms.unwrap_or_else(defaults::log_flush_interval_ms).max(1),
+                    a.log_flush_interval_ms
+                        .unwrap_or_else(defaults::log_flush_interval_ms)
+                        .max(1),
                 ),
             },
             retention_check_interval: Duration::from_millis(
@@ -217,10 +261,16 @@ fn topic_overrides(a: &ServeArgs) -> BTreeMap<&'static str, String> {
     let mut out = BTreeMap::new();
     let pairs: [(&'static str, Option<String>); 5] = [
         ("retention.ms", a.log_retention_ms.map(|v| v.to_string())),
-        ("retention.bytes", a.log_retention_bytes.map(|v| v.to_string())),
+        (
+            "retention.bytes",
+            a.log_retention_bytes.map(|v| v.to_string()),
+        ),
         ("segment.bytes", a.log_segment_bytes.map(|v| v.to_string())),
         ("segment.ms", a.log_roll_ms.map(|v| v.to_string())),
-        ("max.message.bytes", a.message_max_bytes.map(|v| v.to_string())),
+        (
+            "max.message.bytes",
+            a.message_max_bytes.map(|v| v.to_string()),
+        ),
     ];
     for (name, value) in pairs {
         if let Some(v) = value {
@@ -231,11 +281,16 @@ fn topic_overrides(a: &ServeArgs) -> BTreeMap<&'static str, String> {
 }
 
 fn split_host_port(address: &str) -> Result<(String, i32), ConfigError> {
-    let invalid = |reason: String| ConfigError::Invalid { name: "advertise", reason };
+    let invalid = |reason: String| ConfigError::Invalid {
+        name: "advertise",
+        reason,
+    };
     let (host, port) = address
         .rsplit_once(':')
         .ok_or_else(|| invalid(format!("'{address}' is not HOST:PORT")))?;
-    let port: u16 = port.parse().map_err(|_| invalid(format!("'{port}' is not a port")))?;
+    let port: u16 = port
+        .parse()
+        .map_err(|_| invalid(format!("'{port}' is not a port")))?;
     let host = host.trim_start_matches('[').trim_end_matches(']');
     Ok((host.to_string(), i32::from(port)))
 }
@@ -245,20 +300,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn flags_win_over_the_file_and_defaults_fill_the_rest() -> Result<(), Box<dyn std::error::Error>> {
+    fn flags_win_over_the_file_and_defaults_fill_the_rest() -> Result<(), Box<dyn std::error::Error>>
+    {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("tern.toml");
-        std::fs::write(&path, "node_id = 7\nlisten = \"127.0.0.1:9999\"\nlog_retention_ms = 5000\n")?;
-        let args = ServeArgs { config: Some(path), node_id: Some(3), ..ServeArgs::default() };
+        std::fs::write(
+            &path,
+            "node_id = 7\nlisten = \"127.0.0.1:9999\"\nlog_retention_ms = 5000\n",
+        )?;
+        let args = ServeArgs {
+            config: Some(path),
+            node_id: Some(3),
+            ..ServeArgs::default()
+        };
         let config = Config::resolve(args)?;
         assert_eq!(config.node_id, 3);
         assert_eq!(config.server.listen.port(), 9999);
-        assert_eq!((config.server.advertised_host.as_str(), config.server.advertised_port), ("127.0.0.1", 9999));
+        assert_eq!(
+            (
+                config.server.advertised_host.as_str(),
+                config.server.advertised_port
+            ),
+            ("127.0.0.1", 9999)
+        );
         assert_eq!(config.server.max_request_bytes, 100 * 1024 * 1024);
         let empty = BTreeMap::new();
         assert_eq!(
             config.topics.defaults.resolve(&empty, "retention.ms"),
-            Some(("5000", crate::cluster::topic_config::ConfigSource::StaticBroker))
+            Some((
+                "5000",
+                crate::cluster::topic_config::ConfigSource::StaticBroker
+            ))
         );
         Ok(())
     }
@@ -268,7 +340,11 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("tern.toml");
         std::fs::write(&path, "nod_id = 7\n")?;
-        assert!(Config::resolve(ServeArgs { config: Some(path), ..ServeArgs::default() }).is_err());
+        assert!(Config::resolve(ServeArgs {
+            config: Some(path),
+            ..ServeArgs::default()
+        })
+        .is_err());
         Ok(())
     }
 }

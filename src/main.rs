@@ -6,7 +6,11 @@ use tern::broker::Broker;
 use tern::config::{Config, ServeArgs};
 
 #[derive(Debug, Parser)]
-#[command(name = "tern", version, about = "A Kafka-wire-compatible message broker")]
+#[command(
+    name = "tern",
+    version,
+    about = "A Kafka-wire-compatible message broker"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -21,7 +25,9 @@ enum Command {
 fn init_logging(format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     if format == "json" {
         builder.json().init();
     } else {
@@ -31,7 +37,8 @@ fn init_logging(format: &str) {
 
 async fn wait_for_signal() -> anyhow::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
-    let mut terminate = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut terminate =
+        signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     tokio::select! {
         _ = terminate.recv() => {}

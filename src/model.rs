@@ -11,7 +11,10 @@ pub struct TopicPartition {
 
 impl TopicPartition {
     pub fn new(topic: impl Into<String>, partition: i32) -> Self {
-        Self { topic: topic.into(), partition }
+        Self {
+            topic: topic.into(),
+            partition,
+        }
     }
 
     /// The partition's directory name, `<topic>-<partition>`, as Kafka lays it out.
@@ -42,10 +45,18 @@ pub fn validate_topic_name(name: &str) -> Result<(), String> {
         return Err(format!("topic name cannot be '{name}'"));
     }
     if name.len() > 249 {
-        return Err(format!("topic name is {} characters, the limit is 249", name.len()));
+        return Err(format!(
+            "topic name is {} characters, the limit is 249",
+            name.len()
+        ));
     }
-    if let Some(bad) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))) {
-        return Err(format!("topic name contains '{bad}'; only [a-zA-Z0-9._-] are allowed"));
+    if let Some(bad) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(format!(
+            "topic name contains '{bad}'; only [a-zA-Z0-9._-] are allowed"
+        ));
     }
     Ok(())
 }

@@ -40,9 +40,13 @@ impl From<MetadataError> for TopicError {
         match error {
             MetadataError::TopicExists(name) => TopicError::AlreadyExists(name),
             MetadataError::UnknownTopic(name) => TopicError::Unknown(name),
-            MetadataError::InvalidPartitionCount { topic, current, requested } => TopicError::InvalidPartitions(
-                format!("topic '{topic}' has {current} partitions; cannot change to {requested}"),
-            ),
+            MetadataError::InvalidPartitionCount {
+                topic,
+                current,
+                requested,
+            } => TopicError::InvalidPartitions(format!(
+                "topic '{topic}' has {current} partitions; cannot change to {requested}"
+            )),
             other => TopicError::Metadata(other),
         }
     }
@@ -71,8 +75,18 @@ pub struct TopicService {
 }
 
 impl TopicService {
-    pub fn new(store: Arc<dyn MetadataStore>, replicas: Arc<ReplicaManager>, config: TopicsConfig, node_id: i32) -> Self {
-        Self { store, replicas, config, node_id }
+    pub fn new(
+        store: Arc<dyn MetadataStore>,
+        replicas: Arc<ReplicaManager>,
+        config: TopicsConfig,
+        node_id: i32,
+    ) -> Self {
+        Self {
+            store,
+            replicas,
+            config,
+            node_id,
+        }
     }
 
     pub fn config(&self) -> &TopicsConfig {
@@ -91,7 +105,11 @@ impl TopicService {
     /// Checks a create request and returns the topic it would create.
     pub fn validate_create(&self, request: &CreateTopic) -> Result<NewTopic, TopicError> {
         validate_topic_name(&request.name).map_err(TopicError::InvalidName)?;
-        let mut partitions = if request.partitions == -1 { self.config.num_partitions } else { request.partitions };
+        let mut partitions = if request.partitions == -1 {
+            self.config.num_partitions
+        } else {
+            request.partitions
+        };
         let mut replication_factor = if request.replication_factor == -1 {
             self.config.default_replication_factor
         } else {
@@ -114,7 +132,7 @@ impl TopicService {
             partitions = request.assignments.len() as i32;
             replication_factor = request.assignments[0].len() as i16;
         }
-        if partitions < 1 || partitions > MAX_PARTITIONS_PER_TOPIC {
+        if !(1..=MAX_PARTITIONS_PER_TOPIC).contains(&partitions) {
             return Err(TopicError::InvalidPartitions(format!(
                 "number of partitions must be between 1 and {MAX_PARTITIONS_PER_TOPIC}, got {partitions}"
             )));
@@ -180,8 +198,17 @@ impl TopicService {
         Ok(spec)
     }
 
-    pub async fn create_partitions(&self, name: &str, count: i32, validate_only: bool) -> Result<(), TopicError> {
-        let spec = self.store.topic(name).await.ok_or_else(|| TopicError::Unknown(name.to_string()))?;
+    pub async fn create_partitions(
+        &self,
+        name: &str,
+        count: i32,
+        validate_only: bool,
+    ) -> Result<(), TopicError> {
+        let spec = self
+            .store
+            .topic(name)
+            .await
+            .ok_or_else(|| TopicError::Unknown(name.to_string()))?;
         if count <= spec.partitions || count > MAX_PARTITIONS_PER_TOPIC {
             return Err(TopicError::InvalidPartitions(format!(
                 "topic '{name}' has {} partitions; the new count must be larger (and at most {MAX_PARTITIONS_PER_TOPIC}), got {count}",
@@ -228,7 +255,10 @@ const PRODUCER_ID_BLOCK: i64 = 1000;
 
 impl ProducerIdAllocator {
     pub fn new(store: Arc<dyn MetadataStore>) -> Self {
-        Self { store, block: Mutex::new((0, 0)) }
+        Self {
+            store,
+            block: Mutex::new((0, 0)),
+        }
     }
 
     pub async fn next(&self) -> Result<i64, MetadataError> {

@@ -24,8 +24,12 @@ pub fn append_error(error: &AppendError) -> ResponseError {
     match error {
         AppendError::Batch(e) => batch_error(e),
         AppendError::TooLarge { .. } => ResponseError::MessageTooLarge,
-        AppendError::Sequence(SequenceError::OutOfOrder { .. }) => ResponseError::OutOfOrderSequenceNumber,
-        AppendError::Sequence(SequenceError::StaleEpoch { .. }) => ResponseError::InvalidProducerEpoch,
+        AppendError::Sequence(SequenceError::OutOfOrder { .. }) => {
+            ResponseError::OutOfOrderSequenceNumber
+        }
+        AppendError::Sequence(SequenceError::StaleEpoch { .. }) => {
+            ResponseError::InvalidProducerEpoch
+        }
         AppendError::Io { source, .. } if source.kind() == std::io::ErrorKind::InvalidInput => {
             ResponseError::OffsetOutOfRange
         }
@@ -66,15 +70,39 @@ mod tests {
 
     #[test]
     fn storage_and_protocol_errors_map_to_their_kafka_codes() {
-        assert_eq!(batch_error(&BatchError::CrcMismatch { stored: 1, computed: 2 }).code(), 2);
-        assert_eq!(append_error(&AppendError::TooLarge { bytes: 2, max: 1 }).code(), 10);
-        let gap = SequenceError::OutOfOrder { producer_id: 1, expected: 1, got: 3 };
+        assert_eq!(
+            batch_error(&BatchError::CrcMismatch {
+                stored: 1,
+                computed: 2
+            })
+            .code(),
+            2
+        );
+        assert_eq!(
+            append_error(&AppendError::TooLarge { bytes: 2, max: 1 }).code(),
+            10
+        );
+        let gap = SequenceError::OutOfOrder {
+            producer_id: 1,
+            expected: 1,
+            got: 3,
+        };
         assert_eq!(append_error(&AppendError::Sequence(gap)).code(), 45);
-        let stale = SequenceError::StaleEpoch { producer_id: 1, epoch: 0, current: 1 };
+        let stale = SequenceError::StaleEpoch {
+            producer_id: 1,
+            epoch: 0,
+            current: 1,
+        };
         assert_eq!(append_error(&AppendError::Sequence(stale)).code(), 47);
-        let io = AppendError::Io { dir: "x".into(), source: std::io::Error::other("disk") };
+        let io = AppendError::Io {
+            dir: "x".into(),
+            source: std::io::Error::other("disk"),
+        };
         assert_eq!(append_error(&io).code(), 56);
-        assert_eq!(topic_error(&TopicError::AlreadyExists("t".into())).code(), 36);
+        assert_eq!(
+            topic_error(&TopicError::AlreadyExists("t".into())).code(),
+            36
+        );
         assert_eq!(topic_error(&TopicError::InvalidName("t".into())).code(), 17);
         assert_eq!(code(None), 0);
     }

@@ -2,7 +2,9 @@
 //! Requested topics that don't exist are auto-created when both the request (v4+) and
 //! the broker allow it, as in Kafka.
 
-use kafka_protocol::messages::metadata_response::{MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic};
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse};
 use kafka_protocol::ResponseError;
 
@@ -22,7 +24,9 @@ pub async fn handle(ctx: &RequestContext, request: MetadataRequest) -> MetadataR
             match services.topics.get_or_auto_create(&spec.name, false).await {
                 Ok(Some(replicas)) => topics.push(describe(ctx, &replicas)),
                 Ok(None) => {}
-                Err(error) => topics.push(failed(Some(spec.name.clone()), errors::topic_error(&error))),
+                Err(error) => {
+                    topics.push(failed(Some(spec.name.clone()), errors::topic_error(&error)))
+                }
             }
         }
     } else {
@@ -41,7 +45,11 @@ pub async fn handle(ctx: &RequestContext, request: MetadataRequest) -> MetadataR
                     }
                 },
             };
-            match services.topics.get_or_auto_create(&name, allow_auto_create).await {
+            match services
+                .topics
+                .get_or_auto_create(&name, allow_auto_create)
+                .await
+            {
                 Ok(Some(replicas)) => topics.push(describe(ctx, &replicas)),
                 Ok(None) => topics.push(failed(Some(name), ResponseError::UnknownTopicOrPartition)),
                 Err(error) => topics.push(failed(Some(name), errors::topic_error(&error))),

@@ -57,7 +57,8 @@ impl EmbeddedStore {
         std::fs::create_dir_all(data_dir)?;
         let path = data_dir.join(FILE_NAME);
         let state = match std::fs::read(&path) {
-            Ok(raw) => serde_json::from_slice::<State>(&raw).map_err(|e| MetadataError::Corrupt(e.to_string()))?,
+            Ok(raw) => serde_json::from_slice::<State>(&raw)
+                .map_err(|e| MetadataError::Corrupt(e.to_string()))?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let state = State {
                     cluster_id: cluster_id.map_or_else(new_cluster_id, str::to_string),
@@ -71,11 +72,18 @@ impl EmbeddedStore {
             Err(e) => return Err(e.into()),
         };
         let (events, _) = broadcast::channel(1024);
-        Ok(Self { path, state: Mutex::new(state), events })
+        Ok(Self {
+            path,
+            state: Mutex::new(state),
+            events,
+        })
     }
 
     /// Applies `change` to a copy of the state, persists it, then publishes it.
-    fn update<T>(&self, change: impl FnOnce(&mut State) -> Result<T, MetadataError>) -> Result<T, MetadataError> {
+    fn update<T>(
+        &self,
+        change: impl FnOnce(&mut State) -> Result<T, MetadataError>,
+    ) -> Result<T, MetadataError> {
         let mut guard = self.state.lock();
         let mut next = guard.clone();
         let out = change(&mut next)?;
@@ -91,7 +99,8 @@ impl EmbeddedStore {
 }
 
 fn persist(path: &Path, state: &State) -> Result<(), MetadataError> {
-    let raw = serde_json::to_vec_pretty(state).map_err(|e| MetadataError::Corrupt(e.to_string()))?;
+    let raw =
+        serde_json::to_vec_pretty(state).map_err(|e| MetadataError::Corrupt(e.to_string()))?;
     write_atomically(path, &raw)?;
     Ok(())
 }
@@ -111,7 +120,12 @@ impl MetadataStore for EmbeddedStore {
     }
 
     async fn topic_by_id(&self, topic_id: Uuid) -> Option<TopicSpec> {
-        self.state.lock().topics.values().find(|t| t.topic_id == topic_id).cloned()
+        self.state
+            .lock()
+            .topics
+            .values()
+            .find(|t| t.topic_id == topic_id)
+            .cloned()
     }
 
     async fn create_topic(&self, topic: NewTopic) -> Result<TopicSpec, MetadataError> {
@@ -146,7 +160,11 @@ impl MetadataStore for EmbeddedStore {
         Ok(spec)
     }
 
-    async fn set_partition_count(&self, name: &str, count: i32) -> Result<TopicSpec, MetadataError> {
+    async fn set_partition_count(
+        &self,
+        name: &str,
+        count: i32,
+    ) -> Result<TopicSpec, MetadataError> {
         let spec = self.update(|state| {
             let topic = state
                 .topics
@@ -166,7 +184,11 @@ impl MetadataStore for EmbeddedStore {
         Ok(spec)
     }
 
-    async fn set_topic_configs(&self, name: &str, configs: BTreeMap<String, String>) -> Result<TopicSpec, MetadataError> {
+    async fn set_topic_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<TopicSpec, MetadataError> {
         let spec = self.update(|state| {
             let topic = state
                 .topics
@@ -197,7 +219,12 @@ mod tests {
     use super::*;
 
     fn new_topic(name: &str) -> NewTopic {
-        NewTopic { name: name.into(), partitions: 3, replication_factor: 1, configs: BTreeMap::new() }
+        NewTopic {
+            name: name.into(),
+            partitions: 3,
+            replication_factor: 1,
+            configs: BTreeMap::new(),
+        }
     }
 
     #[tokio::test]
@@ -206,8 +233,14 @@ mod tests {
         let store = EmbeddedStore::open(dir.path(), Some("c1"))?;
         let mut events = store.subscribe();
         let created = store.create_topic(new_topic("a")).await?;
-        assert!(matches!(events.try_recv(), Ok(MetadataEvent::TopicCreated(_))));
-        assert!(matches!(store.create_topic(new_topic("a")).await, Err(MetadataError::TopicExists(_))));
+        assert!(matches!(
+            events.try_recv(),
+            Ok(MetadataEvent::TopicCreated(_))
+        ));
+        assert!(matches!(
+            store.create_topic(new_topic("a")).await,
+            Err(MetadataError::TopicExists(_))
+        ));
         store.set_partition_count("a", 5).await?;
         assert!(store.set_partition_count("a", 2).await.is_err());
         let first = store.allocate_producer_ids(10).await?;
@@ -216,8 +249,15 @@ mod tests {
         assert_eq!(store.cluster_id(), "c1");
         let topic = store.topic("a").await.expect("persisted");
         assert_eq!((topic.partitions, topic.topic_id), (5, created.topic_id));
-        assert_eq!(store.topic_by_id(created.topic_id).await.map(|t| t.name), Some("a".into()));
-        assert_eq!(store.allocate_producer_ids(1).await?, first + 10, "ids never reused");
+        assert_eq!(
+            store.topic_by_id(created.topic_id).await.map(|t| t.name),
+            Some("a".into())
+        );
+        assert_eq!(
+            store.allocate_producer_ids(1).await?,
+            first + 10,
+            "ids never reused"
+        );
         store.delete_topic("a").await?;
         assert!(store.topic("a").await.is_none());
         Ok(())

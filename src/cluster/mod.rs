@@ -86,7 +86,8 @@ pub trait MetadataStore: Send + Sync + Debug + 'static {
     async fn create_topic(&self, topic: NewTopic) -> Result<TopicSpec, MetadataError>;
     async fn delete_topic(&self, name: &str) -> Result<TopicSpec, MetadataError>;
     /// Grows a topic to `count` partitions (never shrinks).
-    async fn set_partition_count(&self, name: &str, count: i32) -> Result<TopicSpec, MetadataError>;
+    async fn set_partition_count(&self, name: &str, count: i32)
+        -> Result<TopicSpec, MetadataError>;
     /// Replaces the topic's explicit configs.
     async fn set_topic_configs(
         &self,

@@ -220,7 +220,12 @@ impl TopicDefaults {
         self.resolve(&EMPTY, name)
     }
 
-    fn parse_or<T: std::str::FromStr>(&self, overrides: &BTreeMap<String, String>, name: &str, fallback: T) -> T {
+    fn parse_or<T: std::str::FromStr>(
+        &self,
+        overrides: &BTreeMap<String, String>,
+        name: &str,
+        fallback: T,
+    ) -> T {
         self.resolve(overrides, name)
             .and_then(|(v, _)| v.trim().parse().ok())
             .unwrap_or(fallback)
@@ -233,10 +238,18 @@ impl TopicDefaults {
             segment_bytes: self.parse_or(overrides, "segment.bytes", builtin.segment_bytes),
             segment_ms: self.parse_or(overrides, "segment.ms", builtin.segment_ms),
             index_bytes: self.parse_or(overrides, "segment.index.bytes", builtin.index_bytes),
-            index_interval_bytes: self.parse_or(overrides, "index.interval.bytes", builtin.index_interval_bytes),
+            index_interval_bytes: self.parse_or(
+                overrides,
+                "index.interval.bytes",
+                builtin.index_interval_bytes,
+            ),
             retention_ms: self.parse_or(overrides, "retention.ms", builtin.retention_ms),
             retention_bytes: self.parse_or(overrides, "retention.bytes", builtin.retention_bytes),
-            max_message_bytes: self.parse_or(overrides, "max.message.bytes", builtin.max_message_bytes),
+            max_message_bytes: self.parse_or(
+                overrides,
+                "max.message.bytes",
+                builtin.max_message_bytes,
+            ),
             log_append_time: self
                 .resolve(overrides, "message.timestamp.type")
                 .is_some_and(|(v, _)| v.trim() == "LogAppendTime"),
@@ -255,7 +268,10 @@ mod tests {
     use super::*;
 
     fn defaults() -> TopicDefaults {
-        let builtin = vec![("retention.ms", "604800000".to_string()), ("segment.bytes", "1073741824".to_string())];
+        let builtin = vec![
+            ("retention.ms", "604800000".to_string()),
+            ("segment.bytes", "1073741824".to_string()),
+        ];
         let mut operator = BTreeMap::new();
         operator.insert("segment.bytes", "4096".to_string());
         TopicDefaults::new(&builtin, &operator)
@@ -265,10 +281,19 @@ mod tests {
     fn topic_override_wins_then_operator_then_builtin() {
         let d = defaults();
         let mut overrides = BTreeMap::new();
-        assert_eq!(d.resolve(&overrides, "retention.ms"), Some(("604800000", ConfigSource::Default)));
-        assert_eq!(d.resolve(&overrides, "segment.bytes"), Some(("4096", ConfigSource::StaticBroker)));
+        assert_eq!(
+            d.resolve(&overrides, "retention.ms"),
+            Some(("604800000", ConfigSource::Default))
+        );
+        assert_eq!(
+            d.resolve(&overrides, "segment.bytes"),
+            Some(("4096", ConfigSource::StaticBroker))
+        );
         overrides.insert("retention.ms".to_string(), "10".to_string());
-        assert_eq!(d.resolve(&overrides, "retention.ms"), Some(("10", ConfigSource::DynamicTopic)));
+        assert_eq!(
+            d.resolve(&overrides, "retention.ms"),
+            Some(("10", ConfigSource::DynamicTopic))
+        );
         assert_eq!(d.log_config(&overrides).retention_ms, 10);
         assert_eq!(d.log_config(&overrides).segment_bytes, 4096);
     }
@@ -280,12 +305,21 @@ mod tests {
         assert!(matches!(validate(&c), Err(ConfigError::Invalid { .. })));
         c.clear();
         c.insert("no.such.config".to_string(), "1".to_string());
-        assert_eq!(validate(&c), Err(ConfigError::Unknown("no.such.config".into())));
+        assert_eq!(
+            validate(&c),
+            Err(ConfigError::Unknown("no.such.config".into()))
+        );
         c.clear();
         c.insert("cleanup.policy".to_string(), "compact".to_string());
-        assert!(validate(&c).is_err(), "compaction is refused, not silently ignored");
+        assert!(
+            validate(&c).is_err(),
+            "compaction is refused, not silently ignored"
+        );
         c.clear();
-        c.insert("message.timestamp.type".to_string(), "LogAppendTime".to_string());
+        c.insert(
+            "message.timestamp.type".to_string(),
+            "LogAppendTime".to_string(),
+        );
         assert_eq!(validate(&c), Ok(()));
     }
 }

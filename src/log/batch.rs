@@ -188,8 +188,7 @@ impl<'a> BatchHeader<'a> {
         if base < 0 {
             return base;
         }
-        ((i64::from(base) + i64::from(self.last_offset_delta())) % (i64::from(i32::MAX) + 1))
-            as i32
+        ((i64::from(base) + i64::from(self.last_offset_delta())) % (i64::from(i32::MAX) + 1)) as i32
     }
     pub fn record_count(&self) -> i32 {
         i32_at(self.bytes, 57)
@@ -417,6 +416,9 @@ mod tests {
             BatchHeader::parse(&old).err(),
             Some(BatchError::UnsupportedMagic { magic: 1 })
         );
-        assert!(matches!(BatchHeader::parse(&[0u8; 4]), Err(BatchError::Truncated { .. })));
+        assert!(matches!(
+            BatchHeader::parse(&[0u8; 4]),
+            Err(BatchError::Truncated { .. })
+        ));
     }
 }

@@ -233,7 +233,11 @@ mod tests {
         assert_eq!(reopened.inner().len(), 2);
         assert_eq!(reopened.lookup(9), (9, 200));
         let untrusted = OffsetIndex::open(&path, 0, 1024, false)?;
-        assert_eq!(untrusted.inner().len(), 0, "an untrusted index starts empty");
+        assert_eq!(
+            untrusted.inner().len(),
+            0,
+            "an untrusted index starts empty"
+        );
         Ok(())
     }
 

@@ -220,7 +220,10 @@ mod tests {
         map.write_at(5, b" world")?;
         assert!(map.allocated() >= 11);
         assert_eq!(map.slice(0, 11).as_deref(), Some(&b"hello world"[..]));
-        assert!(map.write_at((1 << 20) - 2, b"xyz").is_err(), "past capacity");
+        assert!(
+            map.write_at((1 << 20) - 2, b"xyz").is_err(),
+            "past capacity"
+        );
         map.truncate(11)?;
         assert_eq!(std::fs::metadata(dir.path().join("f"))?.len(), 11);
         assert!(map.slice(5, 7).is_none());

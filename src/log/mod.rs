@@ -154,7 +154,10 @@ pub struct Log {
 const LOG_START_FILE: &str = "log-start-offset";
 
 fn io_error(dir: &Path) -> impl FnOnce(io::Error) -> AppendError + '_ {
-    move |source| AppendError::Io { dir: dir.to_path_buf(), source }
+    move |source| AppendError::Io {
+        dir: dir.to_path_buf(),
+        source,
+    }
 }
 
 impl Log {
@@ -220,13 +223,16 @@ impl Log {
                 continue;
             }
             let path = snapshot_path(&self.dir, offset);
-            match std::fs::read(&path).map(|raw| serde_json::from_slice::<ProducerStateTable>(&raw)) {
+            match std::fs::read(&path).map(|raw| serde_json::from_slice::<ProducerStateTable>(&raw))
+            {
                 Ok(Ok(table)) => {
                     self.producers = table;
                     from = offset;
                     break;
                 }
-                _ => tracing::warn!(path = %path.display(), "ignoring unreadable producer snapshot"),
+                _ => {
+                    tracing::warn!(path = %path.display(), "ignoring unreadable producer snapshot")
+                }
             }
         }
         let producers = &mut self.producers;
@@ -306,7 +312,10 @@ impl Log {
             let header = header?;
             let bytes = header.total_bytes() as u64;
             if bytes > self.config.max_message_bytes {
-                return Err(AppendError::TooLarge { bytes, max: self.config.max_message_bytes });
+                return Err(AppendError::TooLarge {
+                    bytes,
+                    max: self.config.max_message_bytes,
+                });
             }
             headers.push(header);
         }
@@ -318,18 +327,23 @@ impl Log {
         let mut last = -1;
         for header in headers {
             if header.has_producer_id() && header.base_sequence() >= 0 {
-                if let SequenceCheck::Duplicate { base_offset, last_offset } = self.producers.check(&header)? {
+                if let SequenceCheck::Duplicate {
+                    base_offset,
+                    last_offset,
+                } = self.producers.check(&header)?
+                {
                     first.get_or_insert(base_offset);
                     last = last_offset;
                     continue;
                 }
             }
             let base = self.log_end_offset();
-            self.maybe_roll(header.total_bytes() as u64, now_ms).map_err(io_error(&self.dir))?;
+            self.maybe_roll(header.total_bytes() as u64, now_ms)
+                .map_err(io_error(&self.dir))?;
             let epoch = self.leader_epoch;
-            let appended = self
-                .active_mut()
-                .and_then(|segment| segment.append(header.bytes(), base, epoch, log_append_time, now_ms));
+            let appended = self.active_mut().and_then(|segment| {
+                segment.append(header.bytes(), base, epoch, log_append_time, now_ms)
+            });
             let last_offset = appended.map_err(io_error(&self.dir))?;
             self.record_producer(&header, base);
             first.get_or_insert(base);
@@ -373,21 +387,40 @@ impl Log {
         self.active_mut()?.seal()?;
         let mut sizes = self.config.sizes();
         sizes.segment_bytes = sizes.segment_bytes.max(first_batch_bytes);
-        self.segments.insert(base, Segment::create(&self.dir, base, sizes)?);
+        self.segments
+            .insert(base, Segment::create(&self.dir, base, sizes)?);
         self.write_producer_snapshot(base)?;
         Ok(())
     }
 
     /// Whole batches from the one holding `offset`, up to `max_bytes` (at least one
     /// batch when `min_one`); `None` at the log end. Zero-copy views of the segments.
-    pub fn read(&self, offset: i64, max_bytes: u64, min_one: bool) -> Result<Option<Bytes>, OffsetOutOfRange> {
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: u64,
+        min_one: bool,
+    ) -> Result<Option<Bytes>, OffsetOutOfRange> {
         let log_end = self.log_end_offset();
         if offset < self.log_start_offset || offset > log_end {
-            return Err(OffsetOutOfRange { offset, log_start: self.log_start_offset, log_end });
+            return Err(OffsetOutOfRange {
+                offset,
+                log_start: self.log_start_offset,
+                log_end,
+            });
         }
-        for segment in self.segments.range(..=offset).next_back().into_iter().map(|(_, s)| s).chain(
-            self.segments.range(offset.saturating_add(1)..).map(|(_, s)| s),
-        ) {
+        for segment in self
+            .segments
+            .range(..=offset)
+            .next_back()
+            .into_iter()
+            .map(|(_, s)| s)
+            .chain(
+                self.segments
+                    .range(offset.saturating_add(1)..)
+                    .map(|(_, s)| s),
+            )
+        {
             if segment.next_offset() <= offset {
                 continue;
             }
@@ -424,20 +457,35 @@ impl Log {
         if offset > log_end || offset < 0 {
             return Err(AppendError::Io {
                 dir: self.dir.clone(),
-                source: io::Error::new(io::ErrorKind::InvalidInput, OffsetOutOfRange { offset, log_start: self.log_start_offset, log_end }),
+                source: io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    OffsetOutOfRange {
+                        offset,
+                        log_start: self.log_start_offset,
+                        log_end,
+                    },
+                ),
             });
         }
         if offset <= self.log_start_offset {
             return Ok(self.log_start_offset);
         }
         self.log_start_offset = offset;
-        write_atomically(&self.dir.join(LOG_START_FILE), offset.to_string().as_bytes()).map_err(io_error(&self.dir))?;
-        self.drop_segments_below_log_start().map_err(io_error(&self.dir))?;
+        write_atomically(
+            &self.dir.join(LOG_START_FILE),
+            offset.to_string().as_bytes(),
+        )
+        .map_err(io_error(&self.dir))?;
+        self.drop_segments_below_log_start()
+            .map_err(io_error(&self.dir))?;
         Ok(self.log_start_offset)
     }
 
     fn drop_segments_below_log_start(&mut self) -> io::Result<usize> {
-        if self.active().is_some_and(|a| !a.is_empty() && a.next_offset() <= self.log_start_offset) {
+        if self
+            .active()
+            .is_some_and(|a| !a.is_empty() && a.next_offset() <= self.log_start_offset)
+        {
             self.roll(0)?;
         }
         let doomed: Vec<i64> = self
@@ -460,7 +508,9 @@ impl Log {
     /// Returns how many were deleted.
     pub fn apply_retention(&mut self, now_ms: i64) -> io::Result<usize> {
         let retention_ms = self.config.retention_ms;
-        let expired = |s: &Segment| retention_ms >= 0 && s.max_timestamp() >= 0 && s.max_timestamp() < now_ms - retention_ms;
+        let expired = |s: &Segment| {
+            retention_ms >= 0 && s.max_timestamp() >= 0 && s.max_timestamp() < now_ms - retention_ms
+        };
         // An expired active segment is rolled so that it can go too.
         if self.active().is_some_and(|a| !a.is_empty() && expired(a)) {
             self.roll(0)?;
@@ -471,7 +521,15 @@ impl Log {
             0
         };
         let mut doomed = Vec::new();
-        for (&base, segment) in self.segments.iter().rev().skip(1).collect::<Vec<_>>().into_iter().rev() {
+        for (&base, segment) in self
+            .segments
+            .iter()
+            .rev()
+            .skip(1)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+        {
             let too_big = excess > 0 && excess - segment.size() as i64 >= 0;
             if expired(segment) || too_big {
                 excess -= segment.size() as i64;
@@ -527,7 +585,6 @@ impl Log {
         self.write_producer_snapshot(self.log_end_offset())?;
         Ok(())
     }
-
 }
 
 fn snapshot_path(dir: &Path, offset: i64) -> PathBuf {
@@ -592,7 +649,14 @@ mod tests {
     }
 
     fn fresh(dir: &Path) -> io::Result<Log> {
-        Log::open(dir, small_config(), OpenMode { clean: false, recovery_point: 0 })
+        Log::open(
+            dir,
+            small_config(),
+            OpenMode {
+                clean: false,
+                recovery_point: 0,
+            },
+        )
     }
 
     #[test]
@@ -613,19 +677,30 @@ mod tests {
             }
         }
         assert_eq!(offset, 80);
-        assert!(log.read(81, 100, true).is_err(), "past the end is out of range");
+        assert!(
+            log.read(81, 100, true).is_err(),
+            "past the end is out of range"
+        );
         Ok(())
     }
 
     #[test]
-    fn clean_close_and_unclean_crash_both_reopen_every_batch() -> Result<(), Box<dyn std::error::Error>> {
+    fn clean_close_and_unclean_crash_both_reopen_every_batch(
+    ) -> Result<(), Box<dyn std::error::Error>> {
         let dir = tempfile::tempdir()?;
         let mut log = fresh(dir.path())?;
         for i in 0..30 {
             log.append(&simple_batch(1, i), 0)?;
         }
         log.close()?;
-        let log = Log::open(dir.path(), small_config(), OpenMode { clean: true, recovery_point: 0 })?;
+        let log = Log::open(
+            dir.path(),
+            small_config(),
+            OpenMode {
+                clean: true,
+                recovery_point: 0,
+            },
+        )?;
         assert_eq!(log.log_end_offset(), 30);
         drop(log); // a crash: no close, the active segment stays preallocated
         let mut log = fresh(dir.path())?;
@@ -652,13 +727,18 @@ mod tests {
         config.retention_ms = 10;
         log.set_config(config);
         log.apply_retention(1_000_000)?;
-        assert_eq!(log.log_start_offset(), log.log_end_offset(), "everything expired");
+        assert_eq!(
+            log.log_start_offset(),
+            log.log_end_offset(),
+            "everything expired"
+        );
         assert_eq!(log.append(&simple_batch(1, 0), 0)?.base_offset, 80);
         Ok(())
     }
 
     #[test]
-    fn delete_records_moves_log_start_and_survives_reopen() -> Result<(), Box<dyn std::error::Error>> {
+    fn delete_records_moves_log_start_and_survives_reopen() -> Result<(), Box<dyn std::error::Error>>
+    {
         let dir = tempfile::tempdir()?;
         let mut log = fresh(dir.path())?;
         for i in 0..20 {
@@ -667,13 +747,21 @@ mod tests {
         assert_eq!(log.delete_records_before(13)?, 13);
         assert!(log.read(12, 100, true).is_err());
         log.close()?;
-        let log = Log::open(dir.path(), small_config(), OpenMode { clean: true, recovery_point: 0 })?;
+        let log = Log::open(
+            dir.path(),
+            small_config(),
+            OpenMode {
+                clean: true,
+                recovery_point: 0,
+            },
+        )?;
         assert_eq!(log.log_start_offset(), 13);
         Ok(())
     }
 
     #[test]
-    fn idempotent_retry_is_not_appended_twice_even_after_restart() -> Result<(), Box<dyn std::error::Error>> {
+    fn idempotent_retry_is_not_appended_twice_even_after_restart(
+    ) -> Result<(), Box<dyn std::error::Error>> {
         let dir = tempfile::tempdir()?;
         let mut log = fresh(dir.path())?;
         let records = vec![TestRecord::default(); 2];
@@ -681,28 +769,43 @@ mod tests {
         let b1 = encode_batch(&records, 0, (5, 0, 2));
         assert_eq!(log.append(&b0, 0)?.base_offset, 0);
         assert_eq!(log.append(&b1, 0)?.base_offset, 2);
-        assert_eq!(log.append(&b1, 0)?.base_offset, 2, "duplicate answered with its offset");
+        assert_eq!(
+            log.append(&b1, 0)?.base_offset,
+            2,
+            "duplicate answered with its offset"
+        );
         assert_eq!(log.log_end_offset(), 4);
         drop(log); // crash
         let mut log = fresh(dir.path())?;
-        assert_eq!(log.append(&b1, 0)?.base_offset, 2, "state rebuilt from the log");
+        assert_eq!(
+            log.append(&b1, 0)?.base_offset,
+            2,
+            "state rebuilt from the log"
+        );
         let gap = encode_batch(&records, 0, (5, 0, 9));
         assert!(matches!(log.append(&gap, 0), Err(AppendError::Sequence(_))));
         Ok(())
     }
 
     #[test]
-    fn refuses_oversized_and_corrupt_batches_without_writing() -> Result<(), Box<dyn std::error::Error>> {
+    fn refuses_oversized_and_corrupt_batches_without_writing(
+    ) -> Result<(), Box<dyn std::error::Error>> {
         let dir = tempfile::tempdir()?;
         let mut log = fresh(dir.path())?;
         let mut config = small_config();
         config.max_message_bytes = 100;
         log.set_config(config);
-        assert!(matches!(log.append(&simple_batch(10, 0), 0), Err(AppendError::TooLarge { .. })));
+        assert!(matches!(
+            log.append(&simple_batch(10, 0), 0),
+            Err(AppendError::TooLarge { .. })
+        ));
         let mut bad = simple_batch(1, 0);
         let last = bad.len() - 1;
         bad[last] ^= 1;
-        assert!(matches!(log.append(&bad, 0), Err(AppendError::Batch(BatchError::CrcMismatch { .. }))));
+        assert!(matches!(
+            log.append(&bad, 0),
+            Err(AppendError::Batch(BatchError::CrcMismatch { .. }))
+        ));
         assert_eq!(log.log_end_offset(), 0);
         Ok(())
     }

@@ -40,9 +40,17 @@ pub enum SequenceCheck {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum SequenceError {
     #[error("producer {producer_id} epoch {epoch} is older than the current epoch {current}")]
-    StaleEpoch { producer_id: i64, epoch: i16, current: i16 },
+    StaleEpoch {
+        producer_id: i64,
+        epoch: i16,
+        current: i16,
+    },
     #[error("producer {producer_id}: expected sequence {expected}, got {got}")]
-    OutOfOrder { producer_id: i64, expected: i32, got: i32 },
+    OutOfOrder {
+        producer_id: i64,
+        expected: i32,
+        got: i32,
+    },
 }
 
 /// Next sequence after `last`, wrapping like Kafka's `DefaultRecordBatch.incrementSequence`.
@@ -68,18 +76,30 @@ impl ProducerStateTable {
             return if first == 0 {
                 Ok(SequenceCheck::Append)
             } else {
-                Err(SequenceError::OutOfOrder { producer_id, expected: 0, got: first })
+                Err(SequenceError::OutOfOrder {
+                    producer_id,
+                    expected: 0,
+                    got: first,
+                })
             };
         };
         if epoch < entry.epoch {
-            return Err(SequenceError::StaleEpoch { producer_id, epoch, current: entry.epoch });
+            return Err(SequenceError::StaleEpoch {
+                producer_id,
+                epoch,
+                current: entry.epoch,
+            });
         }
         if epoch > entry.epoch {
             // A bumped epoch restarts the sequence at zero.
             return if first == 0 {
                 Ok(SequenceCheck::Append)
             } else {
-                Err(SequenceError::OutOfOrder { producer_id, expected: 0, got: first })
+                Err(SequenceError::OutOfOrder {
+                    producer_id,
+                    expected: 0,
+                    got: first,
+                })
             };
         }
         if let Some(seen) = entry
@@ -92,11 +112,18 @@ impl ProducerStateTable {
                 last_offset: seen.last_offset,
             });
         }
-        let expected = entry.batches.back().map_or(0, |b| next_sequence(b.last_sequence));
+        let expected = entry
+            .batches
+            .back()
+            .map_or(0, |b| next_sequence(b.last_sequence));
         if first == expected {
             Ok(SequenceCheck::Append)
         } else {
-            Err(SequenceError::OutOfOrder { producer_id, expected, got: first })
+            Err(SequenceError::OutOfOrder {
+                producer_id,
+                expected,
+                got: first,
+            })
         }
     }
 
@@ -154,12 +181,18 @@ mod tests {
         table.record(&header(&first));
         assert_eq!(
             table.check(&header(&first)),
-            Ok(SequenceCheck::Duplicate { base_offset: 0, last_offset: 2 })
+            Ok(SequenceCheck::Duplicate {
+                base_offset: 0,
+                last_offset: 2
+            })
         );
         let next = batch(7, 0, 3, 1, 3);
         assert_eq!(table.check(&header(&next)), Ok(SequenceCheck::Append));
         let gap = batch(7, 0, 5, 1, 3);
-        assert!(matches!(table.check(&header(&gap)), Err(SequenceError::OutOfOrder { expected: 3, .. })));
+        assert!(matches!(
+            table.check(&header(&gap)),
+            Err(SequenceError::OutOfOrder { expected: 3, .. })
+        ));
     }
 
     #[test]
@@ -170,9 +203,15 @@ mod tests {
             table.check(&header(&batch(7, 1, 1, 1, 1))),
             Err(SequenceError::StaleEpoch { current: 2, .. })
         ));
-        assert_eq!(table.check(&header(&batch(7, 3, 0, 1, 1))), Ok(SequenceCheck::Append));
+        assert_eq!(
+            table.check(&header(&batch(7, 3, 0, 1, 1))),
+            Ok(SequenceCheck::Append)
+        );
         assert!(table.check(&header(&batch(7, 3, 4, 1, 1))).is_err());
-        assert!(table.check(&header(&batch(8, 0, 9, 1, 1))).is_err(), "unknown producer must start at 0");
+        assert!(
+            table.check(&header(&batch(8, 0, 9, 1, 1))).is_err(),
+            "unknown producer must start at 0"
+        );
     }
 
     #[test]

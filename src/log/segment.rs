@@ -82,7 +82,12 @@ impl Segment {
 
     /// Opens an existing segment. `trusted` means it was sealed or closed cleanly, so
     /// its file lengths are exact and its indexes usable; otherwise call `recover`.
-    pub fn open(dir: &Path, base_offset: i64, sizes: SegmentSizes, trusted: bool) -> io::Result<Self> {
+    pub fn open(
+        dir: &Path,
+        base_offset: i64,
+        sizes: SegmentSizes,
+        trusted: bool,
+    ) -> io::Result<Self> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -109,7 +114,12 @@ impl Segment {
         sizes: SegmentSizes,
         trust_indexes: bool,
     ) -> io::Result<Self> {
-        let index = OffsetIndex::open(&index_path(dir, base_offset), base_offset, sizes.index_bytes, trust_indexes)?;
+        let index = OffsetIndex::open(
+            &index_path(dir, base_offset),
+            base_offset,
+            sizes.index_bytes,
+            trust_indexes,
+        )?;
         let time_index = TimeIndex::open(
             &time_index_path(dir, base_offset),
             base_offset,
@@ -162,7 +172,10 @@ impl Segment {
         if position != self.size {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
-                format!("segment {} ends mid-batch at {position} of {}", self.base_offset, self.size),
+                format!(
+                    "segment {} ends mid-batch at {position} of {}",
+                    self.base_offset, self.size
+                ),
             ));
         }
         Ok(())
@@ -194,9 +207,13 @@ impl Segment {
         self.bytes_since_index_entry = 0;
         let limit = self.log.allocated();
         let mut position = 0u64;
-        loop {
-            let Some(length_bytes) = self.log.read_at(position, LOG_OVERHEAD) else { break };
-            let length = i32::from_be_bytes([length_bytes[8], length_bytes[9], length_bytes[10], length_bytes[11]]);
+        while let Some(length_bytes) = self.log.read_at(position, LOG_OVERHEAD) {
+            let length = i32::from_be_bytes([
+                length_bytes[8],
+                length_bytes[9],
+                length_bytes[10],
+                length_bytes[11],
+            ]);
             if length <= 0 {
                 break;
             }
@@ -204,15 +221,24 @@ impl Segment {
             if position + total > limit {
                 break;
             }
-            let Some(bytes) = self.log.read_at(position, total as usize) else { break };
-            let Ok(header) = BatchHeader::parse(bytes) else { break };
-            if header.last_offset() >= crc_from_offset && BatchHeader::parse_checked(bytes).is_err() {
+            let Some(bytes) = self.log.read_at(position, total as usize) else {
+                break;
+            };
+            let Ok(header) = BatchHeader::parse(bytes) else {
+                break;
+            };
+            if header.last_offset() >= crc_from_offset && BatchHeader::parse_checked(bytes).is_err()
+            {
                 break;
             }
             if header.base_offset() < self.next_offset && position > 0 {
                 break; // offsets must grow; anything else is garbage
             }
-            let (base, last, max_ts) = (header.base_offset(), header.last_offset(), header.max_timestamp());
+            let (base, last, max_ts) = (
+                header.base_offset(),
+                header.last_offset(),
+                header.max_timestamp(),
+            );
             self.index_batch(base, last, max_ts, position, total)?;
             self.next_offset = last + 1;
             position += total;
@@ -241,11 +267,19 @@ impl Segment {
         }
     }
 
-    fn index_batch(&mut self, base: i64, last: i64, max_ts: i64, position: u64, total: u64) -> io::Result<()> {
+    fn index_batch(
+        &mut self,
+        base: i64,
+        last: i64,
+        max_ts: i64,
+        position: u64,
+        total: u64,
+    ) -> io::Result<()> {
         if position == 0 || self.bytes_since_index_entry >= self.sizes.index_interval_bytes {
             if !self.index.inner().is_full() && !self.time_index.inner().is_full() {
                 self.index.append(base, position)?;
-                self.time_index.maybe_append(max_ts.max(self.max_timestamp), last)?;
+                self.time_index
+                    .maybe_append(max_ts.max(self.max_timestamp), last)?;
             }
             self.bytes_since_index_entry = 0;
         }
@@ -259,16 +293,30 @@ impl Segment {
         if self.size == 0 {
             return false;
         }
-        let too_big = self.size + bytes > self.sizes.segment_bytes || self.size + bytes > self.log.capacity();
-        let too_old = self.first_append_ms.is_some_and(|first| now_ms - first >= segment_ms);
+        let too_big =
+            self.size + bytes > self.sizes.segment_bytes || self.size + bytes > self.log.capacity();
+        let too_old = self
+            .first_append_ms
+            .is_some_and(|first| now_ms - first >= segment_ms);
         // Relative offsets and positions are u32 in the index.
         let offsets_overflow = self.next_offset - self.base_offset > i64::from(u32::MAX) / 2;
-        too_big || too_old || offsets_overflow || self.index.inner().is_full() || self.time_index.inner().is_full()
+        too_big
+            || too_old
+            || offsets_overflow
+            || self.index.inner().is_full()
+            || self.time_index.inner().is_full()
     }
 
     /// Appends one validated batch and rewrites its base offset (and, if given, its
     /// timestamp) in place. Returns the batch's last offset.
-    pub fn append(&mut self, batch: &[u8], base_offset: i64, leader_epoch: i32, log_append_time: Option<i64>, now_ms: i64) -> io::Result<i64> {
+    pub fn append(
+        &mut self,
+        batch: &[u8],
+        base_offset: i64,
+        leader_epoch: i32,
+        log_append_time: Option<i64>,
+        now_ms: i64,
+    ) -> io::Result<i64> {
         let position = self.size;
         self.log.write_at(position, batch)?;
         // Patch the copy in the map: the one copy of the batch is the one in the file.
@@ -283,14 +331,19 @@ impl Segment {
                 .map(<[u8]>::to_vec)
                 .ok_or_else(|| io::Error::other("batch vanished from map"))?;
             batch::assign_offsets(&mut patched, base_offset, leader_epoch, Some(now));
-            self.log.write_at(position, &patched[..batch::HEADER_BYTES])?;
+            self.log
+                .write_at(position, &patched[..batch::HEADER_BYTES])?;
         }
         let header = self
             .log
             .read_at(position, batch.len())
             .and_then(|b| BatchHeader::parse(b).ok())
             .ok_or_else(|| io::Error::other("appended batch unreadable"))?;
-        let (last, max_ts, total) = (header.last_offset(), header.max_timestamp(), header.total_bytes() as u64);
+        let (last, max_ts, total) = (
+            header.last_offset(),
+            header.max_timestamp(),
+            header.total_bytes() as u64,
+        );
         self.index_batch(base_offset, last, max_ts, position, total)?;
         self.size += total;
         self.next_offset = last + 1;
@@ -352,7 +405,9 @@ impl Segment {
 
     /// Walks every batch header, oldest first (for producer-state rebuild).
     pub fn for_each_batch_from(&self, offset: i64, mut f: impl FnMut(&BatchHeader<'_>)) {
-        let Some(mut position) = self.position_of(offset) else { return };
+        let Some(mut position) = self.position_of(offset) else {
+            return;
+        };
         while let Some(header) = self.header_at(position) {
             f(&header);
             position += header.total_bytes() as u64;
@@ -368,7 +423,8 @@ impl Segment {
         Some((
             self.size,
             vec![
-                self.log.range_flusher(self.flushed, self.size - self.flushed),
+                self.log
+                    .range_flusher(self.flushed, self.size - self.flushed),
                 self.index.inner().flusher(),
                 self.time_index.inner().flusher(),
             ],
@@ -470,9 +526,16 @@ mod tests {
         let bytes = segment.read(4, 1, true).expect("data");
         let header = BatchHeader::parse_checked(&bytes).expect("valid");
         assert_eq!((header.base_offset(), header.last_offset()), (3, 5));
-        assert_eq!(bytes.len(), header.total_bytes(), "max_bytes 1 still gives one batch");
+        assert_eq!(
+            bytes.len(),
+            header.total_bytes(),
+            "max_bytes 1 still gives one batch"
+        );
         assert!(segment.read(150, 1 << 20, true).is_none());
-        assert_eq!(segment.offset_for_timestamp(1_000 + 30 + 1), Some((31, 1_031)));
+        assert_eq!(
+            segment.offset_for_timestamp(1_000 + 30 + 1),
+            Some((31, 1_031))
+        );
         Ok(())
     }
 
@@ -501,7 +564,9 @@ mod tests {
         segment.append(&batch, 2, 0, None, 0)?;
         drop(segment);
         // Tear the second batch: keep only half of it on disk.
-        let file = OpenOptions::new().write(true).open(log_path(dir.path(), 0))?;
+        let file = OpenOptions::new()
+            .write(true)
+            .open(log_path(dir.path(), 0))?;
         file.set_len(good + batch.len() as u64 / 2)?;
         let mut reopened = Segment::open(dir.path(), 0, sizes(), false)?;
         let report = reopened.recover(0)?;
@@ -526,7 +591,11 @@ mod tests {
         std::fs::write(&path, raw)?;
         let mut reopened = Segment::open(dir.path(), 0, sizes(), false)?;
         reopened.recover(0)?;
-        assert_eq!(reopened.next_offset(), 2, "kept only the batches before the corrupt one");
+        assert_eq!(
+            reopened.next_offset(),
+            2,
+            "kept only the batches before the corrupt one"
+        );
         assert_eq!(reopened.size(), 2 * one);
         Ok(())
     }

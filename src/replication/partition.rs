@@ -79,7 +79,8 @@ impl Partition {
 
     pub fn set_config(&self, config: LogConfig, min_insync_replicas: i32) {
         self.log.lock().set_config(config);
-        self.min_insync_replicas.store(min_insync_replicas, Ordering::Relaxed);
+        self.min_insync_replicas
+            .store(min_insync_replicas, Ordering::Relaxed);
     }
 
     /// Validates and appends a producer's record set.
@@ -144,7 +145,12 @@ impl Partition {
         self.log.lock().unflushed_bytes()
     }
 
-    pub fn read(&self, offset: i64, max_bytes: u64, min_one: bool) -> Result<ReadResult, PartitionError> {
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: u64,
+        min_one: bool,
+    ) -> Result<ReadResult, PartitionError> {
         let log = self.log.lock();
         let records = log.read(offset, max_bytes, min_one)?;
         Ok(ReadResult {
@@ -158,7 +164,11 @@ impl Partition {
     /// watermark is the log end.
     pub fn offsets(&self) -> (i64, i64, i64) {
         let log = self.log.lock();
-        (log.log_start_offset(), log.log_end_offset(), log.log_end_offset())
+        (
+            log.log_start_offset(),
+            log.log_end_offset(),
+            log.log_end_offset(),
+        )
     }
 
     pub fn leader_epoch(&self) -> i32 {

@@ -55,7 +55,11 @@ pub struct ReplicaManager {
 impl ReplicaManager {
     /// Prepares to open partitions in `data_dir`; reads (and removes) the clean-shutdown
     /// marker and the recovery checkpoint.
-    pub fn new(data_dir: &Path, defaults: Arc<TopicDefaults>, durability: Durability) -> io::Result<Self> {
+    pub fn new(
+        data_dir: &Path,
+        defaults: Arc<TopicDefaults>,
+        durability: Durability,
+    ) -> io::Result<Self> {
         std::fs::create_dir_all(data_dir)?;
         let marker = data_dir.join(CLEAN_SHUTDOWN_FILE);
         let clean_start = marker.exists();
@@ -115,24 +119,37 @@ impl ReplicaManager {
             }
             let mode = OpenMode {
                 clean: self.clean_start,
-                recovery_point: self.recovery_points.get(&id.dir_name()).copied().unwrap_or(0),
+                recovery_point: self
+                    .recovery_points
+                    .get(&id.dir_name())
+                    .copied()
+                    .unwrap_or(0),
             };
             let log = Log::open(&dir, log_config.clone(), mode)?;
             partitions.push(Arc::new(Partition::new(id, spec.topic_id, log, min_isr)));
         }
-        let replicas = Arc::new(TopicReplicas { spec: spec.clone(), partitions });
-        self.topics.write().insert(spec.name.clone(), Arc::clone(&replicas));
+        let replicas = Arc::new(TopicReplicas {
+            spec: spec.clone(),
+            partitions,
+        });
+        self.topics
+            .write()
+            .insert(spec.name.clone(), Arc::clone(&replicas));
         Ok(replicas)
     }
 
     /// Stops serving a topic and removes its files in the background.
     pub fn remove_topic(&self, name: &str) {
-        let Some(topic) = self.topics.write().remove(name) else { return };
+        let Some(topic) = self.topics.write().remove(name) else {
+            return;
+        };
         for partition in &topic.partitions {
             let dir = self.partition_dir(partition.id());
-            let doomed = self
-                .data_dir
-                .join(format!("{}.{}-delete", partition.id().dir_name(), Uuid::new_v4().simple()));
+            let doomed = self.data_dir.join(format!(
+                "{}.{}-delete",
+                partition.id().dir_name(),
+                Uuid::new_v4().simple()
+            ));
             if let Err(error) = std::fs::rename(&dir, &doomed) {
                 tracing::warn!(dir = %dir.display(), %error, "could not move deleted partition aside");
                 continue;
@@ -150,7 +167,11 @@ impl ReplicaManager {
     }
 
     pub fn topic_by_id(&self, topic_id: Uuid) -> Option<Arc<TopicReplicas>> {
-        self.topics.read().values().find(|t| t.spec.topic_id == topic_id).cloned()
+        self.topics
+            .read()
+            .values()
+            .find(|t| t.spec.topic_id == topic_id)
+            .cloned()
     }
 
     pub fn partition(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
@@ -196,8 +217,12 @@ impl ReplicaManager {
         for partition in self.all_partitions() {
             match partition.apply_retention(now) {
                 Ok(0) => {}
-                Ok(deleted) => tracing::info!(partition = %partition.id(), deleted, "retention deleted segments"),
-                Err(error) => tracing::warn!(partition = %partition.id(), %error, "retention failed"),
+                Ok(deleted) => {
+                    tracing::info!(partition = %partition.id(), deleted, "retention deleted segments")
+                }
+                Err(error) => {
+                    tracing::warn!(partition = %partition.id(), %error, "retention failed")
+                }
             }
         }
     }

@@ -29,7 +29,10 @@ enum FrameError {
 }
 
 /// Reads one size-prefixed frame; `Ok(None)` on a clean end of stream.
-async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R, max: u32) -> Result<Option<Bytes>, FrameError> {
+async fn read_frame<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    max: u32,
+) -> Result<Option<Bytes>, FrameError> {
     let size = match reader.read_i32().await {
         Ok(size) => size,
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
@@ -43,7 +46,10 @@ async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R, max: u32) -> Result<Op
     while frame.len() < size {
         let want = (size - frame.len()).min(READ_CHUNK_BYTES);
         frame.reserve(want);
-        let n = (&mut *reader).take(want as u64).read_buf(&mut frame).await?;
+        let n = (&mut *reader)
+            .take(want as u64)
+            .read_buf(&mut frame)
+            .await?;
         if n == 0 {
             return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
         }
@@ -51,7 +57,12 @@ async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R, max: u32) -> Result<Op
     Ok(Some(frame.freeze()))
 }
 
-pub async fn serve(stream: TcpStream, peer: SocketAddr, services: Arc<Services>, shutdown: CancellationToken) {
+pub async fn serve(
+    stream: TcpStream,
+    peer: SocketAddr,
+    services: Arc<Services>,
+    shutdown: CancellationToken,
+) {
     let (read_half, mut write_half) = stream.into_split();
     let max_in_flight = services.server.max_in_flight_requests;
     let max_request_bytes = services.server.max_request_bytes;
@@ -119,11 +130,20 @@ mod tests {
     #[tokio::test]
     async fn oversized_and_negative_frames_are_refused_before_reading_them() {
         let mut huge: &[u8] = &[0x7f, 0xff, 0xff, 0xff];
-        assert!(matches!(read_frame(&mut huge, 1024).await, Err(FrameError::BadSize { .. })));
+        assert!(matches!(
+            read_frame(&mut huge, 1024).await,
+            Err(FrameError::BadSize { .. })
+        ));
         let mut negative: &[u8] = &[0xff, 0xff, 0xff, 0xfe];
-        assert!(matches!(read_frame(&mut negative, 1024).await, Err(FrameError::BadSize { .. })));
+        assert!(matches!(
+            read_frame(&mut negative, 1024).await,
+            Err(FrameError::BadSize { .. })
+        ));
         let mut ok: &[u8] = &[0, 0, 0, 3, 1, 2, 3, 9];
-        assert_eq!(read_frame(&mut ok, 1024).await.ok().flatten().as_deref(), Some(&[1u8, 2, 3][..]));
+        assert_eq!(
+            read_frame(&mut ok, 1024).await.ok().flatten().as_deref(),
+            Some(&[1u8, 2, 3][..])
+        );
         let mut truncated: &[u8] = &[0, 0, 0, 5, 1];
         assert!(read_frame(&mut truncated, 1024).await.is_err());
         let mut empty: &[u8] = &[];

@@ -47,7 +47,9 @@ pub const SUPPORTED: &[ApiRange] = &[
 ];
 
 pub fn supported(key: ApiKey, version: i16) -> bool {
-    SUPPORTED.iter().any(|r| r.key == key && (r.min..=r.max).contains(&version))
+    SUPPORTED
+        .iter()
+        .any(|r| r.key == key && (r.min..=r.max).contains(&version))
 }
 
 /// What to send back for one request frame.
@@ -79,7 +81,10 @@ fn reply<R: Encodable>(key: ApiKey, version: i16, correlation_id: i32, response:
 /// Decodes one request frame, runs its handler and encodes the reply.
 pub async fn handle_frame(services: Arc<Services>, peer: SocketAddr, frame: Bytes) -> Reply {
     let Some(prefix) = HeaderPrefix::parse(&frame) else {
-        return Reply::Close(format!("frame of {} bytes has no request header", frame.len()));
+        return Reply::Close(format!(
+            "frame of {} bytes has no request header",
+            frame.len()
+        ));
     };
     let Ok(key) = ApiKey::try_from(prefix.api_key) else {
         return Reply::Close(format!("unknown api key {}", prefix.api_key));
@@ -138,20 +143,80 @@ async fn route(ctx: RequestContext, key: ApiKey, body: Bytes) -> Reply {
             }
         }
         ApiKey::Fetch => call!(ctx, key, body, FetchRequest, data::fetch::handle),
-        ApiKey::ListOffsets => call!(ctx, key, body, ListOffsetsRequest, data::list_offsets::handle),
+        ApiKey::ListOffsets => call!(
+            ctx,
+            key,
+            body,
+            ListOffsetsRequest,
+            data::list_offsets::handle
+        ),
         ApiKey::Metadata => call!(ctx, key, body, MetadataRequest, metadata::handle),
         ApiKey::ApiVersions => call!(ctx, key, body, ApiVersionsRequest, api_versions::handle),
-        ApiKey::CreateTopics => call!(ctx, key, body, CreateTopicsRequest, admin::create_topics::handle),
-        ApiKey::DeleteTopics => call!(ctx, key, body, DeleteTopicsRequest, admin::delete_topics::handle),
-        ApiKey::DeleteRecords => call!(ctx, key, body, DeleteRecordsRequest, data::delete_records::handle),
-        ApiKey::InitProducerId => call!(ctx, key, body, InitProducerIdRequest, data::init_producer_id::handle),
-        ApiKey::DescribeConfigs => call!(ctx, key, body, DescribeConfigsRequest, admin::describe_configs::handle),
-        ApiKey::AlterConfigs => call!(ctx, key, body, AlterConfigsRequest, admin::alter_configs::handle),
-        ApiKey::CreatePartitions => call!(ctx, key, body, CreatePartitionsRequest, admin::create_partitions::handle),
+        ApiKey::CreateTopics => call!(
+            ctx,
+            key,
+            body,
+            CreateTopicsRequest,
+            admin::create_topics::handle
+        ),
+        ApiKey::DeleteTopics => call!(
+            ctx,
+            key,
+            body,
+            DeleteTopicsRequest,
+            admin::delete_topics::handle
+        ),
+        ApiKey::DeleteRecords => call!(
+            ctx,
+            key,
+            body,
+            DeleteRecordsRequest,
+            data::delete_records::handle
+        ),
+        ApiKey::InitProducerId => call!(
+            ctx,
+            key,
+            body,
+            InitProducerIdRequest,
+            data::init_producer_id::handle
+        ),
+        ApiKey::DescribeConfigs => call!(
+            ctx,
+            key,
+            body,
+            DescribeConfigsRequest,
+            admin::describe_configs::handle
+        ),
+        ApiKey::AlterConfigs => call!(
+            ctx,
+            key,
+            body,
+            AlterConfigsRequest,
+            admin::alter_configs::handle
+        ),
+        ApiKey::CreatePartitions => call!(
+            ctx,
+            key,
+            body,
+            CreatePartitionsRequest,
+            admin::create_partitions::handle
+        ),
         ApiKey::IncrementalAlterConfigs => {
-            call!(ctx, key, body, IncrementalAlterConfigsRequest, admin::incremental_alter_configs::handle)
+            call!(
+                ctx,
+                key,
+                body,
+                IncrementalAlterConfigsRequest,
+                admin::incremental_alter_configs::handle
+            )
         }
-        ApiKey::DescribeCluster => call!(ctx, key, body, DescribeClusterRequest, admin::describe_cluster::handle),
+        ApiKey::DescribeCluster => call!(
+            ctx,
+            key,
+            body,
+            DescribeClusterRequest,
+            admin::describe_cluster::handle
+        ),
         // `handle_frame` admits only keys in SUPPORTED; the test below checks that
         // every one of them has an arm above.
         other => Reply::Close(format!("{other:?} is not routed")),
@@ -166,10 +231,17 @@ mod tests {
     fn the_table_is_within_what_the_protocol_crate_knows() {
         for range in SUPPORTED {
             let known = range.key.valid_versions();
-            assert!(range.max <= known.max, "{:?} advertises past the crate", range.key);
+            assert!(
+                range.max <= known.max,
+                "{:?} advertises past the crate",
+                range.key
+            );
             assert!(range.min <= range.max);
         }
-        assert!(supported(ApiKey::Produce, 0), "old librdkafka needs Produce v0 advertised");
+        assert!(
+            supported(ApiKey::Produce, 0),
+            "old librdkafka needs Produce v0 advertised"
+        );
         assert!(!supported(ApiKey::Fetch, 3));
     }
 }

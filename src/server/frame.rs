@@ -37,19 +37,35 @@ pub struct DecodeError {
 
 /// Decodes a value from untrusted bytes: under the allocation guard and catching any
 /// panic inside the decoder, so that a hostile body costs only its connection.
-pub fn decode_untrusted<T: Decodable>(api: ApiKey, buf: &mut Bytes, version: i16) -> Result<T, DecodeError> {
+pub fn decode_untrusted<T: Decodable>(
+    api: ApiKey,
+    buf: &mut Bytes,
+    version: i16,
+) -> Result<T, DecodeError> {
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         crate::alloc::decoding(|| T::decode(buf, version))
     }));
     match outcome {
         Ok(Ok(value)) => Ok(value),
-        Ok(Err(error)) => Err(DecodeError { api, version, reason: error.to_string() }),
-        Err(_) => Err(DecodeError { api, version, reason: "decoder panicked".into() }),
+        Ok(Err(error)) => Err(DecodeError {
+            api,
+            version,
+            reason: error.to_string(),
+        }),
+        Err(_) => Err(DecodeError {
+            api,
+            version,
+            reason: "decoder panicked".into(),
+        }),
     }
 }
 
 /// Splits a frame into its decoded header and the body bytes that follow it.
-pub fn split_header(api: ApiKey, version: i16, frame: Bytes) -> Result<(RequestHeader, Bytes), DecodeError> {
+pub fn split_header(
+    api: ApiKey,
+    version: i16,
+    frame: Bytes,
+) -> Result<(RequestHeader, Bytes), DecodeError> {
     let mut buf = frame;
     let header_version = api.request_header_version(version);
     let header = decode_untrusted::<RequestHeader>(api, &mut buf, header_version)?;
@@ -64,13 +80,22 @@ pub fn encode_response<R: Encodable>(
     response: &R,
 ) -> Result<BytesMut, String> {
     // ApiVersions always answers with header v0 so that any client can read it.
-    let header_version = if api == ApiKey::ApiVersions { 0 } else { api.response_header_version(version) };
+    let header_version = if api == ApiKey::ApiVersions {
+        0
+    } else {
+        api.response_header_version(version)
+    };
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
     let mut out = BytesMut::with_capacity(256);
     out.put_i32(0);
-    header.encode(&mut out, header_version).map_err(|e| e.to_string())?;
-    response.encode(&mut out, version).map_err(|e| e.to_string())?;
-    let size = i32::try_from(out.len() - 4).map_err(|_| "response larger than 2 GiB".to_string())?;
+    header
+        .encode(&mut out, header_version)
+        .map_err(|e| e.to_string())?;
+    response
+        .encode(&mut out, version)
+        .map_err(|e| e.to_string())?;
+    let size =
+        i32::try_from(out.len() - 4).map_err(|_| "response larger than 2 GiB".to_string())?;
     out[..4].copy_from_slice(&size.to_be_bytes());
     Ok(out)
 }

@@ -22,7 +22,11 @@ pub async fn handle(ctx: &RequestContext, request: AlterConfigsRequest) -> Alter
                 let configs: BTreeMap<String, String> = resource
                     .configs
                     .iter()
-                    .filter_map(|c| c.value.as_ref().map(|v| (c.name.to_string(), v.to_string())))
+                    .filter_map(|c| {
+                        c.value
+                            .as_ref()
+                            .map(|v| (c.name.to_string(), v.to_string()))
+                    })
                     .collect();
                 ctx.services
                     .topics
@@ -30,12 +34,20 @@ pub async fn handle(ctx: &RequestContext, request: AlterConfigsRequest) -> Alter
                     .await
                     .map_err(|e| (errors::topic_error(&e), e.to_string()))
             }
-            RESOURCE_BROKER => Err((ResponseError::InvalidRequest, "broker configs are static in tern".to_string())),
-            other => Err((ResponseError::InvalidRequest, format!("resource type {other} is not supported"))),
+            RESOURCE_BROKER => Err((
+                ResponseError::InvalidRequest,
+                "broker configs are static in tern".to_string(),
+            )),
+            other => Err((
+                ResponseError::InvalidRequest,
+                format!("resource type {other} is not supported"),
+            )),
         };
         responses.push(match outcome {
             Ok(()) => response,
-            Err((error, message)) => response.with_error_code(error.code()).with_error_message(Some(str_bytes(message))),
+            Err((error, message)) => response
+                .with_error_code(error.code())
+                .with_error_message(Some(str_bytes(message))),
         });
     }
     AlterConfigsResponse::default().with_responses(responses)

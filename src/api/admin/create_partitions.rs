@@ -8,7 +8,10 @@ use kafka_protocol::ResponseError;
 use super::super::context::RequestContext;
 use super::super::{errors, str_bytes};
 
-pub async fn handle(ctx: &RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse {
+pub async fn handle(
+    ctx: &RequestContext,
+    request: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
     let node = ctx.node_id();
     let mut results = Vec::with_capacity(request.topics.len());
     for topic in &request.topics {
@@ -22,7 +25,9 @@ pub async fn handle(ctx: &RequestContext, request: CreatePartitionsRequest) -> C
             results.push(
                 result
                     .with_error_code(ResponseError::InvalidReplicaAssignment.code())
-                    .with_error_message(Some(str_bytes(format!("assignments may only name broker {node}")))),
+                    .with_error_message(Some(str_bytes(format!(
+                        "assignments may only name broker {node}"
+                    )))),
             );
             continue;
         }

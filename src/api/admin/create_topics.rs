@@ -4,7 +4,9 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use kafka_protocol::ResponseError;
 
@@ -33,26 +35,43 @@ pub async fn handle(ctx: &RequestContext, request: CreateTopicsRequest) -> Creat
             results.push(
                 result
                     .with_error_code(ResponseError::InvalidRequest.code())
-                    .with_error_message(Some(str_bytes(format!("topic '{name}' appears more than once")))),
+                    .with_error_message(Some(str_bytes(format!(
+                        "topic '{name}' appears more than once"
+                    )))),
             );
             continue;
         }
         let configs: BTreeMap<String, String> = topic
             .configs
             .iter()
-            .filter_map(|c| c.value.as_ref().map(|v| (c.name.to_string(), v.to_string())))
+            .filter_map(|c| {
+                c.value
+                    .as_ref()
+                    .map(|v| (c.name.to_string(), v.to_string()))
+            })
             .collect();
         let create = CreateTopic {
             name: name.clone(),
             partitions: topic.num_partitions,
             replication_factor: topic.replication_factor,
-            assignments: topic.assignments.iter().map(|a| a.broker_ids.iter().map(|b| b.0).collect()).collect(),
+            assignments: topic
+                .assignments
+                .iter()
+                .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
+                .collect(),
             configs,
         };
         let outcome = if request.validate_only {
             match services.store.topic(&name).await {
                 Some(_) => Err(crate::topics::TopicError::AlreadyExists(name.clone())),
-                None => services.topics.validate_create(&create).map(|t| (t.partitions, t.replication_factor, t.configs, uuid::Uuid::nil())),
+                None => services.topics.validate_create(&create).map(|t| {
+                    (
+                        t.partitions,
+                        t.replication_factor,
+                        t.configs,
+                        uuid::Uuid::nil(),
+                    )
+                }),
             }
         } else {
             services
@@ -67,12 +86,14 @@ pub async fn handle(ctx: &RequestContext, request: CreateTopicsRequest) -> Creat
                 let configs = TOPIC_CONFIGS
                     .iter()
                     .filter_map(|def| {
-                        defaults.resolve(&overrides, def.name).map(|(value, source)| {
-                            CreatableTopicConfigs::default()
-                                .with_name(str_bytes(def.name))
-                                .with_value(Some(str_bytes(value.to_string())))
-                                .with_config_source(source as i8)
-                        })
+                        defaults
+                            .resolve(&overrides, def.name)
+                            .map(|(value, source)| {
+                                CreatableTopicConfigs::default()
+                                    .with_name(str_bytes(def.name))
+                                    .with_value(Some(str_bytes(value.to_string())))
+                                    .with_config_source(source as i8)
+                            })
                     })
                     .collect();
                 results.push(

@@ -9,9 +9,17 @@ use super::super::{errors, str_bytes, topic_name};
 
 pub async fn handle(ctx: &RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse {
     let services = &ctx.services;
-    let mut wanted: Vec<(Option<String>, uuid::Uuid)> =
-        request.topic_names.iter().map(|n| (Some(n.to_string()), uuid::Uuid::nil())).collect();
-    wanted.extend(request.topics.iter().map(|t| (t.name.as_ref().map(|n| n.to_string()), t.topic_id)));
+    let mut wanted: Vec<(Option<String>, uuid::Uuid)> = request
+        .topic_names
+        .iter()
+        .map(|n| (Some(n.to_string()), uuid::Uuid::nil()))
+        .collect();
+    wanted.extend(
+        request
+            .topics
+            .iter()
+            .map(|t| (t.name.as_ref().map(|n| n.to_string()), t.topic_id)),
+    );
     let mut responses = Vec::with_capacity(wanted.len());
     for (name, topic_id) in wanted {
         let result = DeletableTopicResult::default().with_topic_id(topic_id);

@@ -7,7 +7,10 @@ use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeCluster
 use super::super::context::RequestContext;
 use super::super::{str_bytes, AUTHORIZED_OPERATIONS_OMITTED};
 
-pub async fn handle(ctx: &RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse {
+pub async fn handle(
+    ctx: &RequestContext,
+    request: DescribeClusterRequest,
+) -> DescribeClusterResponse {
     let node = &ctx.services.node;
     DescribeClusterResponse::default()
         .with_endpoint_type(request.endpoint_type)

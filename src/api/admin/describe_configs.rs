@@ -15,7 +15,10 @@ use super::super::str_bytes;
 use super::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use crate::cluster::topic_config::{ConfigSource, ConfigType, TOPIC_CONFIGS};
 
-pub async fn handle(ctx: &RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse {
+pub async fn handle(
+    ctx: &RequestContext,
+    request: DescribeConfigsRequest,
+) -> DescribeConfigsResponse {
     let mut results = Vec::with_capacity(request.resources.len());
     for resource in &request.resources {
         let keys: Option<Vec<String>> = resource
@@ -30,46 +33,60 @@ pub async fn handle(ctx: &RequestContext, request: DescribeConfigsRequest) -> De
         let configs = match resource.resource_type {
             RESOURCE_TOPIC => match ctx.services.store.topic(&name).await {
                 Some(spec) => Ok(topic_configs(ctx, &request, &spec.configs, &wanted)),
-                None => Err((ResponseError::UnknownTopicOrPartition, format!("topic '{name}' does not exist"))),
+                None => Err((
+                    ResponseError::UnknownTopicOrPartition,
+                    format!("topic '{name}' does not exist"),
+                )),
             },
             RESOURCE_BROKER if name.is_empty() || name == ctx.node_id().to_string() => {
                 Ok(broker_configs(ctx, &request, &wanted))
             }
-            RESOURCE_BROKER => Err((ResponseError::InvalidRequest, format!("this is broker {}, not {name}", ctx.node_id()))),
-            other => Err((ResponseError::InvalidRequest, format!("resource type {other} is not supported"))),
+            RESOURCE_BROKER => Err((
+                ResponseError::InvalidRequest,
+                format!("this is broker {}, not {name}", ctx.node_id()),
+            )),
+            other => Err((
+                ResponseError::InvalidRequest,
+                format!("resource type {other} is not supported"),
+            )),
         };
         results.push(match configs {
             Ok(configs) => result.with_configs(configs),
-            Err((error, message)) => result.with_error_code(error.code()).with_error_message(Some(str_bytes(message))),
+            Err((error, message)) => result
+                .with_error_code(error.code())
+                .with_error_message(Some(str_bytes(message))),
         });
     }
     DescribeConfigsResponse::default().with_results(results)
 }
 
-fn entry(
-    request: &DescribeConfigsRequest,
-    version: i16,
-    name: &str,
-    value: &str,
+/// One described config before it is shaped for the request's version and flags.
+struct ConfigEntry<'a> {
+    name: &'a str,
+    value: &'a str,
     source: ConfigSource,
     kind: ConfigType,
     read_only: bool,
-    documentation: &str,
+    documentation: &'a str,
     synonyms: Vec<DescribeConfigsSynonym>,
-) -> DescribeConfigsResourceResult {
-    let mut result = DescribeConfigsResourceResult::default()
-        .with_name(str_bytes(name))
-        .with_value(Some(str_bytes(value)))
-        .with_read_only(read_only)
-        .with_config_source(source as i8)
-        .with_config_type(kind as i8);
-    if request.include_synonyms || version == 0 {
-        result = result.with_synonyms(synonyms);
+}
+
+impl ConfigEntry<'_> {
+    fn into_result(self, request: &DescribeConfigsRequest) -> DescribeConfigsResourceResult {
+        let mut result = DescribeConfigsResourceResult::default()
+            .with_name(str_bytes(self.name))
+            .with_value(Some(str_bytes(self.value)))
+            .with_read_only(self.read_only)
+            .with_config_source(self.source as i8)
+            .with_config_type(self.kind as i8);
+        if request.include_synonyms {
+            result = result.with_synonyms(self.synonyms);
+        }
+        if request.include_documentation {
+            result = result.with_documentation(Some(str_bytes(self.documentation)));
+        }
+        result
     }
-    if request.include_documentation {
-        result = result.with_documentation(Some(str_bytes(documentation)));
-    }
-    result
 }
 
 fn synonym(name: &str, value: &str, source: ConfigSource) -> DescribeConfigsSynonym {
@@ -98,7 +115,16 @@ fn topic_configs(
             if let Some((v, s)) = defaults.broker_value(def.name) {
                 synonyms.push(synonym(def.broker_key, v, s));
             }
-            Some(entry(request, ctx.api_version, def.name, value, source, def.kind, false, def.documentation, synonyms))
+            let entry = ConfigEntry {
+                name: def.name,
+                value,
+                source,
+                kind: def.kind,
+                read_only: false,
+                documentation: def.documentation,
+                synonyms,
+            };
+            Some(entry.into_result(request))
         })
         .collect()
 }
@@ -116,20 +142,74 @@ fn broker_configs(
     let mut push = |name: &str, value: String, kind: ConfigType, doc: &str| {
         if wanted(name) {
             let synonyms = vec![synonym(name, &value, ConfigSource::StaticBroker)];
-            out.push(entry(request, ctx.api_version, name, &value, ConfigSource::StaticBroker, kind, true, doc, synonyms));
+            let entry = ConfigEntry {
+                name,
+                value: &value,
+                source: ConfigSource::StaticBroker,
+                kind,
+                read_only: true,
+                documentation: doc,
+                synonyms,
+            };
+            out.push(entry.into_result(request));
         }
     };
-    push("broker.id", node.node_id.to_string(), ConfigType::Int, "This broker's id.");
-    push("node.id", node.node_id.to_string(), ConfigType::Int, "This broker's id.");
-    push("advertised.listeners", format!("PLAINTEXT://{}:{}", node.host, node.port), ConfigType::String, "Address clients connect to.");
-    push("auto.create.topics.enable", topics.auto_create.to_string(), ConfigType::Boolean, "Create topics on first use.");
-    push("num.partitions", topics.num_partitions.to_string(), ConfigType::Int, "Partitions of an auto-created topic.");
-    push("default.replication.factor", topics.default_replication_factor.to_string(), ConfigType::Int, "Replication factor of an auto-created topic.");
-    push("socket.request.max.bytes", services.server.max_request_bytes.to_string(), ConfigType::Int, "Largest request accepted.");
-    push("log.flush.interval.ms", durability.flush_interval.as_millis().to_string(), ConfigType::Long, "Longest time data stays unflushed.");
+    push(
+        "broker.id",
+        node.node_id.to_string(),
+        ConfigType::Int,
+        "This broker's id.",
+    );
+    push(
+        "node.id",
+        node.node_id.to_string(),
+        ConfigType::Int,
+        "This broker's id.",
+    );
+    push(
+        "advertised.listeners",
+        format!("PLAINTEXT://{}:{}", node.host, node.port),
+        ConfigType::String,
+        "Address clients connect to.",
+    );
+    push(
+        "auto.create.topics.enable",
+        topics.auto_create.to_string(),
+        ConfigType::Boolean,
+        "Create topics on first use.",
+    );
+    push(
+        "num.partitions",
+        topics.num_partitions.to_string(),
+        ConfigType::Int,
+        "Partitions of an auto-created topic.",
+    );
+    push(
+        "default.replication.factor",
+        topics.default_replication_factor.to_string(),
+        ConfigType::Int,
+        "Replication factor of an auto-created topic.",
+    );
+    push(
+        "socket.request.max.bytes",
+        services.server.max_request_bytes.to_string(),
+        ConfigType::Int,
+        "Largest request accepted.",
+    );
+    push(
+        "log.flush.interval.ms",
+        durability.flush_interval.as_millis().to_string(),
+        ConfigType::Long,
+        "Longest time data stays unflushed.",
+    );
     for def in TOPIC_CONFIGS {
         if let Some((value, _)) = topics.defaults.broker_value(def.name) {
-            push(def.broker_key, value.to_string(), def.kind, def.documentation);
+            push(
+                def.broker_key,
+                value.to_string(),
+                def.kind,
+                def.documentation,
+            );
         }
     }
     out

@@ -18,7 +18,10 @@ const DELETE: i8 = 1;
 const APPEND: i8 = 2;
 const SUBTRACT: i8 = 3;
 
-pub async fn handle(ctx: &RequestContext, request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse {
+pub async fn handle(
+    ctx: &RequestContext,
+    request: IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse {
     let mut responses = Vec::with_capacity(request.resources.len());
     for resource in &request.resources {
         let response = AlterConfigsResourceResponse::default()
@@ -26,25 +29,37 @@ pub async fn handle(ctx: &RequestContext, request: IncrementalAlterConfigsReques
             .with_resource_name(resource.resource_name.clone());
         let outcome = match resource.resource_type {
             RESOURCE_TOPIC => alter_topic(ctx, resource, request.validate_only).await,
-            RESOURCE_BROKER => Err((ResponseError::InvalidRequest, "broker configs are static in tern".to_string())),
-            other => Err((ResponseError::InvalidRequest, format!("resource type {other} is not supported"))),
+            RESOURCE_BROKER => Err((
+                ResponseError::InvalidRequest,
+                "broker configs are static in tern".to_string(),
+            )),
+            other => Err((
+                ResponseError::InvalidRequest,
+                format!("resource type {other} is not supported"),
+            )),
         };
         responses.push(match outcome {
             Ok(()) => response,
-            Err((error, message)) => response.with_error_code(error.code()).with_error_message(Some(str_bytes(message))),
+            Err((error, message)) => response
+                .with_error_code(error.code())
+                .with_error_message(Some(str_bytes(message))),
         });
     }
     IncrementalAlterConfigsResponse::default().with_responses(responses)
 }
 
-async fn alter_topic(ctx: &RequestContext, resource: &AlterConfigsResource, validate_only: bool) -> Result<(), (ResponseError, String)> {
+async fn alter_topic(
+    ctx: &RequestContext,
+    resource: &AlterConfigsResource,
+    validate_only: bool,
+) -> Result<(), (ResponseError, String)> {
     let name = resource.resource_name.to_string();
-    let spec = ctx
-        .services
-        .store
-        .topic(&name)
-        .await
-        .ok_or_else(|| (ResponseError::UnknownTopicOrPartition, format!("topic '{name}' does not exist")))?;
+    let spec = ctx.services.store.topic(&name).await.ok_or_else(|| {
+        (
+            ResponseError::UnknownTopicOrPartition,
+            format!("topic '{name}' does not exist"),
+        )
+    })?;
     let configs = apply(spec.configs, resource)?;
     ctx.services
         .topics
@@ -53,11 +68,18 @@ async fn alter_topic(ctx: &RequestContext, resource: &AlterConfigsResource, vali
         .map_err(|e| (errors::topic_error(&e), e.to_string()))
 }
 
-fn apply(mut configs: BTreeMap<String, String>, resource: &AlterConfigsResource) -> Result<BTreeMap<String, String>, (ResponseError, String)> {
+fn apply(
+    mut configs: BTreeMap<String, String>,
+    resource: &AlterConfigsResource,
+) -> Result<BTreeMap<String, String>, (ResponseError, String)> {
     for op in &resource.configs {
         let name = op.name.to_string();
-        let def = topic_config::definition(&name)
-            .ok_or_else(|| (ResponseError::InvalidConfig, format!("unknown topic config '{name}'")))?;
+        let def = topic_config::definition(&name).ok_or_else(|| {
+            (
+                ResponseError::InvalidConfig,
+                format!("unknown topic config '{name}'"),
+            )
+        })?;
         let value = op.value.as_ref().map(|v| v.to_string()).unwrap_or_default();
         match op.config_operation {
             SET => {
@@ -69,7 +91,13 @@ fn apply(mut configs: BTreeMap<String, String>, resource: &AlterConfigsResource)
             APPEND | SUBTRACT if def.kind == ConfigType::List => {
                 let mut items: Vec<String> = configs
                     .get(&name)
-                    .map(|v| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect())
+                    .map(|v| {
+                        v.split(',')
+                            .map(str::trim)
+                            .filter(|s| !s.is_empty())
+                            .map(String::from)
+                            .collect()
+                    })
                     .unwrap_or_default();
                 for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
                     if op.config_operation == APPEND && !items.iter().any(|i| i == item) {
@@ -81,9 +109,17 @@ fn apply(mut configs: BTreeMap<String, String>, resource: &AlterConfigsResource)
                 configs.insert(name, items.join(","));
             }
             APPEND | SUBTRACT => {
-                return Err((ResponseError::InvalidConfig, format!("{name} is not a list; APPEND/SUBTRACT need one")))
+                return Err((
+                    ResponseError::InvalidConfig,
+                    format!("{name} is not a list; APPEND/SUBTRACT need one"),
+                ))
             }
-            other => return Err((ResponseError::InvalidRequest, format!("unknown config operation {other}"))),
+            other => {
+                return Err((
+                    ResponseError::InvalidRequest,
+                    format!("unknown config operation {other}"),
+                ))
+            }
         }
     }
     Ok(configs)

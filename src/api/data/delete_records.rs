@@ -1,7 +1,9 @@
 //! DeleteRecords (key 21, v0–2): move a partition's log start offset forward; whole
 //! segments below it are deleted. Offset -1 means the high watermark.
 
-use kafka_protocol::messages::delete_records_response::{DeleteRecordsPartitionResult, DeleteRecordsTopicResult};
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 use kafka_protocol::ResponseError;
 
@@ -19,14 +21,20 @@ pub async fn handle(ctx: &RequestContext, request: DeleteRecordsRequest) -> Dele
                 let result = DeleteRecordsPartitionResult::default()
                     .with_partition_index(wanted.partition_index)
                     .with_low_watermark(-1);
-                let partition = replicas
-                    .as_ref()
-                    .and_then(|t| usize::try_from(wanted.partition_index).ok().and_then(|i| t.partitions.get(i)));
+                let partition = replicas.as_ref().and_then(|t| {
+                    usize::try_from(wanted.partition_index)
+                        .ok()
+                        .and_then(|i| t.partitions.get(i))
+                });
                 let Some(partition) = partition else {
                     return result.with_error_code(ResponseError::UnknownTopicOrPartition.code());
                 };
                 let (_, high_watermark, _) = partition.offsets();
-                let offset = if wanted.offset == -1 { high_watermark } else { wanted.offset };
+                let offset = if wanted.offset == -1 {
+                    high_watermark
+                } else {
+                    wanted.offset
+                };
                 if offset < 0 || offset > high_watermark {
                     return result.with_error_code(ResponseError::OffsetOutOfRange.code());
                 }

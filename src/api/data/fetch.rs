@@ -23,7 +23,8 @@ use super::super::errors;
 use crate::replication::TopicReplicas;
 
 pub async fn handle(ctx: &RequestContext, request: FetchRequest) -> FetchResponse {
-    let max_wait = Duration::from_millis(request.max_wait_ms.max(0) as u64).min(ctx.services.server.fetch_max_wait);
+    let max_wait = Duration::from_millis(request.max_wait_ms.max(0) as u64)
+        .min(ctx.services.server.fetch_max_wait);
     let deadline = Instant::now() + max_wait;
     loop {
         let attempt = read_once(ctx, &request);
@@ -42,7 +43,11 @@ struct Attempt {
     watches: Vec<watch::Receiver<i64>>,
 }
 
-fn resolve(ctx: &RequestContext, name: &str, topic_id: uuid::Uuid) -> Option<std::sync::Arc<TopicReplicas>> {
+fn resolve(
+    ctx: &RequestContext,
+    name: &str,
+    topic_id: uuid::Uuid,
+) -> Option<std::sync::Arc<TopicReplicas>> {
     if ctx.api_version >= 13 {
         ctx.services.replicas.topic_by_id(topic_id)
     } else {
@@ -67,9 +72,11 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
                 .with_log_start_offset(-1)
                 .with_preferred_read_replica(BrokerId(-1))
                 .with_records(Some(Bytes::new()));
-            let partition = replicas
-                .as_ref()
-                .and_then(|t| usize::try_from(wanted.partition).ok().and_then(|i| t.partitions.get(i)));
+            let partition = replicas.as_ref().and_then(|t| {
+                usize::try_from(wanted.partition)
+                    .ok()
+                    .and_then(|i| t.partitions.get(i))
+            });
             let Some(partition) = partition else {
                 has_error = true;
                 let code = if ctx.api_version >= 13 && replicas.is_none() {
@@ -91,7 +98,9 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
                 partitions.push(data.with_error_code(code.code()));
                 continue;
             }
-            let limit = i64::from(wanted.partition_max_bytes.max(0)).min(remaining).max(0) as u64;
+            let limit = i64::from(wanted.partition_max_bytes.max(0))
+                .min(remaining)
+                .max(0) as u64;
             let watch = partition.watch_log_end();
             match partition.read(wanted.fetch_offset, limit, bytes == 0) {
                 Ok(read) => {
@@ -125,7 +134,9 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
         );
     }
     Attempt {
-        response: FetchResponse::default().with_session_id(0).with_responses(topics),
+        response: FetchResponse::default()
+            .with_session_id(0)
+            .with_responses(topics),
         bytes,
         has_error,
         watches,

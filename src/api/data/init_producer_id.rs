@@ -8,21 +8,30 @@ use kafka_protocol::ResponseError;
 
 use super::super::context::RequestContext;
 
-pub async fn handle(ctx: &RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse {
+pub async fn handle(
+    ctx: &RequestContext,
+    request: InitProducerIdRequest,
+) -> InitProducerIdResponse {
     let response = InitProducerIdResponse::default()
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1);
-    if request.transactional_id.as_ref().is_some_and(|id| !id.is_empty()) {
+    if request
+        .transactional_id
+        .as_ref()
+        .is_some_and(|id| !id.is_empty())
+    {
         return response.with_error_code(ResponseError::InvalidRequest.code());
     }
     let (current_id, current_epoch) = (request.producer_id.0, request.producer_epoch);
-    if current_id >= 0 && current_epoch >= 0 && current_epoch < i16::MAX - 1 {
+    if current_id >= 0 && (0..i16::MAX - 1).contains(&current_epoch) {
         return response
             .with_producer_id(ProducerId(current_id))
             .with_producer_epoch(current_epoch + 1);
     }
     match ctx.services.producer_ids.next().await {
-        Ok(id) => response.with_producer_id(ProducerId(id)).with_producer_epoch(0),
+        Ok(id) => response
+            .with_producer_id(ProducerId(id))
+            .with_producer_epoch(0),
         Err(error) => {
             tracing::error!(%error, "could not allocate a producer id");
             response.with_error_code(ResponseError::CoordinatorNotAvailable.code())

@@ -2,7 +2,9 @@
 //! offset (the next offset to be written), max timestamp (-3), earliest local (-4),
 //! latest tiered (-5, none here: -1), or the first offset at or after a timestamp.
 
-use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use kafka_protocol::ResponseError;
 
@@ -27,9 +29,11 @@ pub async fn handle(ctx: &RequestContext, request: ListOffsetsRequest) -> ListOf
                     .with_timestamp(-1)
                     .with_offset(-1)
                     .with_leader_epoch(-1);
-                let partition = replicas
-                    .as_ref()
-                    .and_then(|t| usize::try_from(wanted.partition_index).ok().and_then(|i| t.partitions.get(i)));
+                let partition = replicas.as_ref().and_then(|t| {
+                    usize::try_from(wanted.partition_index)
+                        .ok()
+                        .and_then(|i| t.partitions.get(i))
+                });
                 let Some(partition) = partition else {
                     return response.with_error_code(ResponseError::UnknownTopicOrPartition.code());
                 };
@@ -48,9 +52,7 @@ pub async fn handle(ctx: &RequestContext, request: ListOffsetsRequest) -> ListOf
                     EARLIEST | EARLIEST_LOCAL => (log_start, -1),
                     LATEST_TIERED => (-1, -1),
                     MAX_TIMESTAMP => partition.max_timestamp().unwrap_or((-1, -1)),
-                    ts if ts >= 0 => partition
-                        .offset_for_timestamp(ts)
-                        .unwrap_or((-1, -1)),
+                    ts if ts >= 0 => partition.offset_for_timestamp(ts).unwrap_or((-1, -1)),
                     _ => return response.with_error_code(ResponseError::InvalidRequest.code()),
                 };
                 let response = response.with_offset(offset).with_timestamp(timestamp);

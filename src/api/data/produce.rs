@@ -26,7 +26,10 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Option<Pro
         let replicas = if ctx.api_version >= 13 {
             Ok(ctx.services.replicas.topic_by_id(topic.topic_id))
         } else {
-            ctx.services.topics.get_or_auto_create(&topic.name, true).await
+            ctx.services
+                .topics
+                .get_or_auto_create(&topic.name, true)
+                .await
         };
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for data in topic.partition_data {
@@ -36,10 +39,16 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Option<Pro
                 .with_log_append_time_ms(-1)
                 .with_log_start_offset(-1);
             let error = |e: ResponseError, message: String| {
-                response.clone().with_error_code(e.code()).with_error_message(Some(str_bytes(message)))
+                response
+                    .clone()
+                    .with_error_code(e.code())
+                    .with_error_message(Some(str_bytes(message)))
             };
             let partition = match &replicas {
-                Ok(Some(t)) => usize::try_from(data.index).ok().and_then(|i| t.partitions.get(i)).cloned(),
+                Ok(Some(t)) => usize::try_from(data.index)
+                    .ok()
+                    .and_then(|i| t.partitions.get(i))
+                    .cloned(),
                 Ok(None) => None,
                 Err(e) => {
                     partitions.push(error(errors::topic_error(e), e.to_string()));
@@ -56,15 +65,24 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Option<Pro
                 continue;
             };
             if !matches!(acks, -1..=1) {
-                partitions.push(error(ResponseError::InvalidRequiredAcks, format!("acks={acks}")));
+                partitions.push(error(
+                    ResponseError::InvalidRequiredAcks,
+                    format!("acks={acks}"),
+                ));
                 continue;
             }
             if request.transactional_id.is_some() {
-                partitions.push(error(ResponseError::InvalidRequest, "transactions are not supported yet".into()));
+                partitions.push(error(
+                    ResponseError::InvalidRequest,
+                    "transactions are not supported yet".into(),
+                ));
                 continue;
             }
             if acks == -1 && partition.isr_size() < partition.min_insync_replicas() {
-                partitions.push(error(ResponseError::NotEnoughReplicas, "in-sync replicas below min.insync.replicas".into()));
+                partitions.push(error(
+                    ResponseError::NotEnoughReplicas,
+                    "in-sync replicas below min.insync.replicas".into(),
+                ));
                 continue;
             }
             let Some(records) = data.records else {
@@ -109,13 +127,16 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Option<Pro
 /// Waits for every appended partition's fsync; a partition whose flush failed gets
 /// KAFKA_STORAGE_ERROR instead of its offset.
 async fn wait_durable(responses: &mut [TopicProduceResponse], waits: Vec<(Arc<Partition>, i64)>) {
-    let results = futures::future::join_all(waits.iter().map(|(p, offset)| p.wait_durable(*offset))).await;
+    let results =
+        futures::future::join_all(waits.iter().map(|(p, offset)| p.wait_durable(*offset))).await;
     for ((partition, _), result) in waits.iter().zip(results) {
         if let Err(e) = result {
             let failed = responses
                 .iter_mut()
                 .flat_map(|t| t.partition_responses.iter_mut())
-                .find(|r| r.index == partition.id().partition && r.error_code == 0 && r.base_offset >= 0);
+                .find(|r| {
+                    r.index == partition.id().partition && r.error_code == 0 && r.base_offset >= 0
+                });
             if let Some(r) = failed {
                 r.error_code = errors::partition_error(&e).code();
                 r.base_offset = -1;
@@ -229,12 +250,23 @@ mod tests {
     fn legacy_produce_is_answered_unsupported_per_partition() {
         let frame = legacy_request(2, 1, 1);
         let prefix = HeaderPrefix::parse(&frame).expect("prefix");
-        let Some(Some(out)) = legacy_response(&frame, prefix) else { panic!("expected a response") };
+        let Some(Some(out)) = legacy_response(&frame, prefix) else {
+            panic!("expected a response")
+        };
         // size, correlation id, 1 topic "t", 1 partition 3, error 35, offset, time, throttle
         assert_eq!(out.len(), 4 + 4 + 4 + 3 + 4 + 4 + 2 + 8 + 8 + 4);
         assert_eq!(&out[4..8], &42i32.to_be_bytes());
         assert_eq!(&out[26..28], &35i16.to_be_bytes());
-        assert!(matches!(legacy_response(&legacy_request(0, 0, 1), prefix), Some(None)), "acks=0: silence");
-        assert!(legacy_response(&legacy_request(1, 1, i32::MAX), prefix).is_none(), "hostile count refused");
+        assert!(
+            matches!(
+                legacy_response(&legacy_request(0, 0, 1), prefix),
+                Some(None)
+            ),
+            "acks=0: silence"
+        );
+        assert!(
+            legacy_response(&legacy_request(1, 1, i32::MAX), prefix).is_none(),
+            "hostile count refused"
+        );
     }
 }

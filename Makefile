@@ -1,0 +1,41 @@
+# The commands CI runs, so local == CI. `make run` and `make test` are the README's two.
+SHELL := /bin/bash
+CARGO ?= cargo
+PYTHON := .venv/bin/python
+TERN := target/release/tern
+
+.PHONY: run build test deps lint unit protocol-test compat bench clean
+
+run: build
+	mkdir -p data
+	$(TERN) serve --data-dir ./data --listen 127.0.0.1:9092
+
+build:
+	$(CARGO) build --release --locked
+
+deps:
+	bash scripts/install-test-deps.sh
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --locked --all-targets -- -D warnings
+
+# Unit tests and the raw-protocol conformance suite (which starts its own broker).
+unit: build
+	$(CARGO) test --release --locked -- --test-threads=2
+
+protocol-test: build
+	$(CARGO) test --release --locked --test protocol -- --test-threads=2
+
+# Real clients against real broker processes.
+compat: build deps
+	TERN_BIN=$(CURDIR)/$(TERN) $(PYTHON) -m pytest compat -q $(if $(CLIENT),-k $(CLIENT),)
+
+test: deps lint unit compat
+
+bench: build
+	bash bench/run.sh
+
+clean:
+	$(CARGO) clean
+	rm -rf data

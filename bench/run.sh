@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# `make bench`: starts a release broker on a scratch data dir and drives it with
+# librdkafka (bench/ crate). Prints throughput, latency, broker CPU per GB and RssAnon.
+# Every run is bounded by message count and by --timeout-s.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+need=(); command -v cmake >/dev/null || need+=(cmake); command -v bc >/dev/null || need+=(bc)
+if ((${#need[@]})); then apt-get update -qq && apt-get install -y -qq "${need[@]}"; fi
+(cd bench && cargo build --release --quiet)
+LOAD=bench/target/release/tern-bench
+PORT=${BENCH_PORT:-19990}
+WORK=$(mktemp -d /tmp/tern-bench.XXXXXX)
+COUNT_1K=${BENCH_COUNT_1K:-1000000}
+COUNT_100=${BENCH_COUNT_100:-3000000}
+
+"$ROOT/target/release/tern" serve --data-dir "$WORK/data" --listen 127.0.0.1:$PORT --num-partitions 8 \
+  >"$WORK/broker.log" 2>&1 &
+BROKER=$!
+trap 'kill $BROKER 2>/dev/null; wait $BROKER 2>/dev/null; rm -rf "$WORK"' EXIT
+for _ in $(seq 1 100); do (echo > /dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break; sleep 0.1; done
+
+cpu_ticks() { awk '{print $14 + $15}' /proc/$BROKER/stat; }
+rss_anon_kb() { awk '/RssAnon/ {print $2}' /proc/$BROKER/status; }
+HZ=$(getconf CLK_TCK)
+
+run_produce() { # topic size count acks
+  local before after
+  before=$(cpu_ticks)
+  out=$($LOAD --mode produce --brokers 127.0.0.1:$PORT --topic "$1" --size "$2" --count "$3" --acks "$4" --timeout-s 120)
+  after=$(cpu_ticks)
+  local gb
+  gb=$(echo "$2 * $3 / 1000000000" | bc -l)
+  printf '%s  broker_cpu=%.2fs (%.3f CPU-s/GB)  rss_anon=%dMB\n' "$out" \
+    "$(echo "($after - $before) / $HZ" | bc -l)" "$(echo "($after - $before) / $HZ / $gb" | bc -l)" "$(( $(rss_anon_kb) / 1024 ))"
+}
+
+echo "== tern bench (broker and client on this machine; $(nproc) cores)"
+run_produce b1k-all 1024 "$COUNT_1K" all
+run_produce b1k-one 1024 "$COUNT_1K" 1
+run_produce b100-all 100 "$COUNT_100" all
+run_produce b100-one 100 "$COUNT_100" 1
+$LOAD --mode consume --brokers 127.0.0.1:$PORT --topic b1k-all --count "$COUNT_1K" --timeout-s 120
+$LOAD --mode consume --brokers 127.0.0.1:$PORT --topic b100-all --count "$COUNT_100" --timeout-s 120
+printf '%s  rss_anon=%dMB\n' "$($LOAD --mode latency --brokers 127.0.0.1:$PORT --topic lat --size 100 --rate 10000 --count 100000 --acks all --timeout-s 60)" "$(( $(rss_anon_kb) / 1024 ))"
+printf '%s  rss_anon=%dMB\n' "$($LOAD --mode latency --brokers 127.0.0.1:$PORT --topic lat1 --size 100 --rate 10000 --count 100000 --acks 1 --timeout-s 60)" "$(( $(rss_anon_kb) / 1024 ))"

@@ -1,0 +1,227 @@
+//! Drives a Kafka broker with librdkafka and prints throughput and latency.
+//!
+//! `produce`: as fast as possible, keyless, to all partitions of a topic.
+//! `consume`: read the topic back from the beginning (explicit assignment, no group).
+//! `latency`: produce at a fixed rate; report produce (ack) and end-to-end latency.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use clap::{Parser, ValueEnum};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Mode {
+    Produce,
+    Consume,
+    Latency,
+}
+
+#[derive(Debug, Parser)]
+struct Args {
+    #[arg(long, value_enum)]
+    mode: Mode,
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    brokers: String,
+    #[arg(long)]
+    topic: String,
+    #[arg(long, default_value_t = 8)]
+    partitions: i32,
+    #[arg(long, default_value_t = 1024)]
+    size: usize,
+    #[arg(long, default_value_t = 100_000)]
+    count: u64,
+    #[arg(long, default_value = "all")]
+    acks: String,
+    /// Messages per second in latency mode.
+    #[arg(long, default_value_t = 10_000)]
+    rate: u64,
+    /// Upper bound on the run, seconds.
+    #[arg(long, default_value_t = 60)]
+    timeout_s: u64,
+}
+
+fn now_us() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
+}
+
+struct Ctx;
+impl ClientContext for Ctx {}
+impl ProducerContext for Ctx {
+    type DeliveryOpaque = Box<u64>;
+    fn delivery(&self, result: &DeliveryResult<'_>, sent_us: Self::DeliveryOpaque) {
+        if result.is_ok() {
+            LAT.with(|l| l.borrow_mut().push(now_us().saturating_sub(*sent_us)));
+        } else {
+            ERRORS.with(|e| *e.borrow_mut() += 1);
+        }
+    }
+}
+
+thread_local! {
+    static LAT: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+    static ERRORS: std::cell::RefCell<u64> = const { std::cell::RefCell::new(0) };
+}
+
+fn producer(args: &Args) -> BaseProducer<Ctx> {
+    ClientConfig::new()
+        .set("bootstrap.servers", &args.brokers)
+        .set("acks", &args.acks)
+        .set("linger.ms", if matches!(args.mode, Mode::Latency) { "0" } else { "5" })
+        .set("batch.size", "1000000")
+        .set("queue.buffering.max.kbytes", "1048576")
+        .set("queue.buffering.max.messages", "1000000")
+        .set("enable.idempotence", "false")
+        .create_with_context(Ctx)
+        .expect("producer")
+}
+
+fn percentile(sorted: &[u64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i] as f64 / 1000.0
+}
+
+fn produce(args: &Args) {
+    let producer = producer(args);
+    let payload = vec![b'x'; args.size];
+    let deadline = Instant::now() + Duration::from_secs(args.timeout_s);
+    let start = Instant::now();
+    let mut sent = 0u64;
+    while sent < args.count && Instant::now() < deadline {
+        let record = BaseRecord::with_opaque_to(&args.topic, Box::new(now_us()))
+            .payload(&payload)
+            .partition((sent % args.partitions as u64) as i32);
+        match producer.send::<(), _>(record) {
+            Ok(()) => sent += 1,
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                producer.poll(Duration::from_millis(1));
+            }
+            Err((e, _)) => panic!("produce failed: {e}"),
+        }
+        if sent % 1024 == 0 {
+            producer.poll(Duration::ZERO);
+        }
+    }
+    let _ = producer.flush(Duration::from_secs(args.timeout_s));
+    let secs = start.elapsed().as_secs_f64();
+    let acked = LAT.with(|l| l.borrow().len()) as f64;
+    let errors = ERRORS.with(|e| *e.borrow());
+    println!(
+        "produce size={}B acks={} msgs={} acked={} errors={} {:.0} msgs/s {:.1} MB/s",
+        args.size, args.acks, sent, acked, errors, acked / secs, acked * args.size as f64 / secs / 1e6
+    );
+}
+
+fn consumer(args: &Args) -> BaseConsumer {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &args.brokers)
+        .set("group.id", "tern-bench-unused")
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "false")
+        .create()
+        .expect("consumer");
+    let mut assignment = TopicPartitionList::new();
+    for p in 0..args.partitions {
+        let _ = assignment.add_partition_offset(&args.topic, p, Offset::Beginning);
+    }
+    consumer.assign(&assignment).expect("assign");
+    consumer
+}
+
+fn consume(args: &Args) {
+    let consumer = consumer(args);
+    let deadline = Instant::now() + Duration::from_secs(args.timeout_s);
+    let mut start: Option<Instant> = None;
+    let (mut count, mut bytes) = (0u64, 0u64);
+    while count < args.count && Instant::now() < deadline {
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(m)) => {
+                start.get_or_insert_with(Instant::now);
+                count += 1;
+                bytes += m.payload_len() as u64;
+            }
+            Some(Err(e)) => panic!("consume failed: {e}"),
+            None => {}
+        }
+    }
+    let secs = start.map_or(f64::NAN, |s| s.elapsed().as_secs_f64());
+    println!(
+        "consume msgs={} {:.0} msgs/s {:.1} MB/s",
+        count,
+        count as f64 / secs,
+        bytes as f64 / secs / 1e6
+    );
+}
+
+fn latency(args: &Args) {
+    let producer = producer(args);
+    let consumer = consumer(args);
+    // Start the consumer at the end: only messages of this run count.
+    std::thread::sleep(Duration::from_millis(500));
+    let interval = Duration::from_secs_f64(1.0 / args.rate as f64);
+    let mut payload = vec![b'x'; args.size.max(16)];
+    let start = Instant::now();
+    let mut next = start;
+    let mut sent = 0u64;
+    let mut e2e: Vec<u64> = Vec::with_capacity(args.count as usize);
+    let mut seen: HashMap<u64, ()> = HashMap::new();
+    let deadline = start + Duration::from_secs(args.timeout_s);
+    while (sent < args.count || (e2e.len() as u64) < sent) && Instant::now() < deadline {
+        if sent < args.count && Instant::now() >= next {
+            payload[..8].copy_from_slice(&now_us().to_be_bytes());
+            payload[8..16].copy_from_slice(&sent.to_be_bytes());
+            let record = BaseRecord::with_opaque_to(&args.topic, Box::new(now_us()))
+                .payload(&payload)
+                .partition((sent % args.partitions as u64) as i32);
+            if producer.send::<(), _>(record).is_ok() {
+                sent += 1;
+                next += interval;
+            }
+        }
+        producer.poll(Duration::ZERO);
+        while let Some(Ok(m)) = consumer.poll(Duration::ZERO) {
+            if let Some(p) = m.payload().filter(|p| p.len() >= 16) {
+                let mut t = [0u8; 8];
+                t.copy_from_slice(&p[..8]);
+                let mut id = [0u8; 8];
+                id.copy_from_slice(&p[8..16]);
+                if seen.insert(u64::from_be_bytes(id), ()).is_none() {
+                    e2e.push(now_us().saturating_sub(u64::from_be_bytes(t)));
+                }
+            }
+        }
+    }
+    let _ = producer.flush(Duration::from_secs(5));
+    let mut acks = LAT.with(|l| l.borrow().clone());
+    acks.sort_unstable();
+    e2e.sort_unstable();
+    println!(
+        "latency size={}B rate={}/s acks={} sent={} produce p50={:.2}ms p99={:.2}ms end-to-end p50={:.2}ms p99={:.2}ms (n={})",
+        args.size,
+        args.rate,
+        args.acks,
+        sent,
+        percentile(&acks, 0.50),
+        percentile(&acks, 0.99),
+        percentile(&e2e, 0.50),
+        percentile(&e2e, 0.99),
+        e2e.len()
+    );
+}
+
+fn main() {
+    let args = Args::parse();
+    match args.mode {
+        Mode::Produce => produce(&args),
+        Mode::Consume => consume(&args),
+        Mode::Latency => latency(&args),
+    }
+}
