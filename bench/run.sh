@@ -35,6 +35,12 @@ run_produce() { # topic size count acks
     "$(echo "($after - $before) / $HZ" | bc -l)" "$(echo "($after - $before) / $HZ / $gb" | bc -l)" "$(( $(rss_anon_kb) / 1024 ))"
 }
 
+# Create every topic up front (8 partitions, the broker default here) so that no
+# consumer starts before its topic exists and waits for a metadata refresh.
+for t in b1k-all b1k-one b100-all b100-one lat lat1; do
+  echo | kcat -b 127.0.0.1:$PORT -P -t $t -p 0 2>/dev/null || true
+done
+
 echo "== tern bench (broker and client on this machine; $(nproc) cores)"
 run_produce b1k-all 1024 "$COUNT_1K" all
 run_produce b1k-one 1024 "$COUNT_1K" 1

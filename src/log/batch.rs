@@ -256,6 +256,26 @@ pub fn assign_offsets(
     }
 }
 
+/// Like [`assign_offsets`] for a header held apart from its records (`rest`), so the
+/// batch can be written without first being copied into one buffer.
+pub fn patch_header(
+    head: &mut [u8; HEADER_BYTES],
+    rest: &[u8],
+    base_offset: i64,
+    leader_epoch: i32,
+    log_append_time: Option<i64>,
+) {
+    head[0..8].copy_from_slice(&base_offset.to_be_bytes());
+    head[12..16].copy_from_slice(&leader_epoch.to_be_bytes());
+    if let Some(now) = log_append_time {
+        let attributes = i16_at(head, ATTRIBUTES_OFFSET) | TIMESTAMP_TYPE_BIT;
+        head[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
+        head[35..43].copy_from_slice(&now.to_be_bytes());
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&head[ATTRIBUTES_OFFSET..]), rest);
+        head[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+    }
+}
+
 /// Iterates the whole batches in a record set, stopping at the first error.
 pub fn batches(mut buf: &[u8]) -> impl Iterator<Item = Result<BatchHeader<'_>, BatchError>> {
     let mut failed = false;
@@ -401,6 +421,12 @@ mod tests {
         assign_offsets(&mut batch, 42, 7, Some(99_000));
         let header = BatchHeader::parse_checked(&batch).expect("crc recomputed");
         assert_eq!(header.max_timestamp(), 99_000);
+        let mut original = simple_batch(2, 0);
+        let mut head = [0u8; HEADER_BYTES];
+        head.copy_from_slice(&original[..HEADER_BYTES]);
+        patch_header(&mut head, &original[HEADER_BYTES..], 42, 7, Some(99_000));
+        original[..HEADER_BYTES].copy_from_slice(&head);
+        assert_eq!(original, batch, "split patch equals whole-buffer patch");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::fs::OpenOptions;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::mmap::MappedFile;
+use super::mmap::{MappedFile, WriteMode};
 
 /// A file of fixed-width entries, mapped up to `max_bytes` and appended in order.
 #[derive(Debug)]
@@ -42,7 +42,7 @@ impl IndexFile {
         let length = file.metadata()?.len();
         let max_entries = (max_bytes as usize / entry_bytes).max(2);
         let capacity = (max_entries * entry_bytes) as u64;
-        let mut mapped = MappedFile::new(file, capacity.max(length))?;
+        let mut mapped = MappedFile::new(file, capacity.max(length), WriteMode::Map)?;
         let entries = if trust_length && length % entry_bytes as u64 == 0 {
             (length / entry_bytes as u64) as usize
         } else {

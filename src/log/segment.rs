@@ -14,7 +14,7 @@ use bytes::Bytes;
 
 use super::batch::{self, BatchHeader, LOG_OVERHEAD};
 use super::index::OffsetIndex;
-use super::mmap::MappedFile;
+use super::mmap::{MappedFile, WriteMode};
 use super::time_index::TimeIndex;
 
 /// Sizes that shape a segment's files; from the topic config.
@@ -76,7 +76,7 @@ impl Segment {
             .create(true)
             .truncate(true)
             .open(log_path(dir, base_offset))?;
-        let log = MappedFile::new(file, sizes.segment_bytes)?;
+        let log = MappedFile::new(file, sizes.segment_bytes, WriteMode::File)?;
         Self::assemble(dir, base_offset, log, sizes, false)
     }
 
@@ -93,7 +93,7 @@ impl Segment {
             .write(true)
             .open(log_path(dir, base_offset))?;
         let length = file.metadata()?.len();
-        let log = MappedFile::new(file, sizes.segment_bytes.max(length))?;
+        let log = MappedFile::new(file, sizes.segment_bytes.max(length), WriteMode::File)?;
         let mut segment = Self::assemble(dir, base_offset, log, sizes, trusted)?;
         if trusted {
             segment.size = length;
@@ -318,32 +318,19 @@ impl Segment {
         now_ms: i64,
     ) -> io::Result<i64> {
         let position = self.size;
-        self.log.write_at(position, batch)?;
-        // Patch the copy in the map: the one copy of the batch is the one in the file.
+        let header = BatchHeader::parse(batch).map_err(io::Error::other)?;
+        let total = header.total_bytes() as u64;
+        let last = base_offset + i64::from(header.last_offset_delta());
+        // The one copy of the batch is the one written here: its header as the log
+        // owns it (offsets, epoch, maybe timestamp and CRC), then the records as sent.
         let mut head = [0u8; batch::HEADER_BYTES];
         head.copy_from_slice(&batch[..batch::HEADER_BYTES]);
-        batch::assign_offsets(&mut head, base_offset, leader_epoch, None);
-        self.log.write_at(position, &head[..16])?;
-        if let Some(now) = log_append_time {
-            let mut patched = self
-                .log
-                .read_at(position, batch.len())
-                .map(<[u8]>::to_vec)
-                .ok_or_else(|| io::Error::other("batch vanished from map"))?;
-            batch::assign_offsets(&mut patched, base_offset, leader_epoch, Some(now));
-            self.log
-                .write_at(position, &patched[..batch::HEADER_BYTES])?;
-        }
-        let header = self
-            .log
-            .read_at(position, batch.len())
-            .and_then(|b| BatchHeader::parse(b).ok())
-            .ok_or_else(|| io::Error::other("appended batch unreadable"))?;
-        let (last, max_ts, total) = (
-            header.last_offset(),
-            header.max_timestamp(),
-            header.total_bytes() as u64,
-        );
+        let rest = &batch[batch::HEADER_BYTES..header.total_bytes()];
+        batch::patch_header(&mut head, rest, base_offset, leader_epoch, log_append_time);
+        let max_ts = log_append_time.unwrap_or_else(|| header.max_timestamp());
+        self.log.write_at(position, &head)?;
+        self.log
+            .write_at(position + batch::HEADER_BYTES as u64, rest)?;
         self.index_batch(base_offset, last, max_ts, position, total)?;
         self.size += total;
         self.next_offset = last + 1;

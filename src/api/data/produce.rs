@@ -256,7 +256,7 @@ mod tests {
         // size, correlation id, 1 topic "t", 1 partition 3, error 35, offset, time, throttle
         assert_eq!(out.len(), 4 + 4 + 4 + 3 + 4 + 4 + 2 + 8 + 8 + 4);
         assert_eq!(&out[4..8], &42i32.to_be_bytes());
-        assert_eq!(&out[26..28], &35i16.to_be_bytes());
+        assert_eq!(&out[23..25], &35i16.to_be_bytes());
         assert!(
             matches!(
                 legacy_response(&legacy_request(0, 0, 1), prefix),
