@@ -164,8 +164,15 @@ fn consume(args: &Args) {
 fn latency(args: &Args) {
     let producer = producer(args);
     let consumer = consumer(args);
-    // Start the consumer at the end: only messages of this run count.
-    std::thread::sleep(Duration::from_millis(500));
+    // The consumer reads from the beginning; wait until it has fetched something (the
+    // topic's warm-up record) so that its start-up does not count as latency.
+    let warm_deadline = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < warm_deadline {
+        if let Some(Ok(_)) = consumer.poll(Duration::from_millis(100)) {
+            break;
+        }
+    }
+    while consumer.poll(Duration::from_millis(200)).is_some() {}
     let interval = Duration::from_secs_f64(1.0 / args.rate as f64);
     let mut payload = vec![b'x'; args.size.max(16)];
     let start = Instant::now();
