@@ -710,6 +710,58 @@ mod tests {
     }
 
     #[test]
+    fn unclean_open_rescans_only_what_lies_past_the_recovery_point(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let mut log = fresh(dir.path())?;
+        for i in 0..40 {
+            log.append(&simple_batch(2, i), 0)?;
+        }
+        let bases = list_suffix(dir.path(), ".log")?;
+        assert!(bases.len() >= 3);
+        let recovery_point = bases[2];
+        drop(log); // crash
+                   // Flip a byte inside the first (flushed, sealed) segment's records.
+        let first = segment::log_path(dir.path(), bases[0]);
+        let mut raw = std::fs::read(&first)?;
+        let last = raw.len() - 2;
+        raw[last] ^= 0xff;
+        std::fs::write(&first, raw)?;
+        let trusted = Log::open(
+            dir.path(),
+            small_config(),
+            OpenMode {
+                clean: false,
+                recovery_point,
+            },
+        )?;
+        assert_eq!(
+            trusted.log_end_offset(),
+            80,
+            "flushed segments are not rescanned"
+        );
+        drop(trusted);
+        let full = Log::open(
+            dir.path(),
+            small_config(),
+            OpenMode {
+                clean: false,
+                recovery_point: 0,
+            },
+        )?;
+        assert!(
+            full.log_end_offset() < bases[1],
+            "a full scan finds the corrupt batch and truncates there"
+        );
+        assert_eq!(
+            full.segment_count(),
+            1,
+            "segments after a truncated one are deleted"
+        );
+        Ok(())
+    }
+
+    #[test]
     fn retention_by_size_and_time_advances_log_start() -> Result<(), Box<dyn std::error::Error>> {
         let dir = tempfile::tempdir()?;
         let mut log = fresh(dir.path())?;
