@@ -11,21 +11,21 @@ run: build
 	$(TERN) serve --data-dir ./data --listen 127.0.0.1:9092
 
 build:
-	$(CARGO) build --release --locked
+	$(CARGO) build --release
 
 deps:
 	bash scripts/install-test-deps.sh
 
 lint:
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --locked --all-targets -- -D warnings
+	$(CARGO) clippy --all-targets -- -D warnings
 
 # Unit tests and the raw-protocol conformance suite (which starts its own broker).
 unit: build
-	$(CARGO) test --release --locked -- --test-threads=2
+	$(CARGO) test --release -- --test-threads=2
 
 protocol-test: build
-	$(CARGO) test --release --locked --test protocol -- --test-threads=2
+	$(CARGO) test --release --test protocol -- --test-threads=2
 
 # Real clients against real broker processes.
 compat: build deps

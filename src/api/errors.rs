@@ -24,14 +24,12 @@ pub fn append_error(error: &AppendError) -> ResponseError {
     match error {
         AppendError::Batch(e) => batch_error(e),
         AppendError::TooLarge { .. } => ResponseError::MessageTooLarge,
+        AppendError::LargerThanSegment { .. } => ResponseError::RecordListTooLarge,
         AppendError::Sequence(SequenceError::OutOfOrder { .. }) => {
             ResponseError::OutOfOrderSequenceNumber
         }
         AppendError::Sequence(SequenceError::StaleEpoch { .. }) => {
             ResponseError::InvalidProducerEpoch
-        }
-        AppendError::Io { source, .. } if source.kind() == std::io::ErrorKind::InvalidInput => {
-            ResponseError::OffsetOutOfRange
         }
         AppendError::Io { .. } => ResponseError::KafkaStorageError,
     }

@@ -80,6 +80,8 @@ pub enum AppendError {
     Batch(#[from] BatchError),
     #[error("batch of {bytes} bytes exceeds max.message.bytes {max}")]
     TooLarge { bytes: u64, max: u64 },
+    #[error("batch of {bytes} bytes does not fit in a segment of segment.bytes {segment_bytes}")]
+    LargerThanSegment { bytes: u64, segment_bytes: u64 },
     #[error(transparent)]
     Sequence(#[from] SequenceError),
     #[error("writing log {dir}: {source}")]
@@ -317,6 +319,12 @@ impl Log {
                     max: self.config.max_message_bytes,
                 });
             }
+            if bytes > self.config.segment_bytes {
+                return Err(AppendError::LargerThanSegment {
+                    bytes,
+                    segment_bytes: self.config.segment_bytes,
+                });
+            }
             headers.push(header);
         }
         if headers.is_empty() {
@@ -440,15 +448,19 @@ impl Log {
             .map(|(offset, ts)| (offset.max(self.log_start_offset), ts))
     }
 
-    /// `(offset, timestamp)` of the newest maximum timestamp in the log.
+    /// `(offset, timestamp)` of the first record carrying the log's largest timestamp,
+    /// as Kafka answers ListOffsets(-3). Exact for uncompressed batches; for a compressed
+    /// one, the batch's last offset, since the broker does not decompress.
     pub fn max_timestamp(&self) -> Option<(i64, i64)> {
-        self.segments
+        let segment = self
+            .segments
             .values()
             .filter(|s| s.max_timestamp() >= 0)
-            .fold(None, |best: Option<(i64, i64)>, s| match best {
-                Some((_, ts)) if ts > s.max_timestamp() => best,
-                _ => Some((s.offset_of_max_timestamp(), s.max_timestamp())),
-            })
+            .fold(None, |best: Option<&Segment>, s| match best {
+                Some(b) if s.max_timestamp() <= b.max_timestamp() => best,
+                _ => Some(s),
+            })?;
+        Some(segment.exact_max_timestamp())
     }
 
     /// Moves the log start to `offset` (DeleteRecords) and drops whole segments below it.
@@ -851,6 +863,16 @@ mod tests {
             log.append(&simple_batch(10, 0), 0),
             Err(AppendError::TooLarge { .. })
         ));
+        let mut config = small_config();
+        config.max_message_bytes = 1 << 20;
+        log.set_config(config);
+        assert!(matches!(
+            log.append(&simple_batch(100, 0), 0),
+            Err(AppendError::LargerThanSegment { .. })
+        ));
+        let mut config = small_config();
+        config.max_message_bytes = 100;
+        log.set_config(config);
         let mut bad = simple_batch(1, 0);
         let last = bad.len() - 1;
         bad[last] ^= 1;
@@ -872,6 +894,16 @@ mod tests {
         assert_eq!(log.offset_for_timestamp(250), Some((3, 300)));
         assert_eq!(log.offset_for_timestamp(10_000), None);
         assert_eq!(log.max_timestamp(), Some((9, 900)));
+        // Inside one uncompressed batch the exact record is found, not the batch end.
+        let records: Vec<TestRecord> = [5, 9_000, 7]
+            .iter()
+            .map(|&d| TestRecord {
+                timestamp_delta: d,
+                ..TestRecord::default()
+            })
+            .collect();
+        log.append(&encode_batch(&records, 1_000, (-1, -1, -1)), 0)?;
+        assert_eq!(log.max_timestamp(), Some((11, 10_000)));
         Ok(())
     }
 }

@@ -390,6 +390,19 @@ impl Segment {
         None
     }
 
+    /// `(offset, timestamp)` of the first record carrying the segment's max timestamp:
+    /// exact for an uncompressed batch, its last offset for a compressed one.
+    pub fn exact_max_timestamp(&self) -> (i64, i64) {
+        let (offset, ts) = (self.offset_of_max_timestamp, self.max_timestamp);
+        let exact = self
+            .position_of(offset)
+            .and_then(|position| self.header_at(position))
+            .filter(|h| h.max_timestamp() == ts)
+            .and_then(|h| h.record_timestamps())
+            .and_then(|records| records.into_iter().find(|&(_, t)| t == ts));
+        exact.unwrap_or((offset, ts))
+    }
+
     /// Walks every batch header, oldest first (for producer-state rebuild).
     pub fn for_each_batch_from(&self, offset: i64, mut f: impl FnMut(&BatchHeader<'_>)) {
         let Some(mut position) = self.position_of(offset) else {

@@ -183,8 +183,19 @@ impl Partition {
         self.log.lock().max_timestamp()
     }
 
+    /// Moves the log start to `offset`, which must lie within `[log start, high watermark]`.
     pub fn delete_records_before(&self, offset: i64) -> Result<i64, PartitionError> {
-        Ok(self.log.lock().delete_records_before(offset)?)
+        let mut log = self.log.lock();
+        let (log_start, log_end) = (log.log_start_offset(), log.log_end_offset());
+        if offset < 0 || offset > log_end {
+            return Err(OffsetOutOfRange {
+                offset,
+                log_start,
+                log_end,
+            }
+            .into());
+        }
+        Ok(log.delete_records_before(offset)?)
     }
 
     pub fn apply_retention(&self, now_ms: i64) -> std::io::Result<usize> {

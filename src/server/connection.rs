@@ -57,6 +57,40 @@ async fn read_frame<R: AsyncRead + Unpin>(
     Ok(Some(frame.freeze()))
 }
 
+/// Writes every chunk, several per `writev`, handling partial writes.
+async fn write_chunks<W: tokio::io::AsyncWrite + Unpin>(
+    writer: &mut W,
+    chunks: Vec<Bytes>,
+) -> std::io::Result<()> {
+    use bytes::Buf;
+    let mut queue: std::collections::VecDeque<Bytes> =
+        chunks.into_iter().filter(|c| !c.is_empty()).collect();
+    while !queue.is_empty() {
+        let slices: Vec<std::io::IoSlice<'_>> = queue
+            .iter()
+            .take(64)
+            .map(|c| std::io::IoSlice::new(c))
+            .collect();
+        let mut written = writer.write_vectored(&slices).await?;
+        if written == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        while written > 0 {
+            let Some(front) = queue.front_mut() else {
+                break;
+            };
+            if written >= front.len() {
+                written -= front.len();
+                queue.pop_front();
+            } else {
+                front.advance(written);
+                written = 0;
+            }
+        }
+    }
+    Ok(())
+}
+
 pub async fn serve(
     stream: TcpStream,
     peer: SocketAddr,
@@ -97,8 +131,8 @@ pub async fn serve(
             biased;
             Some(reply) = in_flight.next(), if !in_flight.is_empty() => {
                 match reply {
-                    Reply::Frame(bytes) => {
-                        if let Err(error) = write_half.write_all(&bytes).await {
+                    Reply::Frame(chunks) => {
+                        if let Err(error) = write_chunks(&mut write_half, chunks).await {
                             tracing::debug!(%peer, %error, "write failed");
                             break;
                         }

@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::Encodable;
 
@@ -55,7 +55,8 @@ pub fn supported(key: ApiKey, version: i16) -> bool {
 /// What to send back for one request frame.
 #[derive(Debug)]
 pub enum Reply {
-    Frame(BytesMut),
+    /// A response frame, as chunks to write in order.
+    Frame(Vec<Bytes>),
     /// Nothing: a produce with acks=0.
     None,
     /// Close the connection (after the replies before this one are written).
@@ -69,7 +70,18 @@ impl From<DecodeError> for Reply {
 }
 
 fn reply<R: Encodable>(key: ApiKey, version: i16, correlation_id: i32, response: &R) -> Reply {
-    match encode_response(key, version, correlation_id, response) {
+    reply_sharing(key, version, correlation_id, response, Vec::new())
+}
+
+/// Like [`reply`], referencing the byte ranges in `shared` instead of copying them.
+fn reply_sharing<R: Encodable>(
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    response: &R,
+    shared: Vec<Bytes>,
+) -> Reply {
+    match encode_response(key, version, correlation_id, response, shared) {
         Ok(bytes) => Reply::Frame(bytes),
         Err(reason) => {
             tracing::error!(?key, version, %reason, "could not encode response");
@@ -142,7 +154,17 @@ async fn route(ctx: RequestContext, key: ApiKey, body: Bytes) -> Reply {
                 None => Reply::None,
             }
         }
-        ApiKey::Fetch => call!(ctx, key, body, FetchRequest, data::fetch::handle),
+        ApiKey::Fetch => {
+            let version = ctx.api_version;
+            let mut body = body;
+            let request: FetchRequest = match decode_untrusted(key, &mut body, version) {
+                Ok(request) => request,
+                Err(error) => return error.into(),
+            };
+            let response = data::fetch::handle(&ctx, request).await;
+            let record_sets = data::fetch::record_sets(&response);
+            reply_sharing(key, version, ctx.correlation_id, &response, record_sets)
+        }
         ApiKey::ListOffsets => call!(
             ctx,
             key,

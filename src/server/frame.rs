@@ -1,9 +1,11 @@
 //! Frame-level parsing: the fixed request-header prefix, the full request header, body
 //! decoding under the allocation guard, and response framing.
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
+
+use super::response::ChunkedBuf;
 
 /// The first 8 bytes of every request, readable before knowing the header version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,13 +74,15 @@ pub fn split_header(
     Ok((header, buf))
 }
 
-/// Encodes a whole response frame: size prefix, header, body.
+/// Encodes a whole response frame (size prefix, header, body) as chunks; the record
+/// sets in `shared` are referenced rather than copied (see `server::response`).
 pub fn encode_response<R: Encodable>(
     api: ApiKey,
     version: i16,
     correlation_id: i32,
     response: &R,
-) -> Result<BytesMut, String> {
+    shared: Vec<Bytes>,
+) -> Result<Vec<Bytes>, String> {
     // ApiVersions always answers with header v0 so that any client can read it.
     let header_version = if api == ApiKey::ApiVersions {
         0
@@ -86,16 +90,21 @@ pub fn encode_response<R: Encodable>(
         api.response_header_version(version)
     };
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
-    let mut out = BytesMut::with_capacity(256);
-    out.put_i32(0);
+    let size = header
+        .compute_size(header_version)
+        .map_err(|e| e.to_string())?
+        + response.compute_size(version).map_err(|e| e.to_string())?;
+    let size = i32::try_from(size).map_err(|_| "response larger than 2 GiB".to_string())?;
+    let mut out = ChunkedBuf::new(shared);
+    out.put_i32(size);
     header
         .encode(&mut out, header_version)
         .map_err(|e| e.to_string())?;
     response
         .encode(&mut out, version)
         .map_err(|e| e.to_string())?;
-    let size =
-        i32::try_from(out.len() - 4).map_err(|_| "response larger than 2 GiB".to_string())?;
-    out[..4].copy_from_slice(&size.to_be_bytes());
-    Ok(out)
+    if out.len() != size as usize + 4 {
+        return Err(format!("encoded {} bytes, computed {size}", out.len() - 4));
+    }
+    Ok(out.into_chunks())
 }

@@ -6,6 +6,7 @@ pub(crate) mod dispatch;
 mod frame;
 pub use frame::HeaderPrefix;
 mod listener;
+mod response;
 
 pub use dispatch::SUPPORTED;
 pub use listener::run_listener;

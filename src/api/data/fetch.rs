@@ -143,6 +143,17 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
     }
 }
 
+/// The record sets in a response, for the encoder to reference instead of copy.
+pub fn record_sets(response: &FetchResponse) -> Vec<Bytes> {
+    response
+        .responses
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .filter_map(|p| p.records.clone())
+        .filter(|r| !r.is_empty())
+        .collect()
+}
+
 /// Waits until any partition's log end moves, or the deadline.
 async fn wait_for_append(mut watches: Vec<watch::Receiver<i64>>, deadline: Instant) {
     let changes = watches.iter_mut().map(|w| Box::pin(w.changed()));

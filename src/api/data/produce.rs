@@ -150,7 +150,7 @@ async fn wait_durable(responses: &mut [TopicProduceResponse], waits: Vec<(Arc<Pa
 /// partition UNSUPPORTED_VERSION in the matching response format.
 pub fn legacy_reply(frame: &Bytes, prefix: HeaderPrefix) -> Reply {
     match legacy_response(frame, prefix) {
-        Some(Some(bytes)) => Reply::Frame(bytes),
+        Some(Some(bytes)) => Reply::Frame(vec![bytes.freeze()]),
         Some(None) => Reply::None,
         None => Reply::Close(format!("malformed Produce v{} request", prefix.api_version)),
     }

@@ -1,0 +1,193 @@
+"""Starts, stops, restarts and kills a real tern broker process for the compat tests.
+
+Only 127.0.0.1 is used. Every wait here is bounded in time.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+COMPAT = REPO / "compat"
+DEFAULT_BIN = REPO / "target" / "release" / "tern"
+
+READY_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 15.0
+
+
+def tern_bin() -> Path:
+    return Path(os.environ.get("TERN_BIN", str(DEFAULT_BIN)))
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_accepts(port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+class BrokerError(RuntimeError):
+    pass
+
+
+# Every broker process this Python process started, so none outlives the test run
+# (e.g. when a test is interrupted by its timeout before its fixture tears down).
+_STARTED: list[subprocess.Popen] = []
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for p in _STARTED:
+        if p.poll() is None:
+            try:
+                os.kill(p.pid, signal.SIGKILL)
+                p.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+
+
+class Broker:
+    """One tern process: `tern serve --data-dir DIR --listen 127.0.0.1:PORT --node-id 1`.
+
+    The data dir and port stay the same across restart() / kill9() + start(), so a
+    restarted broker sees the old data at the old address.
+    """
+
+    def __init__(self, data_dir: Path, log_dir: Path, port: int | None = None, binary: Path | None = None):
+        self.binary = Path(binary or tern_bin())
+        self.data_dir = Path(data_dir)
+        self.log_dir = Path(log_dir)
+        self.port = port or free_port()
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+        self.log_paths: list[Path] = []
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+
+    # ---- addresses -------------------------------------------------------------
+    @property
+    def host(self) -> str:
+        return "127.0.0.1"
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    # ---- lifecycle -------------------------------------------------------------
+    def start(self, ready_timeout: float = READY_TIMEOUT_S) -> "Broker":
+        if self.alive():
+            raise BrokerError("broker already running")
+        if not self.binary.is_file() or not os.access(self.binary, os.X_OK):
+            raise BrokerError(f"tern binary not found or not executable: {self.binary} (set TERN_BIN)")
+        self.starts += 1
+        log_path = self.log_dir / f"tern-{self.starts}.log"
+        self.log_paths.append(log_path)
+        cmd = [
+            str(self.binary), "serve",
+            "--data-dir", str(self.data_dir),
+            "--listen", self.address,
+            "--node-id", "1",
+        ]
+        env = dict(os.environ)
+        env.setdefault("RUST_BACKTRACE", "1")
+        env.setdefault("NO_COLOR", "1")  # plain-text logs in the log file
+        with open(log_path, "wb") as log:
+            log.write(("$ " + " ".join(cmd) + "\n").encode())
+            log.flush()
+            self.proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                env=env, start_new_session=True,
+            )
+        _STARTED.append(self.proc)
+        self._wait_ready(ready_timeout)
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise BrokerError(
+                    f"tern exited with code {self.proc.returncode} before accepting connections\n"
+                    + self.log_tail()
+                )
+            if port_accepts(self.port):
+                return
+            time.sleep(0.05)
+        self.kill9()
+        raise BrokerError(f"tern did not accept connections on {self.address} within {timeout:.0f}s\n" + self.log_tail())
+
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> int | None:
+        """SIGTERM, then SIGKILL after `timeout`. Returns the exit code (None if not running)."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+                raise BrokerError(f"tern did not exit within {timeout:.0f}s of SIGTERM; killed it\n" + self.log_tail())
+        return self.proc.returncode
+
+    def kill9(self) -> None:
+        """kill -9 the broker process (no chance to flush or clean up)."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def restart(self, ready_timeout: float = READY_TIMEOUT_S) -> "Broker":
+        """Clean stop (SIGTERM) then start again on the same data dir and port."""
+        self.stop()
+        return self.start(ready_timeout)
+
+    # ---- diagnostics -------------------------------------------------------------
+    def log_tail(self, max_bytes: int = 6000) -> str:
+        parts = []
+        for p in self.log_paths[-2:]:
+            try:
+                data = p.read_bytes()
+            except OSError:
+                continue
+            parts.append(f"--- {p} (last {min(len(data), max_bytes)} bytes) ---\n"
+                         + data[-max_bytes:].decode("utf-8", "replace"))
+        return "\n".join(parts)
+
+    def __repr__(self) -> str:
+        return f"Broker({self.address}, pid={self.pid}, data_dir={self.data_dir})"
+
+
+def wait_until(predicate, timeout: float, interval: float = 0.1, what: str = "condition"):
+    """Polls predicate() until it returns a truthy value or timeout seconds pass."""
+    deadline = time.monotonic() + timeout
+    last_exc = None
+    while time.monotonic() < deadline:
+        try:
+            v = predicate()
+            if v:
+                return v
+        except Exception as e:  # noqa: BLE001 - reported below
+            last_exc = e
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f" (last error: {last_exc!r})" if last_exc else ""))
