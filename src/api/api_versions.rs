@@ -20,11 +20,33 @@ fn api_keys() -> Vec<ApiVersion> {
         .collect()
 }
 
-pub async fn handle(_ctx: &RequestContext, _request: ApiVersionsRequest) -> ApiVersionsResponse {
+pub async fn handle(ctx: &RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse {
+    // v3+ clients name their software; Kafka refuses names it could not use as metric tags.
+    if ctx.api_version >= 3
+        && !(is_valid_software_token(&request.client_software_name)
+            && is_valid_software_token(&request.client_software_version))
+    {
+        return ApiVersionsResponse::default()
+            .with_error_code(ResponseError::InvalidRequest.code());
+    }
     // Features stay empty until KIP-890/KIP-848 land: clients then use the classic protocols.
     ApiVersionsResponse::default()
         .with_api_keys(api_keys())
         .with_finalized_features_epoch(-1)
+}
+
+/// Kafka's rule for client software names and versions:
+/// `[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?`.
+fn is_valid_software_token(token: &str) -> bool {
+    let bytes = token.as_bytes();
+    let (Some(first), Some(last)) = (bytes.first(), bytes.last()) else {
+        return false;
+    };
+    first.is_ascii_alphanumeric()
+        && last.is_ascii_alphanumeric()
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || *b == b'-' || *b == b'.')
 }
 
 /// The KIP-511 answer to an ApiVersions version we don't know, encoded as v0.
@@ -32,4 +54,25 @@ pub fn unsupported_version_response() -> ApiVersionsResponse {
     ApiVersionsResponse::default()
         .with_error_code(ResponseError::UnsupportedVersion.code())
         .with_api_keys(api_keys())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn software_tokens_follow_kafkas_pattern() {
+        for good in [
+            "librdkafka",
+            "2.0.2",
+            "kafka-python",
+            "a",
+            "apache-kafka-java",
+        ] {
+            assert!(is_valid_software_token(good), "{good}");
+        }
+        for bad in ["", "-x", "x-", "bad name!", "1.0 beta", "x_y"] {
+            assert!(!is_valid_software_token(bad), "{bad}");
+        }
+    }
 }

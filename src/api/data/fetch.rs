@@ -23,6 +23,12 @@ use super::super::errors;
 use crate::replication::TopicReplicas;
 
 pub async fn handle(ctx: &RequestContext, request: FetchRequest) -> FetchResponse {
+    // tern never creates a fetch session (it answers session id 0), so any other id
+    // names a session it does not have.
+    if ctx.api_version >= 7 && request.session_id != 0 {
+        return FetchResponse::default()
+            .with_error_code(ResponseError::FetchSessionIdNotFound.code());
+    }
     let max_wait = Duration::from_millis(request.max_wait_ms.max(0) as u64)
         .min(ctx.services.server.fetch_max_wait);
     let deadline = Instant::now() + max_wait;

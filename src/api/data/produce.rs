@@ -56,7 +56,9 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Option<Pro
                 }
             };
             let Some(partition) = partition else {
-                let unknown = if ctx.api_version >= 13 {
+                // An unknown topic id is UNKNOWN_TOPIC_ID; a missing partition of a known
+                // topic is UNKNOWN_TOPIC_OR_PARTITION, whichever way the topic was named.
+                let unknown = if matches!(replicas, Ok(None)) && ctx.api_version >= 13 {
                     ResponseError::UnknownTopicId
                 } else {
                     ResponseError::UnknownTopicOrPartition

@@ -1,0 +1,600 @@
+//! Hostile request bodies and frames. The broker must answer or close — never abort,
+//! hang the process, or reserve memory from attacker-claimed lengths — and keep serving.
+//!
+//! kafka-protocol 0.18 decoders call `Vec::with_capacity(claimed_len)`, so e.g. a
+//! Metadata v1 body of `7f ff ff ff` makes a naive broker try to allocate ~2^31 topics.
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::Encodable;
+
+use crate::broker::now_ms;
+use crate::client::{
+    api_name, encode_header, frame, frame_correlation_id, is_flexible, wait_outcome, Outcome,
+    CLIENT_ID,
+};
+use crate::ops::*;
+use crate::records::{batch_of, magic1_message_set, Prng};
+
+const CASE_TIMEOUT: Duration = Duration::from_secs(2);
+const PHASE_BUDGET: Duration = Duration::from_secs(90);
+const WORKERS: usize = 4;
+const POSITIONS_PER_VERSION: usize = 16;
+
+#[derive(Debug, Clone)]
+struct Case {
+    api: i16,
+    version: i16,
+    desc: String,
+    corr: i32,
+    /// Whole frame payload (header + body), without the size prefix.
+    payload: Vec<u8>,
+    /// The header itself is valid, so any response must carry `corr`.
+    header_valid: bool,
+}
+
+fn enc<R: Encodable>(r: &R, v: i16) -> Option<Vec<u8>> {
+    let mut b = bytes::BytesMut::new();
+    r.encode(&mut b, v).ok().map(|_| b.to_vec())
+}
+
+/// A valid, harmless request body for (api, v), if we know how to build one.
+fn sample_body(api: i16, v: i16, topic: &Topic) -> Option<Vec<u8>> {
+    let key = ApiKey::try_from(api).ok()?;
+    let ghost = "hostile-ghost-topic";
+    match key {
+        ApiKey::ApiVersions => enc(&api_versions_req(v.min(4)), v),
+        ApiKey::Metadata => enc(&metadata_req(v, Some(&[&topic.name]), false), v),
+        ApiKey::Produce if v >= 3 => enc(&produce_req(v, topic, 0, batch_of(2, now_ms()), 1), v),
+        ApiKey::Produce => {
+            // v0-2 layout, magic-1 message set.
+            let ms = magic1_message_set(now_ms(), None, b"x");
+            let mut b = Vec::new();
+            b.extend_from_slice(&1i16.to_be_bytes());
+            b.extend_from_slice(&1000i32.to_be_bytes());
+            b.extend_from_slice(&1i32.to_be_bytes());
+            b.extend_from_slice(&(topic.name.len() as i16).to_be_bytes());
+            b.extend_from_slice(topic.name.as_bytes());
+            b.extend_from_slice(&1i32.to_be_bytes());
+            b.extend_from_slice(&0i32.to_be_bytes());
+            b.extend_from_slice(&(ms.len() as i32).to_be_bytes());
+            b.extend_from_slice(&ms);
+            Some(b)
+        }
+        ApiKey::Fetch => enc(&fetch_req(v, topic, 0, FetchOpts::at(0)), v),
+        ApiKey::ListOffsets => enc(&list_offsets_req(v, &topic.name, 0, LATEST), v),
+        ApiKey::InitProducerId => enc(
+            &InitProducerIdRequest::default()
+                .with_transactional_id(None)
+                .with_transaction_timeout_ms(1000),
+            v,
+        ),
+        ApiKey::CreateTopics => enc(
+            &create_topics_req(
+                vec![creatable("hostile-ct", 1, 1, &[("retention.ms", "1000")])],
+                true,
+            ),
+            v,
+        ),
+        ApiKey::DeleteTopics => {
+            let mut r = DeleteTopicsRequest::default().with_timeout_ms(1000);
+            if v >= 6 {
+                r = r
+                    .with_topics(vec![delete_topics_request::DeleteTopicState::default()
+                        .with_name(Some(tn(ghost)))]);
+            } else {
+                r = r.with_topic_names(vec![tn(ghost)]);
+            }
+            enc(&r, v)
+        }
+        ApiKey::CreatePartitions => enc(
+            &CreatePartitionsRequest::default()
+                .with_timeout_ms(1000)
+                .with_validate_only(true)
+                .with_topics(vec![
+                    create_partitions_request::CreatePartitionsTopic::default()
+                        .with_name(tn(ghost))
+                        .with_count(2)
+                        .with_assignments(None),
+                ]),
+            v,
+        ),
+        ApiKey::DeleteRecords => enc(
+            &DeleteRecordsRequest::default()
+                .with_timeout_ms(1000)
+                .with_topics(vec![delete_records_request::DeleteRecordsTopic::default()
+                    .with_name(tn(ghost))
+                    .with_partitions(vec![
+                        delete_records_request::DeleteRecordsPartition::default()
+                            .with_partition_index(0)
+                            .with_offset(0),
+                    ])]),
+            v,
+        ),
+        ApiKey::DescribeConfigs => enc(
+            &DescribeConfigsRequest::default().with_resources(vec![
+                describe_configs_request::DescribeConfigsResource::default()
+                    .with_resource_type(RESOURCE_TOPIC)
+                    .with_resource_name(sb(&topic.name))
+                    .with_configuration_keys(Some(vec![sb("retention.ms")])),
+            ]),
+            v,
+        ),
+        ApiKey::AlterConfigs => enc(
+            &AlterConfigsRequest::default()
+                .with_validate_only(true)
+                .with_resources(vec![alter_configs_request::AlterConfigsResource::default()
+                    .with_resource_type(RESOURCE_TOPIC)
+                    .with_resource_name(sb(ghost))
+                    .with_configs(vec![alter_configs_request::AlterableConfig::default()
+                        .with_name(sb("retention.ms"))
+                        .with_value(Some(sb("1000")))])]),
+            v,
+        ),
+        ApiKey::IncrementalAlterConfigs => enc(
+            &IncrementalAlterConfigsRequest::default()
+                .with_validate_only(true)
+                .with_resources(vec![
+                    incremental_alter_configs_request::AlterConfigsResource::default()
+                        .with_resource_type(RESOURCE_TOPIC)
+                        .with_resource_name(sb(ghost))
+                        .with_configs(vec![
+                            incremental_alter_configs_request::AlterableConfig::default()
+                                .with_name(sb("retention.ms"))
+                                .with_config_operation(OP_SET)
+                                .with_value(Some(sb("1000"))),
+                        ]),
+                ]),
+            v,
+        ),
+        ApiKey::DescribeCluster => enc(&describe_cluster_req(v), v),
+        _ => None,
+    }
+}
+
+const HUGE_I32: [u8; 4] = [0x7f, 0xff, 0xff, 0xff];
+/// Unsigned varint 0xffffffff: a compact length/count of 2^32-2.
+const HUGE_UVARINT: [u8; 5] = [0xff, 0xff, 0xff, 0xff, 0x0f];
+/// A varint that never terminates within 10 bytes.
+const ENDLESS_VARINT: [u8; 10] = [0x80; 10];
+
+fn body_variants(
+    api: i16,
+    v: i16,
+    sample: Option<&[u8]>,
+    rng: &mut Prng,
+) -> Vec<(String, Vec<u8>)> {
+    let flexible = is_flexible(api, v);
+    let mut out: Vec<(String, Vec<u8>)> = vec![
+        ("empty body".into(), vec![]),
+        ("7fffffff".into(), HUGE_I32.to_vec()),
+        ("ffffffff (-1)".into(), vec![0xff; 4]),
+        ("80000000 (i32 min)".into(), vec![0x80, 0, 0, 0]),
+        ("varint ffffffff0f".into(), HUGE_UVARINT.to_vec()),
+        ("endless varint".into(), ENDLESS_VARINT.to_vec()),
+        (
+            "1 element then 7fffffff".into(),
+            [&1i32.to_be_bytes()[..], &HUGE_I32].concat(),
+        ),
+        (
+            "i16 7fff string length".into(),
+            vec![0x7f, 0xff, b'a', b'b'],
+        ),
+        (
+            "tagged-field count huge".into(),
+            [&[0u8][..], &HUGE_UVARINT].concat(),
+        ),
+        ("zeros x64".into(), vec![0u8; 64]),
+        ("0xff x64".into(), vec![0xffu8; 64]),
+    ];
+    for n in [3usize, 17, 200, 4096] {
+        out.push((format!("random {n} bytes"), rng.bytes(n)));
+    }
+    if let Some(s) = sample {
+        let len = s.len();
+        for cut in [1usize, len / 4, len / 2, len.saturating_sub(1)] {
+            if cut > 0 && cut < len {
+                out.push((
+                    format!("sample truncated to {cut}/{len}"),
+                    s[..cut].to_vec(),
+                ));
+            }
+        }
+        out.push(("sample + trailing 7fffffff".into(), [s, &HUGE_I32].concat()));
+        // Positions at which to plant huge lengths: all for short samples, spread otherwise.
+        let positions: Vec<usize> = if len <= POSITIONS_PER_VERSION {
+            (0..len).collect()
+        } else {
+            (0..POSITIONS_PER_VERSION)
+                .map(|i| i * len / POSITIONS_PER_VERSION)
+                .collect()
+        };
+        for p in positions {
+            let mut over = s.to_vec();
+            for (i, b) in HUGE_I32.iter().enumerate() {
+                if p + i < over.len() {
+                    over[p + i] = *b;
+                } else {
+                    over.push(*b);
+                }
+            }
+            out.push((format!("sample with 7fffffff written at {p}/{len}"), over));
+            out.push((
+                format!("sample[..{p}] + 7fffffff"),
+                [&s[..p], &HUGE_I32].concat(),
+            ));
+            if flexible {
+                let mut over = s.to_vec();
+                for (i, b) in HUGE_UVARINT.iter().enumerate() {
+                    if p + i < over.len() {
+                        over[p + i] = *b;
+                    } else {
+                        over.push(*b);
+                    }
+                }
+                out.push((
+                    format!("sample with varint ffffffff0f written at {p}/{len}"),
+                    over,
+                ));
+                out.push((
+                    format!("sample[..{p}] + varint ffffffff0f"),
+                    [&s[..p], &HUGE_UVARINT].concat(),
+                ));
+            }
+            // Random byte flips around p.
+            let mut flip = s.to_vec();
+            for _ in 0..3 {
+                let i = (p + (rng.next_u64() % 8) as usize).min(len - 1);
+                flip[i] ^= (rng.next_u64() as u8) | 1;
+            }
+            out.push((format!("sample with bytes flipped near {p}/{len}"), flip));
+        }
+    }
+    out
+}
+
+/// Header-level hostility for (api, v): payloads whose header itself is broken.
+fn header_variants(api: i16, v: i16, corr: i32) -> Vec<(String, Vec<u8>)> {
+    let mut prefix = Vec::new();
+    prefix.extend_from_slice(&api.to_be_bytes());
+    prefix.extend_from_slice(&v.to_be_bytes());
+    prefix.extend_from_slice(&corr.to_be_bytes());
+    let mut out = vec![
+        (
+            "header: client id length 0x7fff, 3 bytes".into(),
+            [&prefix[..], &[0x7f, 0xff], b"abc"].concat(),
+        ),
+        (
+            "header: client id length -2".into(),
+            [&prefix[..], &[0xff, 0xfe], b"abc"].concat(),
+        ),
+        (
+            "header: only api key + version".into(),
+            prefix[..4].to_vec(),
+        ),
+        ("header: no client id".into(), prefix.clone()),
+    ];
+    if is_flexible(api, v) {
+        let mut with_id = prefix.clone();
+        with_id.extend_from_slice(&(CLIENT_ID.len() as i16).to_be_bytes());
+        with_id.extend_from_slice(CLIENT_ID.as_bytes());
+        out.push((
+            "header: tagged-field count huge".into(),
+            [&with_id[..], &HUGE_UVARINT].concat(),
+        ));
+        out.push((
+            "header: tagged field 0 with huge size".into(),
+            [&with_id[..], &[1u8, 0u8], &HUGE_UVARINT, b"xy"].concat(),
+        ));
+        out.push((
+            "header: endless tagged-field varint".into(),
+            [&with_id[..], &ENDLESS_VARINT].concat(),
+        ));
+    }
+    out
+}
+
+fn build_cases(ctx: &Ctx, topic: &Topic) -> Vec<Case> {
+    let mut rng = Prng::new(0x7e57_7e27);
+    let mut cases = Vec::new();
+    let mut corr = 1_000_000i32;
+    let mut unknown = Vec::new();
+    for (&api, &(min, max)) in &ctx.apis {
+        if ApiKey::try_from(api).is_err() {
+            unknown.push(api);
+            continue;
+        }
+        for v in min..=max {
+            let sample = sample_body(api, v, topic);
+            for (desc, body) in body_variants(api, v, sample.as_deref(), &mut rng) {
+                corr += 1;
+                let mut payload = encode_header(api, v, corr, Some(CLIENT_ID));
+                payload.extend_from_slice(&body);
+                cases.push(Case {
+                    api,
+                    version: v,
+                    desc,
+                    corr,
+                    payload,
+                    header_valid: true,
+                });
+            }
+            for (desc, payload) in header_variants(api, v, corr + 1) {
+                corr += 1;
+                cases.push(Case {
+                    api,
+                    version: v,
+                    desc,
+                    corr,
+                    payload,
+                    header_valid: false,
+                });
+            }
+        }
+    }
+    if !unknown.is_empty() {
+        eprintln!("hostile: api keys unknown to the codec, skipped: {unknown:?}");
+    }
+    cases
+}
+
+#[derive(Debug, Default)]
+struct Tally {
+    answered: usize,
+    closed: usize,
+    timeouts: Vec<String>,
+    bad_correlation: Vec<String>,
+    crash: Option<String>,
+    skipped: usize,
+}
+
+#[test]
+fn hostile_bodies_do_not_kill_the_broker() {
+    let ctx = Ctx::new();
+    let topic = ctx.topic("hostile", 1, &[]);
+    {
+        let mut c = ctx.client();
+        produce_ok(&ctx, &mut c, &topic, 0, batch_of(3, now_ms()));
+    }
+    let cases = build_cases(&ctx, &topic);
+    for (key, _, _) in REQUIRED {
+        assert!(
+            cases.iter().any(|c| c.api == *key as i16),
+            "no hostile cases for required API {key:?}: is it advertised?"
+        );
+    }
+    let total = cases.len();
+    let next = AtomicUsize::new(0);
+    let abort = AtomicBool::new(false);
+    let tally = Mutex::new(Tally::default());
+    let broker = Mutex::new(ctx);
+    let addr = broker.lock().unwrap().broker.addr.clone();
+    let started = Instant::now();
+
+    std::thread::scope(|s| {
+        for _ in 0..WORKERS {
+            s.spawn(|| loop {
+                if abort.load(Ordering::Relaxed) {
+                    return;
+                }
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= cases.len() {
+                    return;
+                }
+                let case = &cases[i];
+                let label = format!("{} v{} [{}]", api_name(case.api), case.version, case.desc);
+                if started.elapsed() > PHASE_BUDGET {
+                    tally.lock().unwrap().skipped += 1;
+                    continue;
+                }
+                let mut attempt = 0;
+                let mut stream = loop {
+                    match TcpStream::connect(&addr) {
+                        Ok(s) => break Some(s),
+                        Err(e) => {
+                            let mut ctx = broker.lock().unwrap();
+                            if !ctx.broker.is_running() {
+                                let why = format!(
+                                    "broker process died (status {}); connect failed: {e}",
+                                    ctx.broker.exit_status()
+                                );
+                                tally
+                                    .lock()
+                                    .unwrap()
+                                    .crash
+                                    .get_or_insert(format!("before {label}: {why}"));
+                                abort.store(true, Ordering::Relaxed);
+                                break None;
+                            }
+                            drop(ctx);
+                            attempt += 1;
+                            if attempt >= 10 {
+                                tally.lock().unwrap().crash.get_or_insert(format!(
+                                    "before {label}: broker running but connect keeps failing: {e}"
+                                ));
+                                abort.store(true, Ordering::Relaxed);
+                                break None;
+                            }
+                            std::thread::sleep(Duration::from_millis(200));
+                        }
+                    }
+                };
+                let Some(mut stream) = stream.take() else {
+                    return;
+                };
+                let _ = stream.set_nodelay(true);
+                let _ = stream.set_write_timeout(Some(Duration::from_secs(5)));
+                let _ = stream.write_all(&frame(&case.payload));
+                let outcome = wait_outcome(&mut stream, CASE_TIMEOUT);
+                drop(stream);
+                let mut t = tally.lock().unwrap();
+                match outcome {
+                    Outcome::Frame(f) => {
+                        t.answered += 1;
+                        if case.header_valid && frame_correlation_id(&f) != Some(case.corr) {
+                            t.bad_correlation.push(format!(
+                                "{label}: response correlation id {:?}, expected {}",
+                                frame_correlation_id(&f),
+                                case.corr
+                            ));
+                        }
+                    }
+                    Outcome::Closed => {
+                        t.closed += 1;
+                        drop(t);
+                        let mut ctx = broker.lock().unwrap();
+                        if !ctx.broker.is_running() {
+                            let st = ctx.broker.exit_status();
+                            tally.lock().unwrap().crash.get_or_insert(format!(
+                                "broker died on {label} (exit status {st})"
+                            ));
+                            abort.store(true, Ordering::Relaxed);
+                        }
+                    }
+                    Outcome::Timeout => t.timeouts.push(label),
+                }
+            });
+        }
+    });
+
+    let mut ctx = broker.into_inner().unwrap();
+    let t = tally.into_inner().unwrap();
+    eprintln!(
+        "hostile: {total} cases in {:?}: {} answered, {} closed, {} timed out, {} skipped (budget)",
+        started.elapsed(),
+        t.answered,
+        t.closed,
+        t.timeouts.len(),
+        t.skipped
+    );
+    for to in t.timeouts.iter().take(20) {
+        eprintln!("hostile: neither answered nor closed within {CASE_TIMEOUT:?}: {to}");
+    }
+    if let Some(crash) = &t.crash {
+        panic!(
+            "{crash}\n--- broker log tail ---\n{}",
+            ctx.broker.log_tail()
+        );
+    }
+    ctx.assert_alive("hostile bodies");
+    if let Some((hwm, rss)) = ctx.broker.memory_kib() {
+        eprintln!(
+            "hostile: broker peak RSS {} MiB, now {} MiB",
+            hwm / 1024,
+            rss / 1024
+        );
+        // Claimed lengths must not turn into real allocations.
+        assert!(
+            hwm < 1024 * 1024,
+            "broker peak RSS reached {} MiB during the hostile requests",
+            hwm / 1024
+        );
+    }
+    assert_broker_serves(&ctx, "hostile bodies");
+    assert!(
+        t.bad_correlation.is_empty(),
+        "responses with wrong correlation ids: {:#?}",
+        &t.bad_correlation[..t.bad_correlation.len().min(20)]
+    );
+    assert_eq!(
+        t.skipped,
+        0,
+        "hostile phase exceeded its {PHASE_BUDGET:?} budget ({} timeouts so far, e.g. {:?})",
+        t.timeouts.len(),
+        &t.timeouts[..t.timeouts.len().min(10)]
+    );
+    // A request that is neither answered nor rejected leaves clients hanging. A few
+    // legitimately parked requests (e.g. a mutated Fetch asking for a long wait, or acks=0
+    // produce) are tolerated.
+    assert!(
+        t.timeouts.len() * 50 <= total,
+        "{} of {total} hostile requests were neither answered nor closed within {CASE_TIMEOUT:?}: {:#?}",
+        t.timeouts.len(),
+        &t.timeouts[..t.timeouts.len().min(30)]
+    );
+}
+
+#[test]
+fn hostile_frame_sizes_are_closed_promptly() {
+    let mut ctx = Ctx::new();
+    let sizes: [(i32, &str); 4] = [
+        (0x7fff_ffff, "0x7fffffff (> max request size)"),
+        (200 * 1024 * 1024, "200 MiB (> 100 MiB default max)"),
+        (-1, "-1"),
+        (i32::MIN, "i32::MIN"),
+    ];
+    for (size, what) in sizes {
+        let mut s = TcpStream::connect(&ctx.broker.addr).expect("connect");
+        s.write_all(&size.to_be_bytes()).expect("write size");
+        // Don't send the body: the broker must not wait for (or allocate) it.
+        let start = Instant::now();
+        match wait_outcome(&mut s, Duration::from_secs(5)) {
+            Outcome::Closed => {}
+            Outcome::Frame(f) => panic!(
+                "frame size {what}: expected the connection to be closed, got a {}-byte response",
+                f.len()
+            ),
+            Outcome::Timeout => panic!("frame size {what}: connection not closed within 5 s"),
+        }
+        eprintln!("frame size {what}: closed after {:?}", start.elapsed());
+        ctx.assert_alive(&format!("frame size {what}"));
+        // Another client is served meanwhile.
+        let mut c = ctx.client();
+        let v = ctx.max_version(ApiKey::ApiVersions);
+        let r = c.call(v, &api_versions_req(v));
+        assert_code!(r.error_code, NONE, "ApiVersions after frame size {what}");
+    }
+    // Frames too short to hold a request header.
+    for n in 0..8usize {
+        let mut s = TcpStream::connect(&ctx.broker.addr).expect("connect");
+        let payload = vec![0u8; n];
+        s.write_all(&frame(&payload)).expect("write");
+        let out = wait_outcome(&mut s, Duration::from_secs(5));
+        assert!(
+            !matches!(out, Outcome::Timeout),
+            "{n}-byte frame: neither answered nor closed within 5 s"
+        );
+        ctx.assert_alive(&format!("{n}-byte frame"));
+    }
+    // A size prefix split across writes, then a frame declaring more than it sends before close.
+    {
+        let mut s = TcpStream::connect(&ctx.broker.addr).expect("connect");
+        s.write_all(&[0, 0]).expect("write");
+        std::thread::sleep(Duration::from_millis(100));
+        s.write_all(&[0x10, 0x00]).expect("write"); // 4096
+        s.write_all(&[1, 2, 3]).expect("write");
+        drop(s);
+    }
+    assert_broker_serves(&ctx, "hostile frame sizes");
+}
+
+#[test]
+fn many_idle_and_half_open_connections() {
+    // Connections that send partial frames and stall must not block other clients.
+    let ctx = Ctx::new();
+    let mut stalled = Vec::new();
+    for i in 0..50u32 {
+        let mut s = TcpStream::connect(&ctx.broker.addr).expect("connect");
+        let req = {
+            let mut p = encode_header(ApiKey::ApiVersions as i16, 0, i as i32, Some(CLIENT_ID));
+            p.extend_from_slice(&[]);
+            frame(&p)
+        };
+        let cut = (i as usize) % req.len();
+        s.write_all(&req[..cut]).expect("partial write");
+        stalled.push(s);
+    }
+    let start = Instant::now();
+    assert_broker_serves(&ctx, "50 stalled connections");
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "serving was slow with stalled connections: {:?}",
+        start.elapsed()
+    );
+    drop(stalled);
+}
