@@ -15,6 +15,8 @@ use tokio_util::task::TaskTracker;
 use crate::api::context::Services;
 use crate::cluster::{BrokerInfo, EmbeddedStore, MetadataError, MetadataStore};
 use crate::config::Config;
+use crate::group::coordinator::GroupCoordinator;
+use crate::group::offsets::OFFSETS_TOPIC;
 use crate::replication::ReplicaManager;
 use crate::server::run_listener;
 use crate::topics::{ProducerIdAllocator, TopicError, TopicService};
@@ -84,6 +86,13 @@ impl Broker {
             config.node_id,
         );
         let loaded = topics.load_all().await?;
+        let offsets_topic = topics
+            .ensure_internal(OFFSETS_TOPIC, config.groups.offsets_topic_partitions)
+            .await?;
+        let groups = Arc::new(GroupCoordinator::load(
+            offsets_topic.partitions.clone(),
+            config.groups.coordinator,
+        ));
         let listener = TcpListener::bind(config.server.listen)
             .await
             .map_err(|source| BrokerError::Bind {
@@ -104,6 +113,7 @@ impl Broker {
         let services = Arc::new(Services {
             node,
             producer_ids: ProducerIdAllocator::new(Arc::clone(&store)),
+            groups: Arc::clone(&groups),
             store,
             replicas: Arc::clone(&replicas),
             topics,
@@ -123,6 +133,7 @@ impl Broker {
             config.durability.flush_interval,
             shutdown.clone(),
         ));
+        background.spawn(run_group_timers(groups, shutdown.clone()));
         background.spawn(run_retention(
             Arc::clone(&replicas),
             config.retention_check_interval,
@@ -188,6 +199,18 @@ async fn run_flusher(
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = ticker.tick() => replicas.flush_all().await,
+        }
+    }
+}
+
+/// Drives group timers: rebalance and session timeouts, offset expiry.
+async fn run_group_timers(groups: Arc<GroupCoordinator>, shutdown: CancellationToken) {
+    let mut ticker = tokio::time::interval(Duration::from_millis(100));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = ticker.tick() => groups.tick().await,
         }
     }
 }

@@ -87,6 +87,18 @@ serve_args! {
     log_flush_interval_ms: u64 = 1000, "TERN_LOG_FLUSH_INTERVAL_MS";
     /// acks=all produce waits until its data is fsynced (group commit) [default: true]
     flush_on_ack_all: bool = true, "TERN_FLUSH_ON_ACK_ALL";
+    /// Delay before a new group's first rebalance, ms (group.initial.rebalance.delay.ms) [default: 3000]
+    group_initial_rebalance_delay_ms: i32 = 3000, "TERN_GROUP_INITIAL_REBALANCE_DELAY_MS";
+    /// Shortest session timeout a member may ask for, ms (group.min.session.timeout.ms) [default: 6000]
+    group_min_session_timeout_ms: i32 = 6000, "TERN_GROUP_MIN_SESSION_TIMEOUT_MS";
+    /// Longest session timeout a member may ask for, ms (group.max.session.timeout.ms) [default: 1800000]
+    group_max_session_timeout_ms: i32 = 1_800_000, "TERN_GROUP_MAX_SESSION_TIMEOUT_MS";
+    /// Most members in one group (group.max.size) [default: 1000]
+    group_max_size: usize = 1000, "TERN_GROUP_MAX_SIZE";
+    /// Committed offsets of an empty group expire after this long (offsets.retention.minutes) [default: 10080]
+    offsets_retention_minutes: i64 = 7 * 24 * 60, "TERN_OFFSETS_RETENTION_MINUTES";
+    /// Partitions of the internal __consumer_offsets topic, fixed at its creation (offsets.topic.num.partitions) [default: 50]
+    offsets_topic_num_partitions: i32 = 50, "TERN_OFFSETS_TOPIC_NUM_PARTITIONS";
     /// Log format: text or json [default: text]
     log_format: String = "text".to_string(), "TERN_LOG_FORMAT";
 }
@@ -102,6 +114,14 @@ pub struct Config {
     pub durability: Durability,
     pub retention_check_interval: Duration,
     pub log_format: String,
+    pub groups: GroupsConfig,
+}
+
+/// Consumer-group coordinator settings.
+#[derive(Debug, Clone, Copy)]
+pub struct GroupsConfig {
+    pub coordinator: crate::group::coordinator::CoordinatorConfig,
+    pub offsets_topic_partitions: i32,
 }
 
 /// The Kafka listener's limits.
@@ -252,6 +272,33 @@ impl Config {
                     .max(10),
             ),
             log_format: a.log_format.unwrap_or_else(defaults::log_format),
+            groups: GroupsConfig {
+                coordinator: crate::group::coordinator::CoordinatorConfig {
+                    limits: crate::group::state::GroupLimits {
+                        min_session_timeout_ms: a
+                            .group_min_session_timeout_ms
+                            .unwrap_or_else(defaults::group_min_session_timeout_ms),
+                        max_session_timeout_ms: a
+                            .group_max_session_timeout_ms
+                            .unwrap_or_else(defaults::group_max_session_timeout_ms),
+                        initial_rebalance_delay_ms: a
+                            .group_initial_rebalance_delay_ms
+                            .unwrap_or_else(defaults::group_initial_rebalance_delay_ms),
+                        max_size: a.group_max_size.unwrap_or_else(defaults::group_max_size),
+                    },
+                    offsets_retention_ms: a
+                        .offsets_retention_minutes
+                        .unwrap_or_else(defaults::offsets_retention_minutes)
+                        .saturating_mul(60_000),
+                },
+                offsets_topic_partitions: positive(
+                    "offsets_topic_num_partitions",
+                    i64::from(
+                        a.offsets_topic_num_partitions
+                            .unwrap_or_else(defaults::offsets_topic_num_partitions),
+                    ),
+                )? as i32,
+            },
         })
     }
 }

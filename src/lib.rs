@@ -24,3 +24,4 @@ pub mod topics;
 
 #[global_allocator]
 static GLOBAL: alloc::GuardedAllocator = alloc::GuardedAllocator;
+pub mod group;

@@ -63,6 +63,12 @@ pub struct CreateTopic {
     pub configs: BTreeMap<String, String>,
 }
 
+/// Topics the broker keeps for itself: hidden from clients that don't name them, and
+/// never produced to, deleted or resized by clients.
+pub fn is_internal(name: &str) -> bool {
+    name == crate::group::offsets::OFFSETS_TOPIC
+}
+
 /// Most partitions one topic may have; each costs files and mappings.
 pub const MAX_PARTITIONS_PER_TOPIC: i32 = 10_000;
 
@@ -100,6 +106,33 @@ impl TopicService {
             self.replicas.reconcile_topic(spec, false)?;
         }
         Ok(topics.len())
+    }
+
+    /// Creates an internal topic on first start (keeping data forever: there is no
+    /// compaction yet) and opens its partitions.
+    pub async fn ensure_internal(
+        &self,
+        name: &str,
+        partitions: i32,
+    ) -> Result<Arc<TopicReplicas>, TopicError> {
+        let spec = match self.store.topic(name).await {
+            Some(spec) => spec,
+            None => {
+                let mut configs = BTreeMap::new();
+                configs.insert("retention.ms".to_string(), "-1".to_string());
+                configs.insert("segment.bytes".to_string(), (100 * 1024 * 1024).to_string());
+                let topic = NewTopic {
+                    name: name.to_string(),
+                    partitions,
+                    replication_factor: 1,
+                    configs,
+                };
+                let spec = self.store.create_topic(topic).await?;
+                tracing::info!(topic = name, partitions, "created internal topic");
+                spec
+            }
+        };
+        Ok(self.replicas.reconcile_topic(&spec, false)?)
     }
 
     /// Checks a create request and returns the topic it would create.
@@ -192,6 +225,11 @@ impl TopicService {
     }
 
     pub async fn delete(&self, name: &str) -> Result<TopicSpec, TopicError> {
+        if is_internal(name) {
+            return Err(TopicError::InvalidName(format!(
+                "internal topic '{name}' cannot be deleted"
+            )));
+        }
         let spec = self.store.delete_topic(name).await?;
         self.replicas.remove_topic(name);
         tracing::info!(topic = %name, "deleted topic");
@@ -204,6 +242,11 @@ impl TopicService {
         count: i32,
         validate_only: bool,
     ) -> Result<(), TopicError> {
+        if is_internal(name) {
+            return Err(TopicError::InvalidName(format!(
+                "internal topic '{name}' cannot be resized"
+            )));
+        }
         let spec = self
             .store
             .topic(name)

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::cluster::{BrokerInfo, MetadataStore};
 use crate::config::ServerConfig;
+use crate::group::coordinator::GroupCoordinator;
 use crate::replication::ReplicaManager;
 use crate::topics::{ProducerIdAllocator, TopicService};
 
@@ -24,6 +25,7 @@ pub struct Services {
     pub replicas: Arc<ReplicaManager>,
     pub topics: TopicService,
     pub producer_ids: ProducerIdAllocator,
+    pub groups: Arc<GroupCoordinator>,
     pub server: ServerConfig,
 }
 

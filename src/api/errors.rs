@@ -3,6 +3,7 @@
 
 use kafka_protocol::ResponseError;
 
+use crate::group::state::GroupError;
 use crate::log::batch::BatchError;
 use crate::log::producer_state::SequenceError;
 use crate::log::AppendError;
@@ -57,6 +58,23 @@ pub fn topic_error(error: &TopicError) -> ResponseError {
     }
 }
 
+pub fn group_error(error: &GroupError) -> ResponseError {
+    match error {
+        GroupError::UnknownMemberId => ResponseError::UnknownMemberId,
+        GroupError::IllegalGeneration => ResponseError::IllegalGeneration,
+        GroupError::RebalanceInProgress => ResponseError::RebalanceInProgress,
+        GroupError::MemberIdRequired => ResponseError::MemberIdRequired,
+        GroupError::InconsistentGroupProtocol => ResponseError::InconsistentGroupProtocol,
+        GroupError::InvalidSessionTimeout => ResponseError::InvalidSessionTimeout,
+        GroupError::FencedInstanceId => ResponseError::FencedInstanceId,
+        GroupError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
+        GroupError::NonEmptyGroup => ResponseError::NonEmptyGroup,
+        GroupError::GroupIdNotFound => ResponseError::GroupIdNotFound,
+        GroupError::GroupMaxSizeReached => ResponseError::GroupMaxSizeReached,
+        GroupError::GroupSubscribedToTopic => ResponseError::GroupSubscribedToTopic,
+    }
+}
+
 /// The wire code of an optional error; 0 for none.
 pub fn code(error: Option<ResponseError>) -> i16 {
     error.map_or(0, |e| e.code())
@@ -103,5 +121,8 @@ mod tests {
         );
         assert_eq!(topic_error(&TopicError::InvalidName("t".into())).code(), 17);
         assert_eq!(code(None), 0);
+        assert_eq!(group_error(&GroupError::MemberIdRequired).code(), 79);
+        assert_eq!(group_error(&GroupError::NonEmptyGroup).code(), 68);
+        assert_eq!(group_error(&GroupError::FencedInstanceId).code(), 82);
     }
 }

@@ -21,6 +21,9 @@ pub async fn handle(ctx: &RequestContext, request: MetadataRequest) -> MetadataR
     let mut topics = Vec::new();
     if all_topics {
         for spec in services.store.topics().await {
+            if crate::topics::is_internal(&spec.name) {
+                continue; // hidden unless asked for by name
+            }
             match services.topics.get_or_auto_create(&spec.name, false).await {
                 Ok(Some(replicas)) => topics.push(describe(ctx, &replicas)),
                 Ok(None) => {}

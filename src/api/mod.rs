@@ -7,6 +7,7 @@ pub mod api_versions;
 pub mod context;
 pub mod data;
 pub mod errors;
+pub mod group;
 pub mod metadata;
 
 use kafka_protocol::messages::TopicName;

@@ -296,7 +296,64 @@ pub fn batches(mut buf: &[u8]) -> impl Iterator<Item = Result<BatchHeader<'_>, B
     })
 }
 
-/// Test helper and reference encoder: builds an uncompressed magic-2 batch.
+/// One record of an uncompressed batch, as [`BatchHeader::records`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordView<'a> {
+    pub offset: i64,
+    pub timestamp: i64,
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+}
+
+fn read_bytes<'a>(buf: &'a [u8], at: &mut usize) -> Option<Option<&'a [u8]>> {
+    let (len, n) = read_varint(buf.get(*at..)?)?;
+    *at += n;
+    if len < 0 {
+        return Some(None);
+    }
+    let len = usize::try_from(len).ok()?;
+    let bytes = buf.get(*at..*at + len)?;
+    *at += len;
+    Some(Some(bytes))
+}
+
+impl<'a> BatchHeader<'a> {
+    /// Every record's offset, timestamp, key and value; `None` for a compressed or
+    /// malformed batch. Used for the broker's own internal logs, which it writes
+    /// uncompressed; never on the produce path.
+    pub fn records(&self) -> Option<Vec<RecordView<'a>>> {
+        if self.compression() != 0 {
+            return None;
+        }
+        let bytes: &'a [u8] = self.bytes;
+        let mut out = Vec::with_capacity(self.record_count().clamp(0, 4096) as usize);
+        let mut at = HEADER_BYTES;
+        for _ in 0..self.record_count() {
+            let (length, n) = read_varint(bytes.get(at..)?)?;
+            at += n;
+            let end = at + usize::try_from(length).ok()?;
+            let record = bytes.get(..end)?;
+            let mut cursor = at + 1; // attributes
+            let (timestamp_delta, n) = read_varint(record.get(cursor..)?)?;
+            cursor += n;
+            let (offset_delta, n) = read_varint(record.get(cursor..)?)?;
+            cursor += n;
+            let key = read_bytes(record, &mut cursor)?;
+            let value = read_bytes(record, &mut cursor)?;
+            out.push(RecordView {
+                offset: self.base_offset() + offset_delta,
+                timestamp: self.base_timestamp() + timestamp_delta,
+                key,
+                value,
+            });
+            at = end;
+        }
+        Some(out)
+    }
+}
+
+/// Builds uncompressed magic-2 batches: the broker's own writes (internal topics)
+/// and the tests' reference encoder.
 pub mod testing {
     /// One record: key, value, headers, timestamp delta from the batch base.
     #[derive(Debug, Clone, Default)]
@@ -446,5 +503,51 @@ mod tests {
             BatchHeader::parse(&[0u8; 4]),
             Err(BatchError::Truncated { .. })
         ));
+    }
+}
+
+#[cfg(test)]
+mod record_tests {
+    use super::testing::{encode_batch, TestRecord};
+    use super::*;
+
+    #[test]
+    fn records_round_trip_keys_values_and_nulls() {
+        let records = vec![
+            TestRecord {
+                key: Some(b"k".to_vec()),
+                value: Some(b"v".to_vec()),
+                headers: vec![],
+                timestamp_delta: 3,
+            },
+            TestRecord {
+                key: Some(b"gone".to_vec()),
+                value: None,
+                headers: vec![("h".into(), b"x".to_vec())],
+                timestamp_delta: 4,
+            },
+        ];
+        let mut batch = encode_batch(&records, 100, (-1, -1, -1));
+        assign_offsets(&mut batch, 10, 0, None);
+        let header = BatchHeader::parse_checked(&batch).expect("valid");
+        let read = header.records().expect("uncompressed");
+        assert_eq!(
+            read[0],
+            RecordView {
+                offset: 10,
+                timestamp: 103,
+                key: Some(b"k"),
+                value: Some(b"v")
+            }
+        );
+        assert_eq!(
+            read[1],
+            RecordView {
+                offset: 11,
+                timestamp: 104,
+                key: Some(b"gone"),
+                value: None
+            }
+        );
     }
 }

@@ -14,7 +14,7 @@ use kafka_protocol::protocol::Encodable;
 
 use super::frame::{decode_untrusted, encode_response, split_header, DecodeError, HeaderPrefix};
 use crate::api::context::{Principal, RequestContext, Services};
-use crate::api::{admin, api_versions, data, metadata};
+use crate::api::{admin, api_versions, data, group, metadata};
 
 /// One advertised API: its key and the version range in ApiVersions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +44,17 @@ pub const SUPPORTED: &[ApiRange] = &[
     api(ApiKey::CreatePartitions, 0, 3),
     api(ApiKey::IncrementalAlterConfigs, 0, 1),
     api(ApiKey::DescribeCluster, 0, 2),
+    api(ApiKey::FindCoordinator, 0, 6),
+    api(ApiKey::JoinGroup, 0, 9),
+    api(ApiKey::Heartbeat, 0, 4),
+    api(ApiKey::LeaveGroup, 0, 5),
+    api(ApiKey::SyncGroup, 0, 5),
+    api(ApiKey::OffsetCommit, 2, 9),
+    api(ApiKey::OffsetFetch, 1, 9),
+    api(ApiKey::DescribeGroups, 0, 6),
+    api(ApiKey::ListGroups, 0, 5),
+    api(ApiKey::DeleteGroups, 0, 2),
+    api(ApiKey::OffsetDelete, 0, 0),
 ];
 
 pub fn supported(key: ApiKey, version: i16) -> bool {
@@ -238,6 +249,65 @@ async fn route(ctx: RequestContext, key: ApiKey, body: Bytes) -> Reply {
             body,
             DescribeClusterRequest,
             admin::describe_cluster::handle
+        ),
+        ApiKey::FindCoordinator => call!(
+            ctx,
+            key,
+            body,
+            FindCoordinatorRequest,
+            group::find_coordinator::handle
+        ),
+        ApiKey::JoinGroup => call!(ctx, key, body, JoinGroupRequest, group::join_group::handle),
+        ApiKey::Heartbeat => call!(ctx, key, body, HeartbeatRequest, group::heartbeat::handle),
+        ApiKey::LeaveGroup => call!(
+            ctx,
+            key,
+            body,
+            LeaveGroupRequest,
+            group::leave_group::handle
+        ),
+        ApiKey::SyncGroup => call!(ctx, key, body, SyncGroupRequest, group::sync_group::handle),
+        ApiKey::OffsetCommit => call!(
+            ctx,
+            key,
+            body,
+            OffsetCommitRequest,
+            group::offset_commit::handle
+        ),
+        ApiKey::OffsetFetch => call!(
+            ctx,
+            key,
+            body,
+            OffsetFetchRequest,
+            group::offset_fetch::handle
+        ),
+        ApiKey::DescribeGroups => call!(
+            ctx,
+            key,
+            body,
+            DescribeGroupsRequest,
+            group::describe_groups::handle
+        ),
+        ApiKey::ListGroups => call!(
+            ctx,
+            key,
+            body,
+            ListGroupsRequest,
+            group::list_groups::handle
+        ),
+        ApiKey::DeleteGroups => call!(
+            ctx,
+            key,
+            body,
+            DeleteGroupsRequest,
+            group::delete_groups::handle
+        ),
+        ApiKey::OffsetDelete => call!(
+            ctx,
+            key,
+            body,
+            OffsetDeleteRequest,
+            group::offset_delete::handle
         ),
         // `handle_frame` admits only keys in SUPPORTED; the test below checks that
         // every one of them has an arm above.

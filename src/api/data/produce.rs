@@ -23,6 +23,27 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Option<Pro
     let mut durable_waits: Vec<(Arc<Partition>, i64)> = Vec::new();
     let mut responses = Vec::with_capacity(request.topic_data.len());
     for topic in request.topic_data {
+        if crate::topics::is_internal(&topic.name) {
+            let partitions = topic
+                .partition_data
+                .iter()
+                .map(|d| {
+                    PartitionProduceResponse::default()
+                        .with_index(d.index)
+                        .with_error_code(ResponseError::InvalidTopicException.code())
+                        .with_base_offset(-1)
+                        .with_error_message(Some(str_bytes(
+                            "internal topics are written by the broker only",
+                        )))
+                })
+                .collect();
+            responses.push(
+                TopicProduceResponse::default()
+                    .with_name(topic.name)
+                    .with_partition_responses(partitions),
+            );
+            continue;
+        }
         let replicas = if ctx.api_version >= 13 {
             Ok(ctx.services.replicas.topic_by_id(topic.topic_id))
         } else {

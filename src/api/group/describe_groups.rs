@@ -1,0 +1,55 @@
+//! DescribeGroups (key 15, v0–6): state, protocol and members; an unknown group is
+//! described as "Dead", as Kafka does.
+
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
+
+use super::super::context::RequestContext;
+use super::super::{str_bytes, AUTHORIZED_OPERATIONS_OMITTED};
+
+pub async fn handle(
+    ctx: &RequestContext,
+    request: DescribeGroupsRequest,
+) -> DescribeGroupsResponse {
+    let groups = request
+        .groups
+        .iter()
+        .map(|group_id| {
+            let described = DescribedGroup::default()
+                .with_group_id(group_id.clone())
+                .with_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
+            let Some(group) = ctx.services.groups.describe(group_id) else {
+                return described.with_group_state(str_bytes("Dead"));
+            };
+            let members = group
+                .members
+                .iter()
+                .map(|m| {
+                    let member = DescribedGroupMember::default()
+                        .with_member_id(str_bytes(m.member_id.clone()))
+                        .with_client_id(str_bytes(m.client_id.clone()))
+                        .with_client_host(str_bytes(m.client_host.clone()))
+                        .with_member_metadata(
+                            m.protocols
+                                .iter()
+                                .find(|(n, _)| *n == group.protocol_name)
+                                .map(|(_, md)| md.clone())
+                                .unwrap_or_default(),
+                        )
+                        .with_member_assignment(m.assignment.clone());
+                    if ctx.api_version >= 4 {
+                        member.with_group_instance_id(m.group_instance_id.clone().map(str_bytes))
+                    } else {
+                        member
+                    }
+                })
+                .collect();
+            described
+                .with_group_state(str_bytes(group.state.name()))
+                .with_protocol_type(str_bytes(group.protocol_type))
+                .with_protocol_data(str_bytes(group.protocol_name))
+                .with_members(members)
+        })
+        .collect();
+    DescribeGroupsResponse::default().with_groups(groups)
+}

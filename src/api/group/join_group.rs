@@ -1,0 +1,51 @@
+//! JoinGroup (key 11, v0–9): waits until the group's rebalance completes. v4+ members
+//! without an id first get MEMBER_ID_REQUIRED (KIP-394); v5+ may be static members.
+
+use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
+use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
+
+use super::super::context::RequestContext;
+use super::super::{errors, str_bytes};
+use crate::group::state::JoinRequest;
+
+pub async fn handle(ctx: &RequestContext, request: JoinGroupRequest) -> JoinGroupResponse {
+    let join = JoinRequest {
+        member_id: request.member_id.to_string(),
+        group_instance_id: request.group_instance_id.as_ref().map(|s| s.to_string()),
+        client_id: ctx.client_id.clone().unwrap_or_default(),
+        client_host: format!("/{}", ctx.peer.ip()),
+        session_timeout_ms: request.session_timeout_ms,
+        // v0 has no rebalance timeout: it is the session timeout.
+        rebalance_timeout_ms: if ctx.api_version >= 1 {
+            request.rebalance_timeout_ms
+        } else {
+            request.session_timeout_ms
+        },
+        protocol_type: request.protocol_type.to_string(),
+        protocols: request
+            .protocols
+            .iter()
+            .map(|p| (p.name.to_string(), p.metadata.clone()))
+            .collect(),
+        require_known_member_id: ctx.api_version >= 4,
+    };
+    let result = ctx.services.groups.join(&request.group_id, join).await;
+    let members = result
+        .members
+        .into_iter()
+        .map(|(member_id, instance, metadata)| {
+            JoinGroupResponseMember::default()
+                .with_member_id(str_bytes(member_id))
+                .with_group_instance_id(instance.map(str_bytes))
+                .with_metadata(metadata)
+        })
+        .collect();
+    JoinGroupResponse::default()
+        .with_error_code(errors::code(result.error.map(|e| errors::group_error(&e))))
+        .with_generation_id(result.generation_id)
+        .with_protocol_type(result.protocol_type.map(str_bytes))
+        .with_protocol_name(result.protocol_name.map(str_bytes))
+        .with_leader(str_bytes(result.leader))
+        .with_member_id(str_bytes(result.member_id))
+        .with_members(members)
+}

@@ -1,0 +1,45 @@
+//! ListGroups (key 16, v0–5): every group, filtered by state (v4+) and type (v5+; all
+//! of tern's groups are "classic").
+
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
+
+use super::super::context::RequestContext;
+use super::super::str_bytes;
+
+pub async fn handle(ctx: &RequestContext, request: ListGroupsRequest) -> ListGroupsResponse {
+    let states: Vec<String> = request
+        .states_filter
+        .iter()
+        .map(|s| s.to_lowercase())
+        .collect();
+    let types: Vec<String> = request
+        .types_filter
+        .iter()
+        .map(|s| s.to_lowercase())
+        .collect();
+    let groups = ctx
+        .services
+        .groups
+        .list()
+        .into_iter()
+        .filter(|(_, _, state)| states.is_empty() || states.contains(&state.name().to_lowercase()))
+        .filter(|_| types.is_empty() || types.iter().any(|t| t == "classic"))
+        .map(|(group_id, protocol_type, state)| {
+            let listed = ListedGroup::default()
+                .with_group_id(GroupId(str_bytes(group_id)))
+                .with_protocol_type(str_bytes(protocol_type));
+            let listed = if ctx.api_version >= 4 {
+                listed.with_group_state(str_bytes(state.name()))
+            } else {
+                listed
+            };
+            if ctx.api_version >= 5 {
+                listed.with_group_type(str_bytes("classic"))
+            } else {
+                listed
+            }
+        })
+        .collect();
+    ListGroupsResponse::default().with_groups(groups)
+}

@@ -1,0 +1,13 @@
+//! Consumer-group APIs (classic protocol): thin handlers over `group::GroupCoordinator`.
+
+pub mod delete_groups;
+pub mod describe_groups;
+pub mod find_coordinator;
+pub mod heartbeat;
+pub mod join_group;
+pub mod leave_group;
+pub mod list_groups;
+pub mod offset_commit;
+pub mod offset_delete;
+pub mod offset_fetch;
+pub mod sync_group;

@@ -1,0 +1,85 @@
+//! OffsetCommit (key 8, v2–9): stores offsets durably in `__consumer_offsets` before
+//! answering. Members must name the current generation; a group-less consumer commits
+//! with generation -1 to an empty group.
+
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
+use kafka_protocol::ResponseError;
+
+use super::super::context::RequestContext;
+use super::super::errors;
+use crate::group::coordinator::{CommitError, OffsetCommit};
+
+pub async fn handle(ctx: &RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse {
+    let services = &ctx.services;
+    let mut commits = Vec::new();
+    let mut statuses: Vec<Vec<Option<ResponseError>>> = Vec::new();
+    for topic in &request.topics {
+        let known = services.replicas.topic(&topic.name);
+        let mut topic_status = Vec::new();
+        for p in &topic.partitions {
+            let exists = known.as_ref().is_some_and(|t| {
+                p.partition_index >= 0 && (p.partition_index as usize) < t.partitions.len()
+            });
+            if exists {
+                commits.push(OffsetCommit {
+                    topic: topic.name.to_string(),
+                    partition: p.partition_index,
+                    offset: p.committed_offset,
+                    leader_epoch: p.committed_leader_epoch,
+                    metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+                });
+                topic_status.push(None);
+            } else {
+                topic_status.push(Some(ResponseError::UnknownTopicOrPartition));
+            }
+        }
+        statuses.push(topic_status);
+    }
+    let instance = request.group_instance_id.as_ref().map(|s| s.to_string());
+    let outcome = if commits.is_empty() {
+        Ok(())
+    } else {
+        services
+            .groups
+            .commit(
+                &request.group_id,
+                &request.member_id,
+                instance.as_deref(),
+                request.generation_id_or_member_epoch,
+                commits,
+            )
+            .await
+    };
+    let shared_error = match &outcome {
+        Ok(()) => None,
+        Err(CommitError::Group(e)) => Some(errors::group_error(e)),
+        Err(CommitError::Storage(e)) => {
+            tracing::warn!(group = %request.group_id.as_str(), error = %e, "offset commit failed");
+            Some(ResponseError::CoordinatorNotAvailable)
+        }
+    };
+    let topics = request
+        .topics
+        .iter()
+        .zip(statuses)
+        .map(|(topic, topic_status)| {
+            let partitions = topic
+                .partitions
+                .iter()
+                .zip(topic_status)
+                .map(|(p, status)| {
+                    OffsetCommitResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(errors::code(status.or(shared_error)))
+                })
+                .collect();
+            OffsetCommitResponseTopic::default()
+                .with_name(topic.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    OffsetCommitResponse::default().with_topics(topics)
+}

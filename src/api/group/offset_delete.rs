@@ -1,0 +1,60 @@
+//! OffsetDelete (key 47, v0): drops a group's committed offsets for partitions of
+//! topics none of its members subscribes to.
+
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
+use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
+use kafka_protocol::ResponseError;
+
+use super::super::context::RequestContext;
+use super::super::errors;
+use crate::group::coordinator::CommitError;
+
+pub async fn handle(ctx: &RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse {
+    let wanted: Vec<(String, i32)> = request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |p| (t.name.to_string(), p.partition_index))
+        })
+        .collect();
+    let results = match ctx
+        .services
+        .groups
+        .delete_offsets(&request.group_id, &wanted)
+        .await
+    {
+        Ok(results) => results,
+        Err(CommitError::Group(e)) => {
+            return OffsetDeleteResponse::default().with_error_code(errors::group_error(&e).code())
+        }
+        Err(CommitError::Storage(_)) => {
+            return OffsetDeleteResponse::default()
+                .with_error_code(ResponseError::CoordinatorNotAvailable.code())
+        }
+    };
+    let mut results = results.into_iter();
+    let topics = request
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let error = results.next().flatten().map(|e| errors::group_error(&e));
+                    OffsetDeleteResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(errors::code(error))
+                })
+                .collect();
+            OffsetDeleteResponseTopic::default()
+                .with_name(t.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    OffsetDeleteResponse::default().with_topics(topics)
+}

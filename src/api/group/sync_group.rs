@@ -1,0 +1,31 @@
+//! SyncGroup (key 14, v0–5): the leader hands out assignments; everyone waits for them.
+
+use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
+
+use super::super::context::RequestContext;
+use super::super::{errors, str_bytes};
+
+pub async fn handle(ctx: &RequestContext, request: SyncGroupRequest) -> SyncGroupResponse {
+    let assignments = request
+        .assignments
+        .iter()
+        .map(|a| (a.member_id.to_string(), a.assignment.clone()))
+        .collect();
+    let instance = request.group_instance_id.as_ref().map(|s| s.to_string());
+    let result = ctx
+        .services
+        .groups
+        .sync(
+            &request.group_id,
+            &request.member_id,
+            instance.as_deref(),
+            request.generation_id,
+            assignments,
+        )
+        .await;
+    SyncGroupResponse::default()
+        .with_error_code(errors::code(result.error.map(|e| errors::group_error(&e))))
+        .with_protocol_type(result.protocol_type.map(str_bytes))
+        .with_protocol_name(result.protocol_name.map(str_bytes))
+        .with_assignment(result.assignment)
+}

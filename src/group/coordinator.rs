@@ -1,0 +1,625 @@
+//! The group coordinator: owns every group whose `__consumer_offsets` partition this
+//! broker leads, parks JoinGroup and SyncGroup requests until their answers exist,
+//! writes commits to that partition (and acknowledges them once durable), and drives
+//! the groups' timers. It owns no sockets: handlers call it with decoded values.
+//!
+//! In a cluster, a group's coordinator is the leader of partition
+//! `offsets::partition_for(group)`; the set of partitions handed to
+//! [`GroupCoordinator::load`] is exactly what this broker leads, so the coordinator
+//! moves with partition leadership.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use tokio::sync::oneshot;
+
+use super::offsets::{self, Change, CommittedOffset, GroupRecord, ReplayedState};
+use super::state::{
+    Delivery, Group, GroupError, GroupLimits, GroupState, JoinRequest, JoinResult, Member, Reply,
+    SyncResult,
+};
+use crate::log::batch;
+use crate::model::now_ms;
+use crate::replication::{Partition, PartitionError};
+
+/// Coordinator settings (from the broker config).
+#[derive(Debug, Clone, Copy)]
+pub struct CoordinatorConfig {
+    pub limits: GroupLimits,
+    /// Offsets of empty groups expire after this long (`offsets.retention.minutes`).
+    pub offsets_retention_ms: i64,
+}
+
+#[derive(Debug)]
+enum Waiter {
+    Join(oneshot::Sender<JoinResult>),
+    Sync(oneshot::Sender<SyncResult>),
+}
+
+#[derive(Debug)]
+struct GroupEntry {
+    group: Group,
+    offsets: BTreeMap<(String, i32), CommittedOffset>,
+    waiters: HashMap<String, Waiter>,
+    persisted_generation: i32,
+    empty_since_ms: Option<i64>,
+}
+
+/// A group as DescribeGroups shows it.
+#[derive(Debug, Clone)]
+pub struct GroupDescription {
+    pub state: GroupState,
+    pub protocol_type: String,
+    pub protocol_name: String,
+    pub members: Vec<Member>,
+}
+
+/// What a commit request carries for one partition.
+#[derive(Debug, Clone)]
+pub struct OffsetCommit {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CommitError {
+    #[error(transparent)]
+    Group(#[from] GroupError),
+    #[error("writing offsets: {0}")]
+    Storage(#[from] PartitionError),
+}
+
+#[derive(Debug)]
+pub struct GroupCoordinator {
+    groups: Mutex<HashMap<String, GroupEntry>>,
+    partitions: Vec<Arc<Partition>>,
+    config: CoordinatorConfig,
+}
+
+fn monotonic_ms() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_millis() as u64
+}
+
+impl GroupCoordinator {
+    /// Rebuilds the groups of the given offsets partitions by replaying them.
+    pub fn load(partitions: Vec<Arc<Partition>>, config: CoordinatorConfig) -> Self {
+        let mut groups = HashMap::new();
+        for partition in &partitions {
+            let state = replay(partition);
+            for (group_id, record) in &state.groups {
+                groups.insert(
+                    group_id.clone(),
+                    new_entry(
+                        Group::restored(
+                            group_id,
+                            config.limits,
+                            record.generation_id,
+                            record.protocol_type.clone(),
+                        ),
+                        record.generation_id,
+                    ),
+                );
+            }
+            for (group_id, offsets) in state.offsets {
+                let entry = groups
+                    .entry(group_id.clone())
+                    .or_insert_with(|| new_entry(Group::new(&group_id, config.limits), 0));
+                entry.offsets = offsets;
+            }
+        }
+        tracing::info!(
+            groups = groups.len(),
+            partitions = partitions.len(),
+            "group coordinator loaded"
+        );
+        Self {
+            groups: Mutex::new(groups),
+            partitions,
+            config,
+        }
+    }
+
+    pub fn partition_count(&self) -> i32 {
+        self.partitions.len() as i32
+    }
+
+    /// Whether this broker coordinates `group_id` (it leads the group's partition).
+    pub fn is_coordinator_for(&self, group_id: &str) -> bool {
+        let index = offsets::partition_for(group_id, self.partition_count());
+        self.partitions.get(index as usize).is_some()
+    }
+
+    fn partition_of(&self, group_id: &str) -> Option<&Arc<Partition>> {
+        self.partitions
+            .get(offsets::partition_for(group_id, self.partition_count()) as usize)
+    }
+
+    pub async fn join(&self, group_id: &str, request: JoinRequest) -> JoinResult {
+        let rebalance_timeout = Duration::from_millis(request.rebalance_timeout_ms.max(0) as u64);
+        let receiver = {
+            let mut groups = self.groups.lock();
+            let limits = self.config.limits;
+            let entry = groups
+                .entry(group_id.to_string())
+                .or_insert_with(|| new_entry(Group::new(group_id, limits), 0));
+            let (reply, deliveries) = entry.group.join(request, monotonic_ms());
+            deliver(entry, deliveries);
+            entry.note_emptiness();
+            match reply {
+                Reply::Now(result) => return result,
+                Reply::Wait { member_id } => {
+                    let (tx, rx) = oneshot::channel();
+                    if let Some(Waiter::Join(old)) =
+                        entry.waiters.insert(member_id.clone(), Waiter::Join(tx))
+                    {
+                        let _ = old.send(rebalancing(&member_id));
+                    }
+                    (member_id, rx)
+                }
+            }
+        };
+        let (member_id, rx) = receiver;
+        // The group answers within the rebalance timeout; the margin covers the ticker.
+        match tokio::time::timeout(rebalance_timeout + Duration::from_secs(5), rx).await {
+            Ok(Ok(result)) => result,
+            _ => rebalancing(&member_id),
+        }
+    }
+
+    pub async fn sync(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation_id: i32,
+        assignments: Vec<(String, Bytes)>,
+    ) -> SyncResult {
+        let rx = {
+            let mut groups = self.groups.lock();
+            let Some(entry) = groups.get_mut(group_id) else {
+                return sync_error(GroupError::UnknownMemberId);
+            };
+            let (reply, deliveries) = entry.group.sync(
+                member_id,
+                instance_id,
+                generation_id,
+                assignments,
+                monotonic_ms(),
+            );
+            deliver(entry, deliveries);
+            match reply {
+                Reply::Now(result) => return result,
+                Reply::Wait { member_id } => {
+                    let (tx, rx) = oneshot::channel();
+                    entry.waiters.insert(member_id, Waiter::Sync(tx));
+                    rx
+                }
+            }
+        };
+        let wait = Duration::from_millis(self.config.limits.max_session_timeout_ms.max(0) as u64);
+        match tokio::time::timeout(wait, rx).await {
+            Ok(Ok(result)) => result,
+            _ => sync_error(GroupError::RebalanceInProgress),
+        }
+    }
+
+    pub fn heartbeat(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation_id: i32,
+    ) -> Result<(), GroupError> {
+        let mut groups = self.groups.lock();
+        let entry = groups
+            .get_mut(group_id)
+            .ok_or(GroupError::UnknownMemberId)?;
+        entry
+            .group
+            .heartbeat(member_id, instance_id, generation_id, monotonic_ms())
+    }
+
+    /// LeaveGroup for each `(member id, instance id)`; one result per member.
+    pub fn leave(
+        &self,
+        group_id: &str,
+        members: &[(String, Option<String>)],
+    ) -> Vec<Result<(), GroupError>> {
+        let mut groups = self.groups.lock();
+        let Some(entry) = groups.get_mut(group_id) else {
+            return members
+                .iter()
+                .map(|_| Err(GroupError::UnknownMemberId))
+                .collect();
+        };
+        let mut results = Vec::with_capacity(members.len());
+        for (member_id, instance_id) in members {
+            let (result, deliveries) =
+                entry
+                    .group
+                    .leave(member_id, instance_id.as_deref(), monotonic_ms());
+            deliver(entry, deliveries);
+            results.push(result);
+        }
+        entry.note_emptiness();
+        results
+    }
+
+    /// Validates and durably stores a commit; the in-memory view changes only once
+    /// the records are on disk, so OffsetFetch never shows an unacknowledged commit.
+    pub async fn commit(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation_id: i32,
+        commits: Vec<OffsetCommit>,
+    ) -> Result<(), CommitError> {
+        let now = now_ms();
+        let changes = {
+            let mut groups = self.groups.lock();
+            let limits = self.config.limits;
+            if !groups.contains_key(group_id) {
+                if generation_id >= 0 {
+                    return Err(GroupError::IllegalGeneration.into());
+                }
+                groups.insert(
+                    group_id.to_string(),
+                    new_entry(Group::new(group_id, limits), 0),
+                );
+            }
+            let entry = groups
+                .get_mut(group_id)
+                .ok_or(GroupError::CoordinatorNotAvailable)?;
+            entry
+                .group
+                .validate_commit(member_id, instance_id, generation_id)?;
+            let mut changes: Vec<Change> = commits
+                .iter()
+                .map(|c| Change::Offset {
+                    group: group_id.to_string(),
+                    topic: c.topic.clone(),
+                    partition: c.partition,
+                    value: Some(CommittedOffset {
+                        offset: c.offset,
+                        leader_epoch: c.leader_epoch,
+                        metadata: c.metadata.clone(),
+                        commit_timestamp: now,
+                    }),
+                })
+                .collect();
+            if entry.group.generation_id() != entry.persisted_generation {
+                changes.push(Change::Group {
+                    group: group_id.to_string(),
+                    value: Some(GroupRecord {
+                        protocol_type: entry.group.protocol_type().map(String::from),
+                        generation_id: entry.group.generation_id(),
+                    }),
+                });
+            }
+            changes
+        };
+        self.write(group_id, &changes).await?;
+        let mut groups = self.groups.lock();
+        if let Some(entry) = groups.get_mut(group_id) {
+            apply(entry, &changes);
+        }
+        Ok(())
+    }
+
+    async fn write(&self, group_id: &str, changes: &[Change]) -> Result<(), PartitionError> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let partition = self.partition_of(group_id).cloned().ok_or_else(|| {
+            PartitionError::StorageFailed(crate::model::TopicPartition::new(
+                offsets::OFFSETS_TOPIC,
+                -1,
+            ))
+        })?;
+        let batch = offsets::encode_changes(changes, now_ms()).map_err(|e| {
+            PartitionError::Append(crate::log::AppendError::Io {
+                dir: Default::default(),
+                source: std::io::Error::other(e),
+            })
+        })?;
+        let info = partition.append(&batch, now_ms())?;
+        partition.wait_durable(info.last_offset).await
+    }
+
+    /// Committed offsets of a group: all of them, or those asked for (`None` when unknown).
+    pub fn fetch_offsets(
+        &self,
+        group_id: &str,
+        wanted: Option<&[(String, Vec<i32>)]>,
+    ) -> Vec<(String, i32, Option<CommittedOffset>)> {
+        let groups = self.groups.lock();
+        let offsets = groups.get(group_id).map(|e| &e.offsets);
+        match wanted {
+            Some(wanted) => wanted
+                .iter()
+                .flat_map(|(topic, partitions)| {
+                    partitions.iter().map(move |&p| {
+                        let found = offsets.and_then(|o| o.get(&(topic.clone(), p)).cloned());
+                        (topic.clone(), p, found)
+                    })
+                })
+                .collect(),
+            None => offsets
+                .into_iter()
+                .flatten()
+                .map(|((t, p), o)| (t.clone(), *p, Some(o.clone())))
+                .collect(),
+        }
+    }
+
+    pub fn describe(&self, group_id: &str) -> Option<GroupDescription> {
+        let groups = self.groups.lock();
+        let entry = groups.get(group_id)?;
+        Some(GroupDescription {
+            state: entry.group.state(),
+            protocol_type: entry.group.protocol_type().unwrap_or_default().to_string(),
+            protocol_name: entry.group.protocol_name().unwrap_or_default().to_string(),
+            members: entry.group.members().cloned().collect(),
+        })
+    }
+
+    /// `(group id, protocol type, state)` of every live group.
+    pub fn list(&self) -> Vec<(String, String, GroupState)> {
+        let groups = self.groups.lock();
+        let mut out: Vec<_> = groups
+            .iter()
+            .filter(|(_, e)| e.group.state() != GroupState::Dead)
+            .map(|(id, e)| {
+                (
+                    id.clone(),
+                    e.group.protocol_type().unwrap_or_default().to_string(),
+                    e.group.state(),
+                )
+            })
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// Deletes an empty group and its offsets.
+    pub async fn delete_group(&self, group_id: &str) -> Result<(), CommitError> {
+        let changes = {
+            let mut groups = self.groups.lock();
+            let entry = groups
+                .get_mut(group_id)
+                .ok_or(GroupError::GroupIdNotFound)?;
+            if entry.group.state() == GroupState::Dead {
+                return Err(GroupError::GroupIdNotFound.into());
+            }
+            if !entry.group.is_empty() {
+                return Err(GroupError::NonEmptyGroup.into());
+            }
+            vec![Change::Group {
+                group: group_id.to_string(),
+                value: None,
+            }]
+        };
+        self.write(group_id, &changes).await?;
+        let mut groups = self.groups.lock();
+        if let Some(mut entry) = groups.remove(group_id) {
+            let _ = entry.group.delete();
+        }
+        Ok(())
+    }
+
+    /// OffsetDelete: drops the offsets of partitions whose topic no member subscribes to.
+    pub async fn delete_offsets(
+        &self,
+        group_id: &str,
+        partitions: &[(String, i32)],
+    ) -> Result<Vec<Option<GroupError>>, CommitError> {
+        let (changes, results) = {
+            let groups = self.groups.lock();
+            let entry = groups.get(group_id).ok_or(GroupError::GroupIdNotFound)?;
+            let subscribed: Vec<String> = entry
+                .group
+                .member_metadata()
+                .iter()
+                .flat_map(|m| offsets::subscribed_topics(m))
+                .collect();
+            let mut changes = Vec::new();
+            let mut results = Vec::new();
+            for (topic, partition) in partitions {
+                if subscribed.iter().any(|t| t == topic) {
+                    results.push(Some(GroupError::GroupSubscribedToTopic));
+                } else {
+                    results.push(None);
+                    if entry.offsets.contains_key(&(topic.clone(), *partition)) {
+                        changes.push(Change::Offset {
+                            group: group_id.to_string(),
+                            topic: topic.clone(),
+                            partition: *partition,
+                            value: None,
+                        });
+                    }
+                }
+            }
+            (changes, results)
+        };
+        self.write(group_id, &changes).await?;
+        let mut groups = self.groups.lock();
+        if let Some(entry) = groups.get_mut(group_id) {
+            apply(entry, &changes);
+        }
+        Ok(results)
+    }
+
+    /// Advances every group's timers and expires old offsets of empty groups.
+    pub async fn tick(&self) {
+        let now = monotonic_ms();
+        let wall = now_ms();
+        let mut expired: Vec<(String, Vec<Change>)> = Vec::new();
+        {
+            let mut groups = self.groups.lock();
+            for (group_id, entry) in groups.iter_mut() {
+                let deliveries = entry.group.tick(now);
+                deliver(entry, deliveries);
+                entry.note_emptiness();
+                if let Some(since) = entry.empty_since_ms {
+                    let cutoff = wall - self.config.offsets_retention_ms;
+                    if since < cutoff {
+                        let changes: Vec<Change> = entry
+                            .offsets
+                            .iter()
+                            .filter(|(_, o)| o.commit_timestamp < cutoff)
+                            .map(|((t, p), _)| Change::Offset {
+                                group: group_id.clone(),
+                                topic: t.clone(),
+                                partition: *p,
+                                value: None,
+                            })
+                            .collect();
+                        if !changes.is_empty() {
+                            expired.push((group_id.clone(), changes));
+                        }
+                    }
+                }
+            }
+        }
+        for (group_id, changes) in expired {
+            if self.write(&group_id, &changes).await.is_ok() {
+                let mut groups = self.groups.lock();
+                if let Some(entry) = groups.get_mut(&group_id) {
+                    apply(entry, &changes);
+                    tracing::info!(group = %group_id, expired = changes.len(), "expired committed offsets");
+                }
+            }
+        }
+    }
+}
+
+fn new_entry(group: Group, persisted_generation: i32) -> GroupEntry {
+    GroupEntry {
+        group,
+        offsets: BTreeMap::new(),
+        waiters: HashMap::new(),
+        persisted_generation,
+        empty_since_ms: None,
+    }
+}
+
+impl GroupEntry {
+    fn note_emptiness(&mut self) {
+        if self.group.is_empty() {
+            self.empty_since_ms.get_or_insert_with(now_ms);
+        } else {
+            self.empty_since_ms = None;
+        }
+    }
+}
+
+fn apply(entry: &mut GroupEntry, changes: &[Change]) {
+    for change in changes {
+        match change {
+            Change::Offset {
+                topic,
+                partition,
+                value: Some(v),
+                ..
+            } => {
+                entry.offsets.insert((topic.clone(), *partition), v.clone());
+            }
+            Change::Offset {
+                topic,
+                partition,
+                value: None,
+                ..
+            } => {
+                entry.offsets.remove(&(topic.clone(), *partition));
+            }
+            Change::Group {
+                value: Some(record),
+                ..
+            } => entry.persisted_generation = record.generation_id,
+            Change::Group { value: None, .. } => entry.offsets.clear(),
+        }
+    }
+}
+
+fn deliver(entry: &mut GroupEntry, deliveries: Vec<Delivery>) {
+    for delivery in deliveries {
+        match delivery {
+            Delivery::Join { member_id, result } => {
+                if let Some(Waiter::Join(tx)) = entry.waiters.remove(&member_id) {
+                    let _ = tx.send(result);
+                }
+            }
+            Delivery::Sync { member_id, result } => {
+                if let Some(Waiter::Sync(tx)) = entry.waiters.remove(&member_id) {
+                    let _ = tx.send(result);
+                }
+            }
+        }
+    }
+}
+
+fn rebalancing(member_id: &str) -> JoinResult {
+    JoinResult {
+        error: Some(GroupError::RebalanceInProgress),
+        generation_id: -1,
+        protocol_type: None,
+        protocol_name: None,
+        leader: String::new(),
+        member_id: member_id.to_string(),
+        members: Vec::new(),
+    }
+}
+
+fn sync_error(error: GroupError) -> SyncResult {
+    SyncResult {
+        error: Some(error),
+        protocol_type: None,
+        protocol_name: None,
+        assignment: Bytes::new(),
+    }
+}
+
+/// Reads a whole offsets partition from its log start and rebuilds its groups.
+fn replay(partition: &Partition) -> ReplayedState {
+    let mut state = ReplayedState::default();
+    let (mut offset, _, end) = partition.offsets();
+    let mut skipped = 0usize;
+    while offset < end {
+        let Ok(read) = partition.read(offset, 1 << 20, true) else {
+            break;
+        };
+        let Some(records) = read.records else { break };
+        let mut progressed = false;
+        for header in batch::batches(&records) {
+            let Ok(header) = header else { break };
+            for record in header.records().unwrap_or_default() {
+                if record.offset >= offset {
+                    match record.key {
+                        Some(key) if state.apply(key, record.value) => {}
+                        _ => skipped += 1,
+                    }
+                }
+            }
+            offset = header.last_offset() + 1;
+            progressed = true;
+        }
+        if !progressed {
+            break;
+        }
+    }
+    if skipped > 0 {
+        tracing::warn!(partition = %partition.id(), skipped, "skipped unreadable offset records");
+    }
+    state
+}
