@@ -208,6 +208,9 @@ pub struct Group {
     rebalance_deadline_ms: u64,
     /// When the leader must have sent its SyncGroup.
     sync_deadline_ms: u64,
+    /// The current rebalance started from an empty group: it waits out the initial
+    /// delay for more members even when everyone known has joined.
+    initial_rebalance: bool,
     limits: GroupLimits,
     new_member_counter: u64,
 }
@@ -226,6 +229,7 @@ impl Group {
             pending_members: HashMap::new(),
             rebalance_deadline_ms: 0,
             sync_deadline_ms: 0,
+            initial_rebalance: false,
             limits,
             new_member_counter: 0,
         }
@@ -607,7 +611,11 @@ impl Group {
         if self.state != GroupState::PreparingRebalance {
             self.rebalance_deadline_ms = now_ms + delay;
             self.state = GroupState::PreparingRebalance;
-        } else if initial {
+            self.initial_rebalance = initial && delay > 0;
+        } else if self.initial_rebalance {
+            // Each new member extends the initial delay (Kafka's InitialDelayedJoin).
+            let delay =
+                (self.limits.initial_rebalance_delay_ms.max(0) as u64).min(rebalance_timeout);
             self.rebalance_deadline_ms = self.rebalance_deadline_ms.max(now_ms + delay);
         }
         deliveries
@@ -617,13 +625,8 @@ impl Group {
     /// initial delay of a new group, which waits for more members to arrive).
     fn maybe_complete_join(&mut self, now_ms: u64) -> Vec<Delivery> {
         let everyone = !self.members.is_empty() && self.members.values().all(|m| m.awaiting_join);
-        let initial_delay_over = self.generation_id > 0
-            || now_ms >= self.rebalance_deadline_ms
-            || self.limits.initial_rebalance_delay_ms <= 0;
-        if self.state == GroupState::PreparingRebalance
-            && everyone
-            && (initial_delay_over || self.pending_members.is_empty() && self.generation_id > 0)
-        {
+        let waiting_for_more = self.initial_rebalance && now_ms < self.rebalance_deadline_ms;
+        if self.state == GroupState::PreparingRebalance && everyone && !waiting_for_more {
             return self.complete_join(now_ms);
         }
         Vec::new()
@@ -633,6 +636,7 @@ impl Group {
     /// generation, and answers every parked JoinGroup.
     fn complete_join(&mut self, now_ms: u64) -> Vec<Delivery> {
         let mut deliveries = Vec::new();
+        self.initial_rebalance = false;
         let dropped: Vec<String> = self
             .members
             .values()
@@ -1216,5 +1220,19 @@ mod tests {
         let deliveries = group.tick(4001);
         assert_eq!(deliveries.len(), 2, "both joined in one generation");
         assert_eq!(group.generation_id(), 1);
+    }
+
+    #[test]
+    fn a_restored_group_also_waits_the_initial_delay() {
+        let mut l = limits();
+        l.initial_rebalance_delay_ms = 3000;
+        let mut group = Group::restored("g", l, 7, Some("consumer".into()));
+        let (_, reply, _) = first_join(&mut group, 0);
+        assert!(
+            matches!(reply, Reply::Wait { .. }),
+            "waits for more members"
+        );
+        assert_eq!(group.tick(3001).len(), 1);
+        assert_eq!(group.generation_id(), 8);
     }
 }
