@@ -46,6 +46,7 @@ pub struct Broker {
     tasks: TaskTracker,
     background: TaskTracker,
     local_addr: SocketAddr,
+    metrics_addr: SocketAddr,
     _lock: File,
 }
 
@@ -100,6 +101,16 @@ impl Broker {
                 source,
             })?;
         let local_addr = listener.local_addr()?;
+        let (metrics_address, metrics_explicit) = config.metrics;
+        let metrics_listener =
+            crate::metrics::bind_side_listener(metrics_address, metrics_explicit, "metrics")
+                .await
+                .map_err(|source| BrokerError::Bind {
+                    address: metrics_address,
+                    source,
+                })?;
+        let metrics_addr = metrics_listener.local_addr()?;
+        crate::metrics::install();
         let mut server = config.server.clone();
         if server.advertised_port == 0 {
             server.advertised_port = i32::from(local_addr.port());
@@ -133,7 +144,18 @@ impl Broker {
             config.durability.flush_interval,
             shutdown.clone(),
         ));
-        background.spawn(run_group_timers(groups, shutdown.clone()));
+        background.spawn(run_group_timers(Arc::clone(&groups), shutdown.clone()));
+        let readiness = Arc::new(crate::metrics::Readiness::default());
+        background.spawn(crate::metrics::serve(
+            metrics_listener,
+            Arc::clone(&readiness),
+            shutdown.clone(),
+        ));
+        background.spawn(run_sampler(
+            Arc::clone(&services),
+            config.data_dir.clone(),
+            shutdown.clone(),
+        ));
         background.spawn(run_retention(
             Arc::clone(&replicas),
             config.retention_check_interval,
@@ -144,20 +166,28 @@ impl Broker {
             node_id = config.node_id,
             cluster_id = %services.store.cluster_id(),
             topics = loaded,
+            %metrics_addr,
             "tern is serving Kafka"
         );
+        readiness.set_ready();
         Ok(Self {
             services,
             shutdown,
             tasks,
             background,
             local_addr,
+            metrics_addr,
             _lock: lock,
         })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// Where `/metrics`, `/health` and `/ready` are served.
+    pub fn metrics_addr(&self) -> SocketAddr {
+        self.metrics_addr
     }
 
     pub fn services(&self) -> &Arc<Services> {
@@ -212,6 +242,69 @@ async fn run_group_timers(groups: Arc<GroupCoordinator>, shutdown: CancellationT
             _ = shutdown.cancelled() => return,
             _ = ticker.tick() => groups.tick().await,
         }
+    }
+}
+
+/// Publishes gauges that are cheaper to sample than to track: per-partition log
+/// state, consumer lag, group sizes, disk usage.
+async fn run_sampler(
+    services: Arc<Services>,
+    data_dir: std::path::PathBuf,
+    shutdown: CancellationToken,
+) {
+    let mut ticker = tokio::time::interval(Duration::from_secs(5));
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = ticker.tick() => sample(&services, &data_dir),
+        }
+    }
+}
+
+fn sample(services: &Services, data_dir: &std::path::Path) {
+    use crate::metrics as m;
+    let partitions = services.replicas.all_partitions();
+    let mut high_watermarks = std::collections::HashMap::new();
+    for partition in &partitions {
+        let id = partition.id();
+        let labels = [
+            ("topic", id.topic.clone()),
+            ("partition", id.partition.to_string()),
+        ];
+        let (size, segments) = partition.size_and_segments();
+        let (_, high_watermark, log_end) = partition.offsets();
+        metrics::gauge!(m::LOG_SIZE_BYTES, &labels).set(size as f64);
+        metrics::gauge!(m::LOG_SEGMENTS, &labels).set(segments as f64);
+        metrics::gauge!(m::LOG_END_OFFSET, &labels).set(log_end as f64);
+        high_watermarks.insert((id.topic.clone(), id.partition), high_watermark);
+    }
+    metrics::gauge!(m::LEADER_PARTITIONS).set(partitions.len() as f64);
+    metrics::gauge!(m::UNDER_REPLICATED_PARTITIONS).set(0.0);
+    metrics::gauge!(m::OFFLINE_PARTITIONS).set(0.0);
+    let under_min_isr = partitions
+        .iter()
+        .filter(|p| p.isr_size() < p.min_insync_replicas())
+        .count();
+    metrics::gauge!(m::UNDER_MIN_ISR_PARTITIONS).set(under_min_isr as f64);
+    metrics::gauge!(m::CONTROLLER_ACTIVE).set(1.0);
+    for lag in services.groups.lag_snapshot() {
+        let group = lag.group;
+        metrics::gauge!(m::GROUP_MEMBERS, "group" => group.clone()).set(lag.members as f64);
+        for (topic, partition, committed) in lag.committed {
+            if let Some(high_watermark) = high_watermarks.get(&(topic.clone(), partition)) {
+                let lag = (high_watermark - committed).max(0);
+                let labels = [
+                    ("group", group.clone()),
+                    ("topic", topic),
+                    ("partition", partition.to_string()),
+                ];
+                metrics::gauge!(m::CONSUMER_GROUP_LAG, &labels).set(lag as f64);
+            }
+        }
+    }
+    if let Some((used, free)) = m::filesystem_usage(data_dir) {
+        metrics::gauge!(m::DATA_DIR_USED_BYTES).set(used as f64);
+        metrics::gauge!(m::DATA_DIR_FREE_BYTES).set(free as f64);
     }
 }
 

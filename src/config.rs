@@ -51,6 +51,9 @@ serve_args! {
     data_dir: PathBuf = PathBuf::from("./data"), "TERN_DATA_DIR";
     /// Kafka listener address [default: 127.0.0.1:9092]
     listen: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 9092)), "TERN_LISTEN";
+    /// Prometheus /metrics, /health and /ready listener; when not given and the default
+    /// port is taken, an ephemeral port is used and logged [default: 127.0.0.1:9644]
+    metrics: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 9644)), "TERN_METRICS";
     /// Address clients are told to connect to, HOST:PORT [default: the listen address]
     advertise: String = String::new(), "TERN_ADVERTISE";
     /// This broker's id [default: 1]
@@ -115,6 +118,8 @@ pub struct Config {
     pub retention_check_interval: Duration,
     pub log_format: String,
     pub groups: GroupsConfig,
+    /// The metrics listener, and whether the operator chose it (no fallback then).
+    pub metrics: (SocketAddr, bool),
 }
 
 /// Consumer-group coordinator settings.
@@ -272,6 +277,10 @@ impl Config {
                     .max(10),
             ),
             log_format: a.log_format.unwrap_or_else(defaults::log_format),
+            metrics: (
+                a.metrics.unwrap_or_else(defaults::metrics),
+                a.metrics.is_some(),
+            ),
             groups: GroupsConfig {
                 coordinator: crate::group::coordinator::CoordinatorConfig {
                     limits: crate::group::state::GroupLimits {

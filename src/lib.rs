@@ -17,6 +17,7 @@ pub mod broker;
 pub mod cluster;
 pub mod config;
 pub mod log;
+pub mod metrics;
 pub mod model;
 pub mod replication;
 pub mod server;

@@ -57,6 +57,14 @@ pub struct GroupDescription {
     pub members: Vec<Member>,
 }
 
+/// One group's size and committed offsets (`topic, partition, offset`).
+#[derive(Debug, Clone)]
+pub struct GroupLag {
+    pub group: String,
+    pub members: usize,
+    pub committed: Vec<(String, i32, i64)>,
+}
+
 /// What a commit request carries for one partition.
 #[derive(Debug, Clone)]
 pub struct OffsetCommit {
@@ -392,6 +400,23 @@ impl GroupCoordinator {
         out
     }
 
+    /// Members and committed offsets of every group, for lag metrics.
+    pub fn lag_snapshot(&self) -> Vec<GroupLag> {
+        let groups = self.groups.lock();
+        groups
+            .iter()
+            .map(|(id, e)| GroupLag {
+                group: id.clone(),
+                members: e.group.members().count(),
+                committed: e
+                    .offsets
+                    .iter()
+                    .map(|((t, p), o)| (t.clone(), *p, o.offset))
+                    .collect(),
+            })
+            .collect()
+    }
+
     /// Deletes an empty group and its offsets.
     pub async fn delete_group(&self, group_id: &str) -> Result<(), CommitError> {
         let changes = {
@@ -553,6 +578,13 @@ fn apply(entry: &mut GroupEntry, changes: &[Change]) {
 }
 
 fn deliver(entry: &mut GroupEntry, deliveries: Vec<Delivery>) {
+    if deliveries
+        .iter()
+        .any(|d| matches!(d, Delivery::Join { result, .. } if result.error.is_none()))
+    {
+        let group = entry.group.group_id.clone();
+        metrics::counter!(crate::metrics::GROUP_REBALANCES_TOTAL, "group" => group).increment(1);
+    }
     for delivery in deliveries {
         match delivery {
             Delivery::Join { member_id, result } => {

@@ -206,6 +206,12 @@ impl Partition {
         self.log.lock().size_bytes()
     }
 
+    /// `(bytes, segments)` of the log, read under one lock.
+    pub fn size_and_segments(&self) -> (u64, usize) {
+        let log = self.log.lock();
+        (log.size_bytes(), log.segment_count())
+    }
+
     /// A receiver that changes whenever the log end moves.
     pub fn watch_log_end(&self) -> watch::Receiver<i64> {
         self.log_end.subscribe()

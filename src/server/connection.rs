@@ -97,6 +97,18 @@ pub async fn serve(
     services: Arc<Services>,
     shutdown: CancellationToken,
 ) {
+    metrics::counter!(crate::metrics::CONNECTIONS_ACCEPTED_TOTAL).increment(1);
+    metrics::gauge!(crate::metrics::CONNECTIONS).increment(1.0);
+    serve_connection(stream, peer, services, shutdown).await;
+    metrics::gauge!(crate::metrics::CONNECTIONS).decrement(1.0);
+}
+
+async fn serve_connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    services: Arc<Services>,
+    shutdown: CancellationToken,
+) {
     let (read_half, mut write_half) = stream.into_split();
     let max_in_flight = services.server.max_in_flight_requests;
     let max_request_bytes = services.server.max_request_bytes;

@@ -135,7 +135,45 @@ pub async fn handle_frame(services: Arc<Services>, peer: SocketAddr, frame: Byte
         principal: Principal::Anonymous,
         peer,
     };
-    route(ctx, key, body).await
+    let started = std::time::Instant::now();
+    let reply = route(ctx, key, body).await;
+    let api = api_name(key);
+    metrics::counter!(crate::metrics::REQUESTS_TOTAL, "api" => api).increment(1);
+    metrics::histogram!(crate::metrics::REQUEST_DURATION_SECONDS, "api" => api)
+        .record(started.elapsed().as_secs_f64());
+    reply
+}
+
+/// A static label for each API, spelled as Kafka's own metrics spell it.
+fn api_name(key: ApiKey) -> &'static str {
+    match key {
+        ApiKey::Produce => "Produce",
+        ApiKey::Fetch => "Fetch",
+        ApiKey::ListOffsets => "ListOffsets",
+        ApiKey::Metadata => "Metadata",
+        ApiKey::ApiVersions => "ApiVersions",
+        ApiKey::CreateTopics => "CreateTopics",
+        ApiKey::DeleteTopics => "DeleteTopics",
+        ApiKey::DeleteRecords => "DeleteRecords",
+        ApiKey::InitProducerId => "InitProducerId",
+        ApiKey::DescribeConfigs => "DescribeConfigs",
+        ApiKey::AlterConfigs => "AlterConfigs",
+        ApiKey::CreatePartitions => "CreatePartitions",
+        ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
+        ApiKey::DescribeCluster => "DescribeCluster",
+        ApiKey::FindCoordinator => "FindCoordinator",
+        ApiKey::JoinGroup => "JoinGroup",
+        ApiKey::Heartbeat => "Heartbeat",
+        ApiKey::LeaveGroup => "LeaveGroup",
+        ApiKey::SyncGroup => "SyncGroup",
+        ApiKey::OffsetCommit => "OffsetCommit",
+        ApiKey::OffsetFetch => "OffsetFetch",
+        ApiKey::DescribeGroups => "DescribeGroups",
+        ApiKey::ListGroups => "ListGroups",
+        ApiKey::DeleteGroups => "DeleteGroups",
+        ApiKey::OffsetDelete => "OffsetDelete",
+        _ => "Other",
+    }
 }
 
 macro_rules! call {

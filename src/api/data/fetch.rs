@@ -36,6 +36,7 @@ pub async fn handle(ctx: &RequestContext, request: FetchRequest) -> FetchRespons
         let attempt = read_once(ctx, &request);
         let done = attempt.bytes >= i64::from(request.min_bytes.max(0)) || attempt.has_error;
         if done || Instant::now() >= deadline || attempt.watches.is_empty() {
+            record_metrics(&attempt.response);
             return attempt.response;
         }
         wait_for_append(attempt.watches, deadline).await;
@@ -146,6 +147,25 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
         bytes,
         has_error,
         watches,
+    }
+}
+
+/// Counts the bytes served per topic and the per-partition errors of a response.
+fn record_metrics(response: &FetchResponse) {
+    for topic in &response.responses {
+        let bytes: usize = topic
+            .partitions
+            .iter()
+            .filter_map(|p| p.records.as_ref())
+            .map(|r| r.len())
+            .sum();
+        if bytes > 0 {
+            metrics::counter!(crate::metrics::TOPIC_BYTES_OUT_TOTAL, "topic" => topic.topic.to_string()).increment(bytes as u64);
+        }
+        for partition in topic.partitions.iter().filter(|p| p.error_code != 0) {
+            let error = partition.error_code.to_string();
+            metrics::counter!(crate::metrics::PARTITION_ERRORS_TOTAL, "api" => "Fetch", "error" => error).increment(1);
+        }
     }
 }
 

@@ -114,6 +114,11 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Option<Pro
             };
             match partition.append(&records, now_ms()) {
                 Ok(info) => {
+                    let topic_label = partition.id().topic.clone();
+                    metrics::counter!(crate::metrics::TOPIC_BYTES_IN_TOTAL, "topic" => topic_label.clone())
+                        .increment(records.len() as u64);
+                    metrics::counter!(crate::metrics::TOPIC_MESSAGES_IN_TOTAL, "topic" => topic_label)
+                        .increment((info.last_offset - info.base_offset + 1).max(0) as u64);
                     let (log_start, _, _) = partition.offsets();
                     if acks == -1 {
                         durable_waits.push((Arc::clone(&partition), info.last_offset));
@@ -138,6 +143,7 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Option<Pro
                 .with_partition_responses(partitions),
         );
     }
+    count_partition_errors(&responses);
     if acks == 0 {
         return None;
     }
@@ -145,6 +151,15 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Option<Pro
         wait_durable(&mut responses, durable_waits).await;
     }
     Some(ProduceResponse::default().with_responses(responses))
+}
+
+fn count_partition_errors(responses: &[TopicProduceResponse]) {
+    for response in responses.iter().flat_map(|t| t.partition_responses.iter()) {
+        if response.error_code != 0 {
+            let error = response.error_code.to_string();
+            metrics::counter!(crate::metrics::PARTITION_ERRORS_TOTAL, "api" => "Produce", "error" => error).increment(1);
+        }
+    }
 }
 
 /// Waits for every appended partition's fsync; a partition whose flush failed gets
