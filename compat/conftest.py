@@ -4,6 +4,10 @@
 waits until it accepts TCP connections (30 s at most), yields a tern_harness.Broker
 (use .address, .restart(), .kill9(), .start()), and stops it with SIGTERM (SIGKILL
 after 15 s) when the test ends. A failing test's report gets the broker's log tail.
+
+Extra `tern serve` flags for one test or module: @pytest.mark.broker_args("--flag", "value", ...)
+(e.g. tern_harness.GROUP_ARGS for consumer-group tests); the closest marker wins (a test's
+replaces its module's); they apply to every (re)start.
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ _topic_counter = itertools.count()
 
 @pytest.fixture
 def broker(tmp_path, request):
-    b = Broker(data_dir=tmp_path / "data", log_dir=tmp_path / "logs", port=free_port())
+    marker = request.node.get_closest_marker("broker_args")  # the test's own, else its module's
+    extra_args = [str(a) for a in marker.args] if marker else []
+    b = Broker(data_dir=tmp_path / "data", log_dir=tmp_path / "logs", port=free_port(), extra_args=extra_args)
     request.node._tern_broker = b
     start_error = None
     try:
@@ -56,6 +62,10 @@ def pytest_runtest_makereport(item, call):
     b = getattr(item, "_tern_broker", None)
     if b is not None and report.failed and report.when == "call":
         report.sections.append((f"tern broker log ({b.address})", b.log_tail()))
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "broker_args(*args): extra `tern serve` flags for the broker fixture")
 
 
 def pytest_report_header(config):

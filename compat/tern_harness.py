@@ -6,10 +6,12 @@ Only 127.0.0.1 is used. Every wait here is bounded in time.
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -19,6 +21,12 @@ DEFAULT_BIN = REPO / "target" / "release" / "tern"
 
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0
+
+# Broker flags for consumer-group tests (pass with @pytest.mark.broker_args(*GROUP_ARGS)):
+# no 3 s wait before a new group's first rebalance (group.initial.rebalance.delay.ms), and
+# session timeouts down to 1 s allowed (group.min.session.timeout.ms), so a dead member is
+# noticed within a short session.timeout.ms.
+GROUP_ARGS = ("--group-initial-rebalance-delay-ms", "300", "--group-min-session-timeout-ms", "1000")
 
 
 def tern_bin() -> Path:
@@ -44,7 +52,7 @@ class BrokerError(RuntimeError):
     pass
 
 
-# Every broker process this Python process started, so none outlives the test run
+# Every broker (and client) process this Python process started, so none outlives the test run
 # (e.g. when a test is interrupted by its timeout before its fixture tears down).
 _STARTED: list[subprocess.Popen] = []
 
@@ -61,14 +69,17 @@ def _kill_leftovers() -> None:
 
 
 class Broker:
-    """One tern process: `tern serve --data-dir DIR --listen 127.0.0.1:PORT --node-id 1`.
+    """One tern process: `tern serve --data-dir DIR --listen 127.0.0.1:PORT --node-id 1 [extra_args]`.
 
     The data dir and port stay the same across restart() / kill9() + start(), so a
     restarted broker sees the old data at the old address.
     """
 
-    def __init__(self, data_dir: Path, log_dir: Path, port: int | None = None, binary: Path | None = None):
+    def __init__(self, data_dir: Path, log_dir: Path, port: int | None = None, binary: Path | None = None,
+                 extra_args: list[str] | tuple[str, ...] = ()):
         self.binary = Path(binary or tern_bin())
+        # Appended to every `tern serve` command line (e.g. GROUP_ARGS), on every (re)start.
+        self.extra_args = [str(a) for a in extra_args]
         self.data_dir = Path(data_dir)
         self.log_dir = Path(log_dir)
         self.port = port or free_port()
@@ -108,6 +119,7 @@ class Broker:
             "--data-dir", str(self.data_dir),
             "--listen", self.address,
             "--node-id", "1",
+            *self.extra_args,
         ]
         env = dict(os.environ)
         env.setdefault("RUST_BACKTRACE", "1")
@@ -191,3 +203,86 @@ def wait_until(predicate, timeout: float, interval: float = 0.1, what: str = "co
             last_exc = e
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f" (last error: {last_exc!r})" if last_exc else ""))
+
+
+class JsonLinesProcess:
+    """A client process (e.g. group_worker.py, kafkajs/run.js) that prints one JSON object per
+    line on stdout. A reader thread stamps each object with time.monotonic() at receipt
+    (key "_t") and keeps them in .events. Closing stdin asks the process to finish; kill9()
+    sends SIGKILL to this process (by its PID) only. stderr goes to a file (.stderr_path).
+    """
+
+    def __init__(self, cmd: list[str], stderr_path: Path, cwd: Path | None = None, env: dict | None = None,
+                 name: str = ""):
+        self.cmd = [str(c) for c in cmd]
+        self.name = name or Path(self.cmd[1] if len(self.cmd) > 1 else self.cmd[0]).name
+        self.stderr_path = Path(stderr_path)
+        self.events: list[dict] = []
+        self.raw_lines: list[str] = []
+        self._lock = threading.Lock()
+        self.started_at = time.monotonic()
+        with open(self.stderr_path, "wb") as err:
+            self.proc = subprocess.Popen(
+                self.cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                cwd=cwd, env=env, start_new_session=True)
+        _STARTED.append(self.proc)
+        self._reader = threading.Thread(target=self._read, name=f"reader-{self.name}", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for raw in self.proc.stdout:  # ends at EOF (process exited or closed stdout)
+            line = raw.decode("utf-8", "replace").strip()
+            if not line:
+                continue
+            now = time.monotonic()
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                ev = {"ev": "unparsed", "line": line}
+            if not isinstance(ev, dict):
+                ev = {"ev": "unparsed", "line": line}
+            ev["_t"] = now
+            with self._lock:
+                self.raw_lines.append(line)
+                self.events.append(ev)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def snapshot(self, ev: str | None = None) -> list[dict]:
+        with self._lock:
+            return [e for e in self.events if ev is None or e.get("ev") == ev]
+
+    def finish(self, timeout: float = 20.0) -> int | None:
+        """Closes stdin (the process's cue to shut down cleanly), waits `timeout` seconds,
+        then SIGKILLs it. Returns the exit code."""
+        try:
+            if self.proc.stdin and not self.proc.stdin.closed:
+                self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill9()
+        self._reader.join(timeout=5)
+        return self.proc.returncode
+
+    def kill9(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def stderr_tail(self, max_bytes: int = 3000) -> str:
+        try:
+            data = self.stderr_path.read_bytes()
+        except OSError:
+            return ""
+        return data[-max_bytes:].decode("utf-8", "replace")
+
+    def __repr__(self) -> str:
+        return f"JsonLinesProcess({self.name}, pid={self.proc.pid}, rc={self.proc.returncode})"

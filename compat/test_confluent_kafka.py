@@ -385,8 +385,6 @@ def test_consumer_metadata_does_not_auto_create(broker):
     assert "ghost-topic" not in topic_names(admin_for(broker))
 
 
-@pytest.mark.xfail(strict=True, reason="tern has no consumer-group APIs yet (FindCoordinator/JoinGroup/...); "
-                                       "remove this marker when they land")
 @pytest.mark.timeout(45)
 def test_subscribe_with_consumer_group(broker, topic):
     produce_all(broker.address, topic, [{"value": b"g%d" % i} for i in range(5)])

@@ -1,4 +1,5 @@
-"""Durability: kill -9 mid-stream and clean SIGTERM restarts, with confluent-kafka.
+"""Durability: kill -9 mid-stream and clean SIGTERM restarts, with confluent-kafka; and
+kill -9 while a consumer group commits offsets (committed offsets are durable).
 
 An acked message (acks=1: the leader appended it) must be readable after the broker is
 killed with SIGKILL and restarted on the same data dir: SIGKILL does not lose the page
@@ -18,7 +19,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from ck import consume_all, produce_all
-from tern_harness import wait_until
+from tern_harness import GROUP_ARGS, wait_until
 
 VALUE_RE = re.compile(rb"^msg-(\d{8})-[a-z]+$")
 WORDS = [b"alpha", b"bravo", b"charlie", b"delta", b"echo", b"foxtrot", b"golf"]
@@ -327,3 +328,106 @@ def test_kill9_idempotent_producer_no_duplicates(broker, topic, segment_bytes):
     assert not lost, f"{len(lost)} acked messages lost: {sorted(lost.items(), key=lambda kv: kv[1])[:5]}"
     print(f"idempotent: produced={produced[0]} acked_before_kill={len(acked_before_kill)} "
           f"acked_total={len(acked)} log_end={wm[0][1]}")
+
+
+@pytest.mark.broker_args(*GROUP_ARGS)
+@pytest.mark.timeout(240)
+def test_kill9_while_committing_keeps_last_acknowledged_commit(broker, topic):
+    """A group member commits increasing offsets synchronously (OffsetCommit, one at a time)
+    while the broker is killed with SIGKILL. After restart the committed offset (OffsetFetch)
+    must be the last commit the broker acknowledged, or the one in flight at the kill; never
+    older (an acknowledged commit lost) and never anything else. Two rounds: the second
+    replays a __consumer_offsets log that already went through one crash."""
+    import uuid
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    n = 5000
+    produce_all(broker.address, topic, [{"value": b"c%05d" % i} for i in range(n)], {"acks": "all", "linger.ms": 5})
+    group = f"commit-crash-{uuid.uuid4().hex[:8]}"
+    tp0 = TopicPartition(topic, 0)
+
+    def member():
+        c = Consumer({"bootstrap.servers": broker.address, "group.id": group, "enable.auto.commit": False,
+                      "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
+                      "heartbeat.interval.ms": 1000, "socket.timeout.ms": 3000,
+                      "partition.assignment.strategy": "range"})
+        c.subscribe([topic])
+        deadline = time.monotonic() + 30
+        while not c.assignment() and time.monotonic() < deadline:
+            c.poll(0.2)
+        assert c.assignment(), "the member got no assignment within 30 s"
+        return c
+
+    def committed_now() -> tuple[int, int]:
+        """(via a fresh consumer's committed(), via AdminClient list_consumer_group_offsets)"""
+        probe = Consumer({"bootstrap.servers": broker.address, "group.id": group,
+                          "enable.auto.commit": False, "socket.timeout.ms": 10000})
+        try:
+            (tp,) = probe.committed([tp0], timeout=15)
+        finally:
+            probe.close()
+        admin = AdminClient({"bootstrap.servers": broker.address, "socket.timeout.ms": 10000})
+        res = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group, [tp0])],
+                                                request_timeout=10)[group].result(timeout=15)
+        (atp,) = res.topic_partitions
+        return tp.offset, atp.offset
+
+    expected_start = 0
+    for round_ in range(2):
+        c = member()
+        (tp,) = c.committed([tp0], timeout=15)
+        assert max(tp.offset, 0) == expected_start, f"round {round_}: member starts from committed {tp.offset}"
+        acked: list[int] = []
+        in_flight: list[int | None] = [None]
+        failure: list[str] = []
+        stop = threading.Event()
+
+        def commit_loop():
+            off = expected_start + 1
+            t_end = time.monotonic() + 90
+            while not stop.is_set() and off <= n and time.monotonic() < t_end:
+                in_flight[0] = off
+                try:
+                    (res,) = c.commit(offsets=[TopicPartition(topic, 0, off)], asynchronous=False)
+                except KafkaException as e:
+                    failure.append(str(e))
+                    return
+                if res.error is not None:
+                    failure.append(str(res.error))
+                    return
+                acked.append(off)
+                in_flight[0] = None
+                off += 1
+
+        t = threading.Thread(target=commit_loop, name="commit-loop", daemon=True)
+        t0 = time.monotonic()
+        t.start()
+        try:
+            wait_until(lambda: len(acked) >= 200 or not t.is_alive(), timeout=60, interval=0.005,
+                       what="200 acknowledged commits")
+            assert len(acked) >= 200, f"round {round_}: only {len(acked)} commits acknowledged; {failure[:2]}"
+            rate = len(acked) / (time.monotonic() - t0)
+            broker.kill9()                      # lands while a commit is in flight
+            stop.set()
+            time.sleep(0.5)
+            broker.start()
+            t.join(timeout=60)
+        finally:
+            stop.set()
+        assert not t.is_alive(), "the commit loop is stuck 60 s after the broker restart"
+        last_acked = acked[-1]
+        pending = in_flight[0]
+        got_consumer, got_admin = committed_now()
+        print(f"round {round_}: {len(acked)} commits acked ({rate:.0f}/s), last acked {last_acked}, "
+              f"in flight at kill {pending}, failure {failure[:1]}; committed after restart: "
+              f"consumer.committed()={got_consumer} admin={got_admin}")
+        allowed = {last_acked} | ({pending} if pending is not None else set())
+        assert got_consumer in allowed, (
+            f"round {round_}: after kill -9 + restart the committed offset is {got_consumer}; the last "
+            f"acknowledged commit was {last_acked} (in flight: {pending})"
+            + (" -- an acknowledged commit was lost" if got_consumer < last_acked else ""))
+        assert got_admin == got_consumer, (got_admin, got_consumer)
+        c.close()
+        expected_start = got_consumer

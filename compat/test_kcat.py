@@ -3,6 +3,7 @@
     kcat -b ADDR -P -t orders -k key1 -H h=v      # produce lines from stdin
     kcat -b ADDR -C -t orders -o beginning -e -J  # read them all back as JSON
     kcat -b ADDR -L                               # list brokers and topics
+    kcat -b ADDR -G group orders -e -J            # balanced consumer (consumer group)
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import subprocess
 import time
 
 import pytest
+
+from tern_harness import GROUP_ARGS
 
 KCAT = shutil.which("kcat")
 pytestmark = pytest.mark.skipif(KCAT is None, reason="kcat not installed (apt-get install kcat)")
@@ -177,3 +180,45 @@ def test_metadata_list(broker):
     text = p.stdout.decode()
     assert 'topic "orders" with 1 partitions' in text, text
     assert "broker 1 at 127.0.0.1:%d" % broker.port in text, text
+
+
+@pytest.mark.broker_args(*GROUP_ARGS)
+@pytest.mark.timeout(120)
+def test_balanced_consumer_group_reads_all_then_resumes(broker, topic):
+    """kcat -G GROUP TOPIC (librdkafka KafkaConsumer, group protocol): reads every record of a
+    3-partition topic and exits at the end (-e); offsets are committed on exit, so a second
+    run in the same group reads nothing, and a third reads only the records added since."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    addr = broker.address
+    admin = AdminClient({"bootstrap.servers": addr})
+    admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)],
+                        operation_timeout=10)[topic].result(timeout=15)
+    n = 60
+    produce(addr, topic, [f"k{i % 7}:v-{i:03d}" for i in range(n)], extra=["-K", ":"])
+    group = f"kcat-{topic}"[:200]
+
+    def group_read():
+        p = kcat(["-b", addr, "-G", group, "-e", "-J",
+                  "-X", "auto.offset.reset=earliest", "-X", "session.timeout.ms=6000",
+                  "-X", "socket.timeout.ms=10000", topic], timeout=60)
+        err = p.stderr.decode(errors="replace")
+        assert p.returncode == 0, f"kcat -G failed (rc={p.returncode}): {err[-3000:]}"
+        assert "ERROR" not in err, err[-3000:]
+        return [json.loads(x) for x in p.stdout.decode().splitlines() if x.strip()]
+
+    first = group_read()
+    assert sorted(r["payload"] for r in first) == [f"v-{i:03d}" for i in range(n)], \
+        f"kcat -G read {len(first)} of {n} records"
+    by_part: dict[int, list[int]] = {}
+    for r in first:
+        assert r["topic"] == topic and r["key"] == f"k{int(r['payload'][2:]) % 7}", r
+        by_part.setdefault(r["partition"], []).append(r["offset"])
+    for part, offs in by_part.items():
+        assert offs == list(range(len(offs))), f"partition {part}: offsets {offs}"
+
+    again = group_read()
+    assert again == [], f"second kcat -G run in the same group re-read {len(again)} records: {again[:3]}"
+
+    produce(addr, topic, [f"k{i % 7}:w-{i:03d}" for i in range(5)], extra=["-K", ":"])
+    third = group_read()
+    assert sorted(r["payload"] for r in third) == [f"w-{i:03d}" for i in range(5)], third

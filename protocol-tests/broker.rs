@@ -7,11 +7,43 @@ use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub const NODE_ID: i32 = 1;
 pub const CLUSTER_ID: &str = "tern-test";
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a SIGTERM'd broker may take to shut down cleanly.
+const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Consumer-group flag every suite broker gets when the binary knows it: no initial
+/// rebalance delay, so a group's first JoinGroup is answered at once (Kafka waits
+/// group.initial.rebalance.delay.ms, 3 s by default).
+pub const REBALANCE_DELAY_FLAG: &str = "--group-initial-rebalance-delay-ms";
+
+/// `tern serve --help`, read once.
+fn serve_help() -> &'static str {
+    static HELP: OnceLock<String> = OnceLock::new();
+    HELP.get_or_init(|| {
+        Command::new(env!("CARGO_BIN_EXE_tern"))
+            .args(["serve", "--help"])
+            .stdin(Stdio::null())
+            .output()
+            .map(|o| {
+                let mut s = String::from_utf8_lossy(&o.stdout).into_owned();
+                s.push_str(&String::from_utf8_lossy(&o.stderr));
+                s
+            })
+            .unwrap_or_default()
+    })
+}
+
+/// Whether `tern serve` accepts `flag` (e.g. `--group-min-session-timeout-ms`).
+pub fn serve_supports(flag: &str) -> bool {
+    serve_help()
+        .split(|c: char| c.is_whitespace() || c == ',' || c == '=' || c == '[' || c == '<')
+        .any(|w| w == flag)
+}
 
 #[derive(Debug)]
 pub struct Broker {
@@ -22,6 +54,12 @@ pub struct Broker {
     pub external: bool,
     child: Option<Child>,
     log_path: Option<PathBuf>,
+    /// Data directory of an owned broker (kept across restarts).
+    data_dir: Option<PathBuf>,
+    /// Extra `tern serve` arguments, reused on restart.
+    extra_args: Vec<String>,
+    /// Number of (re)starts so far, for log file names.
+    starts: u32,
     // Kept last so the directory is removed after the child is killed.
     _dir: Option<tempfile::TempDir>,
 }
@@ -54,6 +92,14 @@ fn die_with_parent(cmd: &mut Command) {
 
 impl Broker {
     pub fn start() -> Broker {
+        Broker::start_with(&[])
+    }
+
+    /// Starts an owned broker with extra `tern serve` arguments (ignored for external
+    /// targets, whose configuration the suite cannot change). The suite's default
+    /// `--group-initial-rebalance-delay-ms 0` is added when the binary knows the flag
+    /// and `extra` does not set it.
+    pub fn start_with(extra: &[&str]) -> Broker {
         if let Ok(target) = std::env::var("TERN_PROTOCOL_TARGET") {
             let target = target.trim().to_string();
             let (host, port) = target
@@ -71,8 +117,16 @@ impl Broker {
                 external: true,
                 child: None,
                 log_path: None,
+                data_dir: None,
+                extra_args: Vec::new(),
+                starts: 0,
                 _dir: None,
             };
+        }
+        let mut extra_args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        if !extra.contains(&REBALANCE_DELAY_FLAG) && serve_supports(REBALANCE_DELAY_FLAG) {
+            extra_args.push(REBALANCE_DELAY_FLAG.to_string());
+            extra_args.push("0".to_string());
         }
         let dir = tempfile::Builder::new()
             .prefix("tern-protocol-")
@@ -80,59 +134,158 @@ impl Broker {
             .expect("tempdir");
         let mut last_err = String::new();
         for attempt in 0..3 {
-            let port = free_port();
-            let addr = format!("127.0.0.1:{port}");
             let data = dir.path().join(format!("data-{attempt}"));
             std::fs::create_dir_all(&data).expect("create data dir");
-            let log_path = dir.path().join(format!("broker-{attempt}.log"));
-            let log = File::create(&log_path).expect("create broker log");
-            let log2 = log.try_clone().expect("clone log handle");
-            let mut cmd = Command::new(env!("CARGO_BIN_EXE_tern"));
-            cmd.arg("serve")
-                .arg("--data-dir")
-                .arg(&data)
-                .arg("--listen")
-                .arg(&addr)
-                .arg("--node-id")
-                .arg(NODE_ID.to_string())
-                .arg("--cluster-id")
-                .arg(CLUSTER_ID)
-                .stdin(Stdio::null())
-                .stdout(Stdio::from(log))
-                .stderr(Stdio::from(log2));
-            die_with_parent(&mut cmd);
-            let child = cmd.spawn().expect("spawn tern broker");
             let mut broker = Broker {
-                addr: addr.clone(),
+                addr: String::new(),
                 host: "127.0.0.1".to_string(),
-                port,
+                port: 0,
                 external: false,
-                child: Some(child),
-                log_path: Some(log_path),
+                child: None,
+                log_path: None,
+                data_dir: Some(data),
+                extra_args: extra_args.clone(),
+                starts: 0,
                 _dir: None,
             };
-            let deadline = Instant::now() + STARTUP_TIMEOUT;
-            loop {
-                if can_connect(&addr) {
+            match broker.spawn_on(dir.path(), free_port()) {
+                Ok(()) => {
                     broker._dir = Some(dir);
                     return broker;
                 }
-                if !broker.is_running() {
-                    last_err = format!("broker exited during startup; log:\n{}", broker.log_tail());
-                    break;
-                }
-                if Instant::now() > deadline {
-                    last_err = format!(
-                        "broker did not accept connections within {STARTUP_TIMEOUT:?}; log:\n{}",
-                        broker.log_tail()
-                    );
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
+                Err(e) => last_err = e,
             }
             // `broker` is dropped here (killed); retry on another port.
         }
         panic!("could not start tern: {last_err}");
+    }
+
+    /// Spawns `tern serve` on the broker's data dir and `port`, waiting until it accepts
+    /// connections. On failure the child is killed and the reason (with log) returned.
+    fn spawn_on(&mut self, log_dir: &std::path::Path, port: u16) -> Result<(), String> {
+        let data = self.data_dir.clone().expect("owned broker has a data dir");
+        let addr = format!("127.0.0.1:{port}");
+        let log_path = log_dir.join(format!(
+            "broker-{}-{}.log",
+            data.file_name().and_then(|n| n.to_str()).unwrap_or("data"),
+            self.starts
+        ));
+        self.starts += 1;
+        let log = File::create(&log_path).expect("create broker log");
+        let log2 = log.try_clone().expect("clone log handle");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tern"));
+        cmd.arg("serve")
+            .arg("--data-dir")
+            .arg(&data)
+            .arg("--listen")
+            .arg(&addr)
+            .arg("--node-id")
+            .arg(NODE_ID.to_string())
+            .arg("--cluster-id")
+            .arg(CLUSTER_ID)
+            .args(&self.extra_args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(log2));
+        die_with_parent(&mut cmd);
+        let child = cmd.spawn().expect("spawn tern broker");
+        self.child = Some(child);
+        self.log_path = Some(log_path);
+        self.addr = addr.clone();
+        self.port = port;
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        loop {
+            if can_connect(&addr) {
+                return Ok(());
+            }
+            if !self.is_running() {
+                let e = format!(
+                    "broker exited during startup ({}); args {:?}; log:\n{}",
+                    self.exit_status(),
+                    self.extra_args,
+                    self.log_tail()
+                );
+                self.child = None;
+                return Err(e);
+            }
+            if Instant::now() > deadline {
+                let e = format!(
+                    "broker did not accept connections within {STARTUP_TIMEOUT:?}; log:\n{}",
+                    self.log_tail()
+                );
+                if let Some(mut c) = self.child.take() {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
+                return Err(e);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Stops the owned broker with SIGTERM (clean shutdown) and starts it again on the
+    /// same data directory, same port if possible. Panics for external targets.
+    pub fn restart(&mut self) {
+        assert!(!self.external, "cannot restart an external broker");
+        let mut child = self.child.take().expect("owned broker is running");
+        let pid = child.id();
+        sigterm(pid);
+        let deadline = Instant::now() + SHUTDOWN_TIMEOUT;
+        loop {
+            match child.try_wait() {
+                Ok(Some(st)) => {
+                    assert!(
+                        st.success(),
+                        "broker exited with {st} after SIGTERM; log:\n{}",
+                        self.log_tail()
+                    );
+                    break;
+                }
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!(
+                        "broker did not exit within {SHUTDOWN_TIMEOUT:?} of SIGTERM; log:\n{}",
+                        self.log_tail()
+                    );
+                }
+            }
+        }
+        self.start_again();
+    }
+
+    /// Kills the owned broker with SIGKILL (no shutdown at all) and starts it again on
+    /// the same data directory. Panics for external targets.
+    pub fn kill9_restart(&mut self) {
+        assert!(!self.external, "cannot kill an external broker");
+        let mut child = self.child.take().expect("owned broker is running");
+        let _ = child.kill(); // SIGKILL
+        let _ = child.wait();
+        self.start_again();
+    }
+
+    fn start_again(&mut self) {
+        let log_dir = self
+            .log_path
+            .as_ref()
+            .and_then(|p| p.parent())
+            .map(|p| p.to_path_buf())
+            .expect("owned broker has a log dir");
+        let mut errs = Vec::new();
+        // The same port first (clients and Metadata keep their address), then others.
+        for port in [self.port, free_port(), free_port()] {
+            match self.spawn_on(&log_dir, port) {
+                Ok(()) => return,
+                Err(e) => errs.push(format!("port {port}: {e}")),
+            }
+        }
+        panic!(
+            "could not restart tern on its data dir:\n{}",
+            errs.join("\n")
+        );
     }
 
     /// Whether the owned broker process is still running (external targets: accepts connections).
@@ -180,6 +333,14 @@ impl Broker {
         let mut s = Vec::new();
         let _ = f.read_to_end(&mut s);
         String::from_utf8_lossy(&s).into_owned()
+    }
+}
+
+#[allow(unsafe_code)]
+fn sigterm(pid: u32) {
+    // SAFETY: kill(2) with a pid we spawned and still own (not yet reaped).
+    unsafe {
+        libc::kill(pid as libc::pid_t, libc::SIGTERM);
     }
 }
 

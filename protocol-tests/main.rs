@@ -17,15 +17,20 @@ mod broker;
 mod client;
 #[macro_use]
 mod ops;
+mod groups;
 mod records;
 
 mod t_admin;
 mod t_api_versions;
 mod t_create_topics;
 mod t_fetch;
+mod t_find_coordinator;
+mod t_group_admin;
+mod t_group_membership;
 mod t_hostile;
 mod t_list_offsets;
 mod t_metadata;
+mod t_offsets;
 mod t_pipelining;
 mod t_produce;
 mod t_producer_id;

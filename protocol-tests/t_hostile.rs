@@ -25,6 +25,8 @@ const CASE_TIMEOUT: Duration = Duration::from_secs(2);
 const PHASE_BUDGET: Duration = Duration::from_secs(90);
 const WORKERS: usize = 4;
 const POSITIONS_PER_VERSION: usize = 16;
+/// The group the hostile samples address (nobody joins it for real).
+const HOSTILE_GROUP: &str = "hostile-group";
 
 #[derive(Debug, Clone)]
 struct Case {
@@ -153,6 +155,141 @@ fn sample_body(api: i16, v: i16, topic: &Topic) -> Option<Vec<u8>> {
             v,
         ),
         ApiKey::DescribeCluster => enc(&describe_cluster_req(v), v),
+        // Group APIs. The samples must not park: an invalid session timeout answers a
+        // JoinGroup at once, and the other requests name groups nobody joins.
+        ApiKey::FindCoordinator => {
+            let mut r = FindCoordinatorRequest::default();
+            if v >= 4 {
+                r = r.with_coordinator_keys(vec![sb(HOSTILE_GROUP), sb("hostile-g2")]);
+            } else {
+                r = r.with_key(sb(HOSTILE_GROUP));
+            }
+            enc(&r, v)
+        }
+        ApiKey::JoinGroup => {
+            let mut spec = crate::groups::JoinSpec::consumer(HOSTILE_GROUP, &[&topic.name])
+                .session(1)
+                .rebalance(1);
+            if v >= 5 {
+                spec = spec.instance("hostile-instance");
+            }
+            enc(&crate::groups::join_req(v, &spec), v)
+        }
+        ApiKey::SyncGroup => enc(
+            &crate::groups::sync_req(
+                v,
+                HOSTILE_GROUP,
+                1,
+                "hostile-member",
+                if v >= 3 {
+                    Some("hostile-instance")
+                } else {
+                    None
+                },
+                Some(("consumer", "range")),
+                &[(
+                    "hostile-member",
+                    crate::groups::assignment(&[(&topic.name, &[0])]),
+                )],
+            ),
+            v,
+        ),
+        ApiKey::Heartbeat => enc(
+            &HeartbeatRequest::default()
+                .with_group_id(crate::groups::gid(HOSTILE_GROUP))
+                .with_generation_id(1)
+                .with_member_id(sb("hostile-member")),
+            v,
+        ),
+        ApiKey::LeaveGroup => {
+            let mut r =
+                LeaveGroupRequest::default().with_group_id(crate::groups::gid(HOSTILE_GROUP));
+            if v >= 3 {
+                r = r.with_members(vec![
+                    leave_group_request::MemberIdentity::default()
+                        .with_member_id(sb("hostile-member")),
+                    leave_group_request::MemberIdentity::default()
+                        .with_member_id(sb(""))
+                        .with_group_instance_id(Some(sb("hostile-instance"))),
+                ]);
+            } else {
+                r = r.with_member_id(sb("hostile-member"));
+            }
+            enc(&r, v)
+        }
+        ApiKey::OffsetCommit => enc(
+            &crate::groups::commit_req(
+                v,
+                HOSTILE_GROUP,
+                crate::groups::SIMPLE,
+                &[
+                    (&topic.name, 0, 1, 0, Some("hostile")),
+                    (ghost, 0, 1, 0, None),
+                ],
+            ),
+            v,
+        ),
+        ApiKey::OffsetFetch => {
+            let mut r = OffsetFetchRequest::default();
+            if v >= 8 {
+                r = r.with_groups(vec![
+                    offset_fetch_request::OffsetFetchRequestGroup::default()
+                        .with_group_id(crate::groups::gid(HOSTILE_GROUP))
+                        .with_topics(Some(vec![
+                            offset_fetch_request::OffsetFetchRequestTopics::default()
+                                .with_name(tn(&topic.name))
+                                .with_partition_indexes(vec![0, 1]),
+                        ])),
+                    offset_fetch_request::OffsetFetchRequestGroup::default()
+                        .with_group_id(crate::groups::gid("hostile-g2"))
+                        .with_topics(None),
+                ]);
+            } else {
+                r = r
+                    .with_group_id(crate::groups::gid(HOSTILE_GROUP))
+                    .with_topics(Some(vec![
+                        offset_fetch_request::OffsetFetchRequestTopic::default()
+                            .with_name(tn(&topic.name))
+                            .with_partition_indexes(vec![0, 1]),
+                    ]));
+            }
+            enc(&r, v)
+        }
+        ApiKey::DescribeGroups => enc(
+            &DescribeGroupsRequest::default().with_groups(vec![
+                crate::groups::gid(HOSTILE_GROUP),
+                crate::groups::gid("hostile-g2"),
+            ]),
+            v,
+        ),
+        ApiKey::ListGroups => {
+            let mut r = ListGroupsRequest::default();
+            if v >= 4 {
+                r = r.with_states_filter(vec![sb("Stable"), sb("Empty")]);
+            }
+            if v >= 5 {
+                r = r.with_types_filter(vec![sb("classic")]);
+            }
+            enc(&r, v)
+        }
+        ApiKey::DeleteGroups => enc(
+            &DeleteGroupsRequest::default()
+                .with_groups_names(vec![crate::groups::gid("hostile-ghost-group")]),
+            v,
+        ),
+        ApiKey::OffsetDelete => enc(
+            &OffsetDeleteRequest::default()
+                .with_group_id(crate::groups::gid(HOSTILE_GROUP))
+                .with_topics(vec![
+                    offset_delete_request::OffsetDeleteRequestTopic::default()
+                        .with_name(tn(&topic.name))
+                        .with_partitions(vec![
+                            offset_delete_request::OffsetDeleteRequestPartition::default()
+                                .with_partition_index(0),
+                        ]),
+                ]),
+            v,
+        ),
         _ => None,
     }
 }
@@ -366,6 +503,27 @@ fn hostile_bodies_do_not_kill_the_broker() {
         assert!(
             cases.iter().any(|c| c.api == *key as i16),
             "no hostile cases for required API {key:?}: is it advertised?"
+        );
+    }
+    // Every advertised API the codec knows gets structure-aware cases (a valid sample to
+    // truncate and overwrite), not only generic garbage.
+    let unsampled: Vec<String> = ctx
+        .apis
+        .iter()
+        .filter_map(|(&api, &(min, max))| {
+            let lib = ApiKey::try_from(api).ok()?.valid_versions();
+            Some((api, min.max(lib.min), max.min(lib.max)))
+        })
+        .flat_map(|(api, min, max)| (min..=max).map(move |v| (api, v)))
+        .filter(|(api, v)| sample_body(*api, *v, &topic).is_none())
+        .map(|(api, v)| format!("{} v{v}", api_name(api)))
+        .collect();
+    if ctx.external() {
+        eprintln!("hostile: no sample body (generic cases only) for {unsampled:?}");
+    } else {
+        assert!(
+            unsampled.is_empty(),
+            "hostile: no sample request body for advertised {unsampled:?}: add one to sample_body"
         );
     }
     let total = cases.len();

@@ -1,30 +1,29 @@
 #!/usr/bin/env node
-// kafkajs driver for the tern compat suite (called by compat/test_kafkajs.py).
+// kafkajs driver for the tern compat suite (called by compat/test_kafkajs.py and
+// compat/test_groups.py).
 //
 //   node run.js produce '{"broker":"127.0.0.1:9092","topic":"t","compression":"gzip","idempotent":false,"count":40}'
 //   node run.js admin   '{"broker":"127.0.0.1:9092","topic":"t"}'
+//   node run.js member  '{"broker":"127.0.0.1:9092","topic":"t","group":"g","sessionTimeout":6000}'
+//   node run.js session '{"broker":"127.0.0.1:9092","topic":"t","group":"g","commit":"auto","stopAfter":20}'
 //
-// Prints exactly one JSON object on stdout; kafkajs logs go to stderr.
-// Byte fields (keys, values, header values) are printed base64-encoded.
+// produce/admin/codecs print exactly one JSON object on stdout. member/session print one JSON
+// object per line as things happen (same events as compat/group_worker.py: start, assign,
+// revoke, msg, commit, committed, error, closed) and a last {"ev":"exit"} line.
+// kafkajs logs go to stderr. Byte fields (keys, values, header values) are printed
+// base64-encoded by produce.
 //
-// Reading back: kafkajs only has a consumer-group consumer, and tern has no group
-// APIs yet, so records are read through kafkajs's own Cluster/Broker objects
-// (ListOffsets + Fetch, decoded by kafkajs's record-batch decoder and codecs).
-// See FINDINGS.md.
+// Records are read back with kafkajs's real consumer (a consumer group member: FindCoordinator,
+// JoinGroup, SyncGroup, Heartbeat, OffsetFetch, Fetch). See FINDINGS.md.
 'use strict'
 
-const {
-  Kafka,
-  CompressionTypes,
-  CompressionCodecs,
-  ConfigResourceTypes,
-  logLevel,
-} = require('kafkajs')
-const Cluster = require('kafkajs/src/cluster')
-const { createLogger } = require('kafkajs/src/loggers')
+const { Kafka, CompressionTypes, CompressionCodecs, ConfigResourceTypes, logLevel } = require('kafkajs')
 
-// Hard cap on the whole run, whatever happens below.
-const OVERALL_DEADLINE_MS = 60000
+const [MODE, ARGS_JSON] = process.argv.slice(2)
+const ARGS = JSON.parse(ARGS_JSON || '{}')
+
+// Hard cap on the whole run, whatever happens below (member mode runs longer: deadlineMs).
+const OVERALL_DEADLINE_MS = ARGS.deadlineMs || 60000
 setTimeout(() => {
   process.stderr.write(`run.js: overall deadline of ${OVERALL_DEADLINE_MS} ms exceeded\n`)
   process.exit(3)
@@ -93,102 +92,132 @@ function newKafka(broker) {
   })
 }
 
-function newCluster(broker) {
-  return new Cluster({
-    logger: createLogger({ level: logLevel.WARN, logCreator: stderrLogCreator }),
-    socketFactory: require('kafkajs/src/network/socketFactory')(),
-    brokers: [broker],
-    clientId: 'tern-compat-kafkajs-reader',
-    connectionTimeout: 3000,
-    requestTimeout: 10000,
-    enforceRequestTimeout: true,
-    metadataMaxAge: 300000,
-    retry: { retries: 3, initialRetryTime: 200, maxRetryTime: 2000 },
-    allowAutoTopicCreation: false,
-    maxInFlightRequests: null,
-    isolationLevel: 1,
+function emit(ev, fields = {}) {
+  process.stdout.write(JSON.stringify({ ev, ...fields }) + '\n')
+}
+
+function withDeadline(promise, ms, what) {
+  let timer
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: not done within ${ms} ms`)), ms)
+  })
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer))
+}
+
+// Resolves when stdin reaches EOF (the test closed it, or died) or on SIGTERM.
+function stopRequested() {
+  return new Promise(resolve => {
+    process.once('SIGTERM', resolve)
+    process.stdin.on('data', () => {})
+    process.stdin.once('end', resolve)
+    process.stdin.once('error', resolve)
+    process.stdin.resume()
   })
 }
 
-const EARLIEST = -2
-const LATEST = -1
-
-// Reads every record of every partition of `topic`, from the log start offset up to
-// the high watermark, using kafkajs's Broker.listOffsets and Broker.fetch.
-async function readAll(broker, topic) {
-  const cluster = newCluster(broker)
-  await cluster.connect()
+// Reads every record of every partition of `topic`, from the log start offset up to the
+// high watermark, with a real kafkajs consumer in a fresh group (fromBeginning). Offsets
+// must come back contiguous and exactly once.
+async function readAll(kafka, topic) {
+  const adm = kafka.admin()
+  await adm.connect()
+  let offsets
   try {
-    await cluster.addTargetTopic(topic)
-    await cluster.refreshMetadata()
-    const partitionIds = cluster
-      .findTopicPartitionMetadata(topic)
-      .map(p => p.partitionId)
-      .sort((a, b) => a - b)
-    const byLeader = cluster.findLeaderForPartitions(topic, partitionIds)
-    const result = {}
-    for (const [nodeId, partitions] of Object.entries(byLeader)) {
-      const leader = await cluster.findBroker({ nodeId })
-      const listed = async timestamp => {
-        const r = await leader.listOffsets({
-          replicaId: -1,
-          isolationLevel: 1,
-          topics: [{ topic, partitions: partitions.map(partition => ({ partition, timestamp })) }],
-        })
-        const out = {}
-        for (const p of r.responses[0].partitions) {
-          if (p.errorCode) throw new Error(`ListOffsets error ${p.errorCode} on ${topic}/${p.partition}`)
-          out[p.partition] = BigInt(p.offset)
-        }
-        return out
-      }
-      const starts = await listed(EARLIEST)
-      const ends = await listed(LATEST)
-      for (const partition of partitions) {
-        const records = []
-        let next = starts[partition]
-        const end = ends[partition]
-        const deadline = Date.now() + 20000
-        for (let round = 0; round < 200 && next < end; round++) {
-          if (Date.now() > deadline) throw new Error(`fetch of ${topic}/${partition} timed out at ${next}/${end}`)
-          const r = await leader.fetch({
-            replicaId: -1,
-            isolationLevel: 1,
-            maxWaitTime: 500,
-            minBytes: 1,
-            maxBytes: 1048576,
-            topics: [{ topic, partitions: [{ partition, fetchOffset: next.toString(), maxBytes: 1048576 }] }],
-          })
-          const p = r.responses[0].partitions[0]
-          if (p.errorCode) throw new Error(`Fetch error ${p.errorCode} on ${topic}/${partition} at ${next}`)
-          for (const m of p.messages) {
-            const off = BigInt(m.offset)
-            if (off < next || m.isControlRecord) continue // whole batches come back
-            if (off !== next) throw new Error(`offset gap on ${topic}/${partition}: expected ${next}, got ${off}`)
-            const headers = {}
-            for (const [k, v] of Object.entries(m.headers || {})) {
-              headers[k] = Array.isArray(v) ? v.map(b64) : b64(v)
-            }
-            records.push({
-              offset: m.offset,
-              timestamp: m.timestamp,
-              key: b64(m.key),
-              value: b64(m.value),
-              headers,
-            })
-            next = off + 1n
-          }
-        }
-        result[partition] = {
-          logStartOffset: starts[partition].toString(),
-          highWatermark: end.toString(),
-          records,
-        }
-      }
-    }
-    return result
+    offsets = await adm.fetchTopicOffsets(topic) // [{ partition, offset, high, low }]
   } finally {
-    await cluster.disconnect()
+    await adm.disconnect()
+  }
+  const result = {}
+  const next = {}
+  for (const o of offsets) {
+    result[o.partition] = { logStartOffset: o.low, highWatermark: o.high, records: [] }
+    next[o.partition] = BigInt(o.low)
+  }
+  const complete = () => offsets.every(o => next[o.partition] >= BigInt(o.high))
+  let failure = null
+  let finish
+  const done = new Promise(resolve => (finish = resolve))
+  const consumer = kafka.consumer({
+    groupId: `tern-compat-read-${process.pid}-${Date.now()}`,
+    maxWaitTimeInMs: 500,
+  })
+  await consumer.connect()
+  try {
+    await consumer.subscribe({ topics: [topic], fromBeginning: true })
+    if (complete()) finish()
+    await consumer.run({
+      autoCommit: false,
+      eachMessage: async ({ partition, message }) => {
+        const off = BigInt(message.offset)
+        if (off !== next[partition]) {
+          failure = failure || new Error(`${topic}/${partition}: expected offset ${next[partition]}, got ${off}`)
+          finish()
+          return
+        }
+        const headers = {}
+        for (const [k, v] of Object.entries(message.headers || {})) {
+          headers[k] = Array.isArray(v) ? v.map(b64) : b64(v)
+        }
+        result[partition].records.push({
+          offset: message.offset,
+          timestamp: message.timestamp,
+          key: b64(message.key),
+          value: b64(message.value),
+          headers,
+        })
+        next[partition] = off + 1n
+        if (complete()) finish()
+      },
+    })
+    await withDeadline(done, 30000, `reading ${topic} with a kafkajs consumer`)
+  } finally {
+    await consumer.disconnect()
+  }
+  if (failure) throw failure
+  return result
+}
+
+function groupConsumer(kafka, args) {
+  return kafka.consumer({
+    groupId: args.group,
+    sessionTimeout: args.sessionTimeout || 6000,
+    heartbeatInterval: args.heartbeatInterval || 1000,
+    rebalanceTimeout: args.rebalanceTimeout || 60000,
+    // kafkajs heartbeats between fetches: a short fetch wait keeps heartbeats on time.
+    maxWaitTimeInMs: 500,
+  })
+}
+
+function reportGroupEvents(consumer, topic) {
+  const { GROUP_JOIN, REBALANCING, CRASH, COMMIT_OFFSETS } = consumer.events
+  consumer.on(GROUP_JOIN, e => {
+    const parts = (e.payload.memberAssignment[topic] || []).slice().sort((x, y) => x - y)
+    emit('assign', { partitions: parts, memberId: e.payload.memberId, isLeader: e.payload.isLeader })
+  })
+  consumer.on(REBALANCING, () => emit('revoke', { partitions: null }))
+  consumer.on(CRASH, e => emit('error', { error: String(e.payload.error), restart: e.payload.restart }))
+  const commits = []
+  consumer.on(COMMIT_OFFSETS, e => {
+    for (const t of e.payload.topics) {
+      if (t.topic !== topic) continue
+      for (const p of t.partitions) commits.push({ partition: Number(p.partition), offset: Number(p.offset) })
+    }
+  })
+  return commits
+}
+
+async function committedOffsets(kafka, group, topic) {
+  const adm = kafka.admin()
+  await adm.connect()
+  try {
+    const res = await adm.fetchOffsets({ groupId: group, topics: [topic] })
+    const out = {}
+    for (const t of res) {
+      for (const p of t.partitions) out[String(p.partition)] = Number(p.offset) >= 0 ? Number(p.offset) : null
+    }
+    return out
+  } finally {
+    await adm.disconnect()
   }
 }
 
@@ -238,7 +267,7 @@ async function produce(args) {
     await producer.disconnect()
   }
   const after = Date.now()
-  const partitions = await readAll(broker, topic)
+  const partitions = await readAll(kafka, topic)
   return { available, before, after, sent, metadata, partitions }
 }
 
@@ -288,14 +317,96 @@ async function admin(args) {
   return out
 }
 
+// One group member: consume (auto commit) until stdin reaches EOF, SIGTERM or deadlineMs.
+async function member(args) {
+  const { broker, topic } = args
+  const kafka = newKafka(broker)
+  const consumer = groupConsumer(kafka, args)
+  reportGroupEvents(consumer, topic)
+  const stop = stopRequested()
+  await consumer.connect()
+  await consumer.subscribe({ topics: [topic], fromBeginning: true })
+  await consumer.run({
+    autoCommitInterval: 1000,
+    eachMessage: async ({ partition, message }) =>
+      emit('msg', { p: partition, o: Number(message.offset), v: message.value ? message.value.toString() : '' }),
+  })
+  await stop
+  await consumer.disconnect() // LeaveGroup
+  emit('closed')
+  return { ev: 'exit' }
+}
+
+// Process stopAfter records, commit them (auto: kafkajs commits resolved offsets after each
+// batch; manual: consumer.commitOffsets(last processed + 1)), read the committed offsets back
+// (admin.fetchOffsets = OffsetFetch), leave the group.
+async function session(args) {
+  const { broker, topic, group, commit = 'auto', stopAfter } = args
+  const kafka = newKafka(broker)
+  const consumer = groupConsumer(kafka, args)
+  const commits = reportGroupEvents(consumer, topic)
+  let processed = 0
+  const last = {}
+  let finish
+  const done = new Promise(resolve => (finish = resolve))
+  await consumer.connect()
+  try {
+    await consumer.subscribe({ topics: [topic], fromBeginning: true })
+    await consumer.run({
+      autoCommit: commit === 'auto',
+      eachBatchAutoResolve: false,
+      eachBatch: async ({ batch, resolveOffset, heartbeat, isRunning, isStale }) => {
+        for (const m of batch.messages) {
+          if (processed >= stopAfter || !isRunning() || isStale()) break
+          processed++
+          last[batch.partition] = Number(m.offset)
+          emit('msg', { p: batch.partition, o: Number(m.offset), v: m.value ? m.value.toString() : '' })
+          resolveOffset(m.offset) // auto commit commits resolved offsets (+1) at the end of the batch
+        }
+        if (processed >= stopAfter) {
+          consumer.pause([{ topic }]) // nothing more is fetched or handed to us
+          finish()
+        }
+        await heartbeat()
+      },
+    })
+    try {
+      await withDeadline(done, 40000, `processing ${stopAfter} records`)
+    } catch (e) {
+      emit('error', { error: `deadline: processed only ${processed} of ${stopAfter}` })
+    }
+    const wanted = Object.entries(last).map(([p, o]) => ({ topic, partition: Number(p), offset: String(o + 1) }))
+    if (commit === 'manual' && wanted.length) {
+      try {
+        await consumer.commitOffsets(wanted)
+        emit('commit', { offsets: Object.fromEntries(wanted.map(w => [String(w.partition), Number(w.offset)])), error: null })
+      } catch (e) {
+        emit('commit', { offsets: null, error: String(e) })
+      }
+    } else if (commit === 'auto') {
+      // Wait (bounded) for the runner's end-of-batch auto commit to cover what was processed.
+      const covered = () =>
+        wanted.every(w => commits.some(c => c.partition === w.partition && c.offset >= Number(w.offset)))
+      const t0 = Date.now()
+      while (!covered() && Date.now() - t0 < 10000) await new Promise(r => setTimeout(r, 100))
+    }
+  } finally {
+    await consumer.disconnect() // LeaveGroup
+  }
+  emit('committed', { offsets: await committedOffsets(kafka, group, topic) })
+  emit('closed')
+  return { ev: 'exit' }
+}
+
 async function main() {
-  const [mode, json] = process.argv.slice(2)
-  const args = JSON.parse(json || '{}')
   let result
-  if (mode === 'produce') result = await produce(args)
-  else if (mode === 'admin') result = await admin(args)
-  else if (mode === 'codecs') result = { available: await registerCodecs() }
-  else throw new Error(`unknown mode ${mode}`)
+  if (MODE === 'produce') result = await produce(ARGS)
+  else if (MODE === 'admin') result = await admin(ARGS)
+  else if (MODE === 'codecs') result = { available: await registerCodecs() }
+  else if (MODE === 'member' || MODE === 'session') {
+    emit('start', { client: 'kafkajs', mode: MODE, pid: process.pid })
+    result = MODE === 'member' ? await member(ARGS) : await session(ARGS)
+  } else throw new Error(`unknown mode ${MODE}`)
   process.stdout.write(JSON.stringify(result) + '\n')
 }
 
@@ -303,7 +414,7 @@ main().then(
   () => process.exit(0),
   err => {
     process.stderr.write(`run.js failed: ${err && err.stack ? err.stack : err}\n`)
-    process.stdout.write(JSON.stringify({ error: String(err && err.message ? err.message : err), name: err && err.name }) + '\n')
+    process.stdout.write(JSON.stringify({ ev: 'exit', error: String(err && err.message ? err.message : err), name: err && err.name }) + '\n')
     process.exit(1)
   }
 )
