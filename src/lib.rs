@@ -14,6 +14,7 @@
 pub mod alloc;
 pub mod api;
 pub mod broker;
+pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod log;

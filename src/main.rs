@@ -3,6 +3,7 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use tern::broker::Broker;
+use tern::cli::{ClusterCommand, Connection, GroupCommand, TopicCommand};
 use tern::config::{Config, ServeArgs};
 
 #[derive(Debug, Parser)]
@@ -20,6 +21,27 @@ struct Cli {
 enum Command {
     /// Run a broker. Every option can also be set as TERN_<NAME> or in the --config file.
     Serve(ServeArgs),
+    /// Topic administration through the Kafka protocol (any broker)
+    Topic {
+        #[command(flatten)]
+        connection: Connection,
+        #[command(subcommand)]
+        command: TopicCommand,
+    },
+    /// Consumer groups through the Kafka protocol (any broker)
+    Group {
+        #[command(flatten)]
+        connection: Connection,
+        #[command(subcommand)]
+        command: GroupCommand,
+    },
+    /// The cluster through the Kafka protocol (any broker)
+    Cluster {
+        #[command(flatten)]
+        connection: Connection,
+        #[command(subcommand)]
+        command: ClusterCommand,
+    },
 }
 
 fn init_logging(format: &str) {
@@ -49,9 +71,36 @@ async fn wait_for_signal() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Runs an admin command on a small single-threaded runtime.
+fn admin(command: Command) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        match command {
+            Command::Topic {
+                connection,
+                command,
+            } => tern::cli::run_topic(&connection, command).await,
+            Command::Group {
+                connection,
+                command,
+            } => tern::cli::run_group(&connection, command).await,
+            Command::Cluster {
+                connection,
+                command,
+            } => tern::cli::run_cluster(&connection, command).await,
+            Command::Serve(_) => Ok(()),
+        }
+    })
+}
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let Command::Serve(args) = cli.command;
+    let args = match cli.command {
+        Command::Serve(args) => args,
+        other => return admin(other),
+    };
     let config = Config::resolve(args).context("invalid configuration")?;
     init_logging(&config.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()

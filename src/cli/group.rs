@@ -1,0 +1,270 @@
+//! `tern group list|describe`: groups from every broker, and a group's members,
+//! assignments, committed offsets and lag (log end offset minus committed offset).
+
+use std::collections::BTreeMap;
+
+use anyhow::Context;
+use bytes::Buf;
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::{
+    DescribeGroupsRequest, FindCoordinatorRequest, GroupId, ListGroupsRequest, ListOffsetsRequest,
+    OffsetFetchRequest, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use serde_json::json;
+
+use super::{check, output, topic, Client, Connection, GroupCommand};
+
+pub async fn run(connection: &Connection, command: GroupCommand) -> anyhow::Result<()> {
+    let mut client = Client::connect(&connection.bootstrap).await?;
+    match command {
+        GroupCommand::List => list(&mut client, connection.json).await,
+        GroupCommand::Describe { group } => describe(&mut client, &group, connection.json).await,
+    }
+}
+
+/// Each broker coordinates some groups: ask them all.
+async fn list(client: &mut Client, as_json: bool) -> anyhow::Result<()> {
+    let brokers = topic::metadata(client, Some(&[])).await?.brokers;
+    let mut groups: BTreeMap<String, (String, String)> = BTreeMap::new();
+    for broker in &brokers {
+        let address = format!("{}:{}", broker.host, broker.port);
+        let mut other = Client::connect(&address).await?;
+        let (_, response) = other.send(ListGroupsRequest::default(), 5).await?;
+        check(
+            response.error_code,
+            None,
+            &format!("listing groups on {address}"),
+        )?;
+        for g in response.groups {
+            groups.insert(
+                g.group_id.to_string(),
+                (g.protocol_type.to_string(), g.group_state.to_string()),
+            );
+        }
+    }
+    if as_json {
+        let value: Vec<_> = groups
+            .iter()
+            .map(|(g, (p, s))| json!({"group": g, "protocol_type": p, "state": s}))
+            .collect();
+        return output::json(&json!(value));
+    }
+    let rows: Vec<Vec<String>> = groups
+        .into_iter()
+        .map(|(g, (p, s))| vec![g, s, p])
+        .collect();
+    output::table(&["GROUP", "STATE", "PROTOCOL TYPE"], &rows);
+    Ok(())
+}
+
+/// Topic partitions in a consumer-protocol assignment (version, then topics with
+/// partition arrays); malformed input yields what was read so far.
+fn assigned_partitions(mut assignment: &[u8]) -> Vec<(String, i32)> {
+    let mut out = Vec::new();
+    if assignment.remaining() < 6 {
+        return out;
+    }
+    assignment.advance(2);
+    let topics = assignment.get_i32();
+    for _ in 0..topics.max(0) {
+        if assignment.remaining() < 2 {
+            break;
+        }
+        let len = assignment.get_i16().max(0) as usize;
+        if assignment.remaining() < len + 4 {
+            break;
+        }
+        let name = String::from_utf8_lossy(&assignment[..len]).into_owned();
+        assignment.advance(len);
+        let count = assignment.get_i32();
+        for _ in 0..count.max(0) {
+            if assignment.remaining() < 4 {
+                return out;
+            }
+            out.push((name.clone(), assignment.get_i32()));
+        }
+    }
+    out
+}
+
+async fn describe(client: &mut Client, group: &str, as_json: bool) -> anyhow::Result<()> {
+    let (_, found) = client
+        .send(
+            FindCoordinatorRequest::default().with_key(StrBytes::from_string(group.to_string())),
+            3,
+        )
+        .await?;
+    check(
+        found.error_code,
+        found.error_message.as_deref(),
+        &format!("finding the coordinator of '{group}'"),
+    )?;
+    let mut coordinator = Client::connect(&format!("{}:{}", found.host, found.port)).await?;
+    let group_id = GroupId(StrBytes::from_string(group.to_string()));
+    let (_, described) = coordinator
+        .send(
+            DescribeGroupsRequest::default().with_groups(vec![group_id.clone()]),
+            5,
+        )
+        .await?;
+    let d = described
+        .groups
+        .first()
+        .context("empty DescribeGroups response")?;
+    check(
+        d.error_code,
+        d.error_message.as_deref(),
+        &format!("describing '{group}'"),
+    )?;
+    let (_, fetched) = coordinator
+        .send(
+            OffsetFetchRequest::default()
+                .with_group_id(group_id)
+                .with_topics(None),
+            7,
+        )
+        .await?;
+    check(
+        fetched.error_code,
+        None,
+        &format!("fetching offsets of '{group}'"),
+    )?;
+    let mut owners: BTreeMap<(String, i32), String> = BTreeMap::new();
+    for member in &d.members {
+        for tp in assigned_partitions(&member.member_assignment) {
+            owners.insert(tp, member.member_id.to_string());
+        }
+    }
+    let mut committed: BTreeMap<(String, i32), i64> = BTreeMap::new();
+    for t in &fetched.topics {
+        for p in &t.partitions {
+            if p.committed_offset >= 0 {
+                committed.insert((t.name.to_string(), p.partition_index), p.committed_offset);
+            }
+        }
+    }
+    let mut by_topic: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+    for (t, p) in committed.keys().chain(owners.keys()) {
+        by_topic.entry(t.clone()).or_default().push(*p);
+    }
+    let mut log_end: BTreeMap<(String, i32), i64> = BTreeMap::new();
+    for (t, partitions) in &by_topic {
+        let request = ListOffsetsRequest::default()
+            .with_replica_id((-1).into())
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(TopicName(StrBytes::from_string(t.clone())))
+                .with_partitions(
+                    partitions
+                        .iter()
+                        .map(|&p| {
+                            ListOffsetsPartition::default()
+                                .with_partition_index(p)
+                                .with_timestamp(-1)
+                        })
+                        .collect(),
+                )]);
+        let (_, response) = client.send(request, 7).await?;
+        for p in response.topics.iter().flat_map(|x| x.partitions.iter()) {
+            log_end.insert((t.clone(), p.partition_index), p.offset);
+        }
+    }
+    let mut keys: Vec<(String, i32)> = committed.keys().chain(owners.keys()).cloned().collect();
+    keys.sort();
+    keys.dedup();
+    let rows: Vec<(String, i32, Option<i64>, Option<i64>, Option<i64>, String)> = keys
+        .into_iter()
+        .map(|(t, p)| {
+            let c = committed.get(&(t.clone(), p)).copied();
+            let end = log_end.get(&(t.clone(), p)).copied();
+            let lag = match (c, end) {
+                (Some(c), Some(e)) => Some((e - c).max(0)),
+                _ => None,
+            };
+            let owner = owners.get(&(t.clone(), p)).cloned().unwrap_or_default();
+            (t, p, c, end, lag, owner)
+        })
+        .collect();
+    if as_json {
+        let members: Vec<_> = d
+            .members
+            .iter()
+            .map(|m| {
+                json!({
+                    "member_id": m.member_id.to_string(),
+                    "client_id": m.client_id.to_string(),
+                    "client_host": m.client_host.to_string(),
+                    "group_instance_id": m.group_instance_id.as_ref().map(|s| s.to_string()),
+                    "assignment": assigned_partitions(&m.member_assignment)
+                        .into_iter()
+                        .map(|(t, p)| json!({"topic": t, "partition": p}))
+                        .collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        let offsets: Vec<_> = rows
+            .iter()
+            .map(|(t, p, c, e, l, o)| json!({"topic": t, "partition": p, "committed_offset": c, "log_end_offset": e, "lag": l, "member": o}))
+            .collect();
+        return output::json(&json!({
+            "group": group,
+            "state": d.group_state.to_string(),
+            "protocol_type": d.protocol_type.to_string(),
+            "protocol": d.protocol_data.to_string(),
+            "members": members,
+            "offsets": offsets,
+        }));
+    }
+    println!(
+        "Group: {group}  State: {}  Protocol: {} {}  Members: {}",
+        d.group_state.as_str(),
+        d.protocol_type.as_str(),
+        d.protocol_data.as_str(),
+        d.members.len()
+    );
+    let show = |v: &Option<i64>| v.map_or("-".to_string(), |x| x.to_string());
+    let table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|(t, p, c, e, l, o)| {
+            vec![
+                t.clone(),
+                p.to_string(),
+                show(c),
+                show(e),
+                show(l),
+                o.clone(),
+            ]
+        })
+        .collect();
+    output::table(
+        &[
+            "TOPIC",
+            "PARTITION",
+            "COMMITTED",
+            "LOG END",
+            "LAG",
+            "MEMBER",
+        ],
+        &table,
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_consumer_assignments_and_stops_at_garbage() {
+        let mut a = vec![
+            0, 0, 0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 5,
+        ];
+        assert_eq!(
+            assigned_partitions(&a),
+            vec![("t".to_string(), 3), ("t".to_string(), 5)]
+        );
+        a.truncate(15);
+        assert_eq!(assigned_partitions(&a), vec![("t".to_string(), 3)]);
+        assert!(assigned_partitions(&[0, 0, 0x7f, 0xff, 0xff, 0xff]).is_empty());
+    }
+}

@@ -1,0 +1,106 @@
+//! Admin commands (`tern topic|group|cluster ...`). They speak the Kafka protocol to
+//! any broker, tern or Apache Kafka, and print tables or, with `--json`, JSON for
+//! scripts. This is an edge of the program: errors are `anyhow`.
+
+mod client;
+mod cluster;
+mod group;
+mod output;
+mod topic;
+
+use clap::{Args, Subcommand};
+
+pub use client::Client;
+
+/// Options every admin command takes.
+#[derive(Debug, Clone, Args)]
+pub struct Connection {
+    /// A broker to start from, HOST:PORT
+    #[arg(
+        long,
+        short = 'b',
+        global = true,
+        env = "TERN_BOOTSTRAP",
+        default_value = "127.0.0.1:9092"
+    )]
+    pub bootstrap: String,
+    /// Print JSON instead of a table
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TopicCommand {
+    /// List topics with their partition counts
+    List,
+    /// Partitions (leader, replicas, ISR, offsets) and non-default configs of a topic
+    Describe { name: String },
+    /// Create a topic
+    Create {
+        name: String,
+        #[arg(long, default_value_t = -1)]
+        partitions: i32,
+        #[arg(long, default_value_t = -1)]
+        replication_factor: i16,
+        /// Topic config, KEY=VALUE (repeatable)
+        #[arg(long = "config", value_name = "KEY=VALUE")]
+        configs: Vec<String>,
+    },
+    /// Delete a topic
+    Delete { name: String },
+    /// Change topic configs: --set KEY=VALUE, --delete KEY (repeatable)
+    AlterConfig {
+        name: String,
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        #[arg(long = "delete", value_name = "KEY")]
+        delete: Vec<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum GroupCommand {
+    /// List consumer groups with their state
+    List,
+    /// Members, assignments, committed offsets and lag of a group
+    Describe { group: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ClusterCommand {
+    /// Brokers, controller, partitions per broker, under-replicated partitions
+    Describe,
+}
+
+pub async fn run_topic(connection: &Connection, command: TopicCommand) -> anyhow::Result<()> {
+    topic::run(connection, command).await
+}
+
+pub async fn run_group(connection: &Connection, command: GroupCommand) -> anyhow::Result<()> {
+    group::run(connection, command).await
+}
+
+pub async fn run_cluster(connection: &Connection, command: ClusterCommand) -> anyhow::Result<()> {
+    cluster::run(connection, command).await
+}
+
+/// Splits `KEY=VALUE`.
+fn key_value(raw: &str) -> anyhow::Result<(String, String)> {
+    raw.split_once('=')
+        .map(|(k, v)| (k.trim().to_string(), v.to_string()))
+        .ok_or_else(|| anyhow::anyhow!("'{raw}' is not KEY=VALUE"))
+}
+
+/// Fails with the broker's message when `code` is an error.
+fn check(code: i16, message: Option<&str>, what: &str) -> anyhow::Result<()> {
+    if code == 0 {
+        return Ok(());
+    }
+    let name = kafka_protocol::ResponseError::try_from_code(code)
+        .map(|e| format!("{e:?}"))
+        .unwrap_or_else(|| format!("error {code}"));
+    match message {
+        Some(m) if !m.is_empty() => anyhow::bail!("{what}: {name}: {m}"),
+        _ => anyhow::bail!("{what}: {name}"),
+    }
+}
