@@ -23,6 +23,16 @@ pub async fn run(connection: &Connection, command: GroupCommand) -> anyhow::Resu
     }
 }
 
+/// One partition's row in `group describe`.
+struct OffsetRow {
+    topic: String,
+    partition: i32,
+    committed: Option<i64>,
+    log_end: Option<i64>,
+    lag: Option<i64>,
+    member: String,
+}
+
 /// Each broker coordinates some groups: ask them all.
 async fn list(client: &mut Client, as_json: bool) -> anyhow::Result<()> {
     let brokers = topic::metadata(client, Some(&[])).await?.brokers;
@@ -172,17 +182,27 @@ async fn describe(client: &mut Client, group: &str, as_json: bool) -> anyhow::Re
     let mut keys: Vec<(String, i32)> = committed.keys().chain(owners.keys()).cloned().collect();
     keys.sort();
     keys.dedup();
-    let rows: Vec<(String, i32, Option<i64>, Option<i64>, Option<i64>, String)> = keys
+    let rows: Vec<OffsetRow> = keys
         .into_iter()
-        .map(|(t, p)| {
-            let c = committed.get(&(t.clone(), p)).copied();
-            let end = log_end.get(&(t.clone(), p)).copied();
-            let lag = match (c, end) {
+        .map(|(topic, partition)| {
+            let committed = committed.get(&(topic.clone(), partition)).copied();
+            let log_end = log_end.get(&(topic.clone(), partition)).copied();
+            let lag = match (committed, log_end) {
                 (Some(c), Some(e)) => Some((e - c).max(0)),
                 _ => None,
             };
-            let owner = owners.get(&(t.clone(), p)).cloned().unwrap_or_default();
-            (t, p, c, end, lag, owner)
+            let member = owners
+                .get(&(topic.clone(), partition))
+                .cloned()
+                .unwrap_or_default();
+            OffsetRow {
+                topic,
+                partition,
+                committed,
+                log_end,
+                lag,
+                member,
+            }
         })
         .collect();
     if as_json {
@@ -204,7 +224,16 @@ async fn describe(client: &mut Client, group: &str, as_json: bool) -> anyhow::Re
             .collect();
         let offsets: Vec<_> = rows
             .iter()
-            .map(|(t, p, c, e, l, o)| json!({"topic": t, "partition": p, "committed_offset": c, "log_end_offset": e, "lag": l, "member": o}))
+            .map(|r| {
+                json!({
+                    "topic": r.topic,
+                    "partition": r.partition,
+                    "committed_offset": r.committed,
+                    "log_end_offset": r.log_end,
+                    "lag": r.lag,
+                    "member": r.member,
+                })
+            })
             .collect();
         return output::json(&json!({
             "group": group,
