@@ -254,14 +254,14 @@ async fn describe(client: &mut Client, group: &str, as_json: bool) -> anyhow::Re
     let show = |v: &Option<i64>| v.map_or("-".to_string(), |x| x.to_string());
     let table: Vec<Vec<String>> = rows
         .iter()
-        .map(|(t, p, c, e, l, o)| {
+        .map(|r| {
             vec![
-                t.clone(),
-                p.to_string(),
-                show(c),
-                show(e),
-                show(l),
-                o.clone(),
+                r.topic.clone(),
+                r.partition.to_string(),
+                show(&r.committed),
+                show(&r.log_end),
+                show(&r.lag),
+                r.member.clone(),
             ]
         })
         .collect();
