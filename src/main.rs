@@ -20,7 +20,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run a broker. Every option can also be set as TERN_<NAME> or in the --config file.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Topic administration through the Kafka protocol (any broker)
     Topic {
         #[command(flatten)]
@@ -98,7 +98,7 @@ fn admin(command: Command) -> anyhow::Result<()> {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let args = match cli.command {
-        Command::Serve(args) => args,
+        Command::Serve(args) => *args,
         other => return admin(other),
     };
     let config = Config::resolve(args).context("invalid configuration")?;
