@@ -245,6 +245,7 @@ impl TopicDefaults {
             ),
             retention_ms: self.parse_or(overrides, "retention.ms", builtin.retention_ms),
             retention_bytes: self.parse_or(overrides, "retention.bytes", builtin.retention_bytes),
+            producer_id_expiration_ms: builtin.producer_id_expiration_ms,
             max_message_bytes: self.parse_or(
                 overrides,
                 "max.message.bytes",

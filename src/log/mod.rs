@@ -43,6 +43,9 @@ pub struct LogConfig {
     pub retention_ms: i64,
     /// `-1` means no size limit.
     pub retention_bytes: i64,
+    /// Idempotent-producer state is dropped after this much inactivity
+    /// (`producer.id.expiration.ms`).
+    pub producer_id_expiration_ms: i64,
     /// Largest batch accepted (`max.message.bytes`).
     pub max_message_bytes: u64,
     /// Overwrite batch timestamps with the broker's clock (`LogAppendTime`).
@@ -58,6 +61,7 @@ impl Default for LogConfig {
             index_interval_bytes: 4096,
             retention_ms: 7 * 24 * 3600 * 1000,
             retention_bytes: -1,
+            producer_id_expiration_ms: 24 * 3600 * 1000,
             max_message_bytes: 1_048_588,
             log_append_time: false,
         }
@@ -519,6 +523,8 @@ impl Log {
     /// Deletes segments past `retention.ms` or beyond `retention.bytes`, oldest first.
     /// Returns how many were deleted.
     pub fn apply_retention(&mut self, now_ms: i64) -> io::Result<usize> {
+        self.producers
+            .expire(now_ms, self.config.producer_id_expiration_ms);
         let retention_ms = self.config.retention_ms;
         let expired = |s: &Segment| {
             retention_ms >= 0 && s.max_timestamp() >= 0 && s.max_timestamp() < now_ms - retention_ms

@@ -26,6 +26,9 @@ pub struct BatchMetadata {
 pub struct ProducerEntry {
     pub epoch: i16,
     pub batches: VecDeque<BatchMetadata>,
+    /// Max timestamp of the producer's newest batch, for expiry.
+    #[serde(default)]
+    pub last_timestamp: i64,
 }
 
 /// How a batch from an idempotent producer relates to what the log already holds.
@@ -137,6 +140,7 @@ impl ProducerStateTable {
             entry.epoch = header.producer_epoch();
             entry.batches.clear();
         }
+        entry.last_timestamp = entry.last_timestamp.max(header.max_timestamp());
         entry.batches.push_back(BatchMetadata {
             first_sequence: header.base_sequence(),
             last_sequence: header.last_sequence(),
@@ -150,6 +154,16 @@ impl ProducerStateTable {
 
     pub fn len(&self) -> usize {
         self.producers.len()
+    }
+
+    /// Forgets producers whose newest batch is older than `max_age_ms`
+    /// (`producer.id.expiration.ms`); returns how many were dropped. A forgotten
+    /// producer that comes back must start again at sequence 0, as in Kafka.
+    pub fn expire(&mut self, now_ms: i64, max_age_ms: i64) -> usize {
+        let before = self.producers.len();
+        self.producers
+            .retain(|_, entry| entry.last_timestamp >= now_ms - max_age_ms);
+        before - self.producers.len()
     }
     pub fn is_empty(&self) -> bool {
         self.producers.is_empty()
@@ -211,6 +225,24 @@ mod tests {
         assert!(
             table.check(&header(&batch(8, 0, 9, 1, 1))).is_err(),
             "unknown producer must start at 0"
+        );
+    }
+
+    #[test]
+    fn idle_producers_expire() {
+        let mut table = ProducerStateTable::default();
+        let records = vec![TestRecord::default(); 1];
+        let mut old = encode_batch(&records, 1_000, (1, 0, 0));
+        assign_offsets(&mut old, 0, 0, None);
+        let mut new = encode_batch(&records, 90_000, (2, 0, 0));
+        assign_offsets(&mut new, 1, 0, None);
+        table.record(&header(&old));
+        table.record(&header(&new));
+        assert_eq!(table.expire(100_000, 50_000), 1);
+        assert_eq!(table.len(), 1);
+        assert!(
+            table.check(&header(&old)).is_ok(),
+            "an expired producer starts over at sequence 0"
         );
     }
 
