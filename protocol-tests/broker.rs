@@ -91,10 +91,6 @@ fn die_with_parent(cmd: &mut Command) {
 }
 
 impl Broker {
-    pub fn start() -> Broker {
-        Broker::start_with(&[])
-    }
-
     /// Starts an owned broker with extra `tern serve` arguments (ignored for external
     /// targets, whose configuration the suite cannot change). The suite's default
     /// `--group-initial-rebalance-delay-ms 0` is added when the binary knows the flag
