@@ -72,6 +72,7 @@ pub fn group_error(error: &GroupError) -> ResponseError {
         GroupError::GroupIdNotFound => ResponseError::GroupIdNotFound,
         GroupError::GroupMaxSizeReached => ResponseError::GroupMaxSizeReached,
         GroupError::GroupSubscribedToTopic => ResponseError::GroupSubscribedToTopic,
+        GroupError::InvalidGroupId => ResponseError::InvalidGroupId,
     }
 }
 

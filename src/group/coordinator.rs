@@ -190,6 +190,7 @@ impl GroupCoordinator {
         member_id: &str,
         instance_id: Option<&str>,
         generation_id: i32,
+        protocol: (Option<&str>, Option<&str>),
         assignments: Vec<(String, Bytes)>,
     ) -> SyncResult {
         let rx = {
@@ -197,6 +198,13 @@ impl GroupCoordinator {
             let Some(entry) = groups.get_mut(group_id) else {
                 return sync_error(GroupError::UnknownMemberId);
             };
+            if let Err(error) =
+                entry
+                    .group
+                    .check_sync_protocol(member_id, generation_id, protocol.0, protocol.1)
+            {
+                return sync_error(error);
+            }
             let (reply, deliveries) = entry.group.sync(
                 member_id,
                 instance_id,
@@ -279,7 +287,7 @@ impl GroupCoordinator {
             let limits = self.config.limits;
             if !groups.contains_key(group_id) {
                 if generation_id >= 0 {
-                    return Err(GroupError::IllegalGeneration.into());
+                    return Err(GroupError::GroupIdNotFound.into());
                 }
                 groups.insert(
                     group_id.to_string(),
@@ -452,6 +460,10 @@ impl GroupCoordinator {
         let (changes, results) = {
             let groups = self.groups.lock();
             let entry = groups.get(group_id).ok_or(GroupError::GroupIdNotFound)?;
+            // Only consumer-protocol subscriptions can be read; other active groups keep all.
+            if !entry.group.is_empty() && entry.group.protocol_type() != Some("consumer") {
+                return Err(GroupError::NonEmptyGroup.into());
+            }
             let subscribed: Vec<String> = entry
                 .group
                 .member_metadata()

@@ -68,6 +68,8 @@ pub enum GroupError {
     GroupMaxSizeReached,
     #[error("the group subscribes to this topic")]
     GroupSubscribedToTopic,
+    #[error("invalid group id")]
+    InvalidGroupId,
 }
 
 /// Limits that apply to every group (from the broker config).
@@ -323,9 +325,8 @@ impl Group {
         if let Some(instance) = instance_id {
             match self.static_members.get(instance) {
                 Some(current) if current != member_id => return Err(GroupError::FencedInstanceId),
-                None if !member_id.is_empty() && !self.members.contains_key(member_id) => {
-                    return Err(GroupError::UnknownMemberId)
-                }
+                // A member naming an instance id the group does not know.
+                None if !member_id.is_empty() => return Err(GroupError::UnknownMemberId),
                 _ => {}
             }
         }
@@ -743,6 +744,28 @@ impl Group {
                 )
             })
             .map(|c| (*c).clone())
+    }
+
+    /// A SyncGroup (v5+) from a current member naming another protocol type or name
+    /// than the group's is INCONSISTENT_GROUP_PROTOCOL (checked after member and
+    /// generation, in Kafka's order).
+    pub fn check_sync_protocol(
+        &self,
+        member_id: &str,
+        generation_id: i32,
+        protocol_type: Option<&str>,
+        protocol_name: Option<&str>,
+    ) -> Result<(), GroupError> {
+        if !self.members.contains_key(member_id) || generation_id != self.generation_id {
+            return Ok(()); // `sync` reports those
+        }
+        let type_ok = protocol_type.is_none_or(|t| self.protocol_type.as_deref() == Some(t));
+        let name_ok = protocol_name.is_none_or(|n| self.protocol_name.as_deref() == Some(n));
+        if type_ok && name_ok {
+            Ok(())
+        } else {
+            Err(GroupError::InconsistentGroupProtocol)
+        }
     }
 
     pub fn sync(

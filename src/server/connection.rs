@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
+use futures::future::BoxFuture;
 use futures::stream::{FuturesOrdered, StreamExt};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
@@ -136,7 +137,12 @@ async fn serve_connection(
         }
     });
 
-    let mut in_flight = FuturesOrdered::new();
+    // Requests are *executed* one at a time, in arrival order, as Kafka does (an
+    // OffsetFetch must see the OffsetCommit before it; pipelined produces append in
+    // order). A request may leave a second stage (acks=all waiting for its fsync);
+    // those overlap, and their replies still leave in request order.
+    let mut in_flight: FuturesOrdered<BoxFuture<'static, Reply>> = FuturesOrdered::new();
+    let mut executing: Option<BoxFuture<'static, Reply>> = None;
     let mut reading = true;
     loop {
         tokio::select! {
@@ -149,16 +155,28 @@ async fn serve_connection(
                             break;
                         }
                     }
-                    Reply::None => {}
+                    Reply::None | Reply::Later(_) => {}
                     Reply::Close(reason) => {
                         tracing::info!(%peer, %reason, "closing connection after a bad request");
                         break;
                     }
                 }
             }
-            frame = frames_rx.recv(), if reading && in_flight.len() < max_in_flight => {
+            reply = async {
+                match executing.as_mut() {
+                    Some(request) => request.await,
+                    None => std::future::pending().await,
+                }
+            }, if executing.is_some() => {
+                executing = None;
+                in_flight.push_back(match reply {
+                    Reply::Later(completion) => completion,
+                    done => Box::pin(std::future::ready(done)),
+                });
+            }
+            frame = frames_rx.recv(), if reading && executing.is_none() && in_flight.len() < max_in_flight => {
                 match frame {
-                    Some(frame) => in_flight.push_back(dispatch::handle_frame(Arc::clone(&services), peer, frame)),
+                    Some(frame) => executing = Some(Box::pin(dispatch::handle_frame(Arc::clone(&services), peer, frame))),
                     None => reading = false,
                 }
             }

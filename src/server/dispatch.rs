@@ -64,7 +64,6 @@ pub fn supported(key: ApiKey, version: i16) -> bool {
 }
 
 /// What to send back for one request frame.
-#[derive(Debug)]
 pub enum Reply {
     /// A response frame, as chunks to write in order.
     Frame(Vec<Bytes>),
@@ -72,6 +71,20 @@ pub enum Reply {
     None,
     /// Close the connection (after the replies before this one are written).
     Close(String),
+    /// The request was executed; its reply needs a second stage that may overlap
+    /// with later requests (acks=all produce waiting for its fsync).
+    Later(futures::future::BoxFuture<'static, Reply>),
+}
+
+impl std::fmt::Debug for Reply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reply::Frame(chunks) => write!(f, "Frame({} chunks)", chunks.len()),
+            Reply::None => f.write_str("None"),
+            Reply::Close(reason) => write!(f, "Close({reason})"),
+            Reply::Later(_) => f.write_str("Later(..)"),
+        }
+    }
 }
 
 impl From<DecodeError> for Reply {
@@ -198,9 +211,18 @@ async fn route(ctx: RequestContext, key: ApiKey, body: Bytes) -> Reply {
                 Ok(request) => request,
                 Err(error) => return error.into(),
             };
+            let correlation_id = ctx.correlation_id;
             match data::produce::handle(&ctx, request).await {
-                Some(response) => reply(key, version, ctx.correlation_id, &response),
-                None => Reply::None,
+                data::produce::Outcome::Done(response) => {
+                    reply(key, version, correlation_id, &response)
+                }
+                data::produce::Outcome::Silent => Reply::None,
+                data::produce::Outcome::AwaitingDurability(pending) => {
+                    Reply::Later(Box::pin(async move {
+                        let response = pending.finish().await;
+                        reply(key, version, correlation_id, &response)
+                    }))
+                }
             }
         }
         ApiKey::Fetch => {

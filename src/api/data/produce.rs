@@ -18,7 +18,33 @@ use crate::replication::Partition;
 use crate::server::dispatch::Reply;
 use crate::server::HeaderPrefix;
 
-pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Option<ProduceResponse> {
+/// What a produce request needs after its batches are appended.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Answer now.
+    Done(ProduceResponse),
+    /// acks=0: no answer at all.
+    Silent,
+    /// acks=all: answer once the appended data is on disk.
+    AwaitingDurability(PendingDurability),
+}
+
+/// An acks=all response waiting for the fsync of what it appended.
+#[derive(Debug)]
+pub struct PendingDurability {
+    responses: Vec<TopicProduceResponse>,
+    waits: Vec<(Arc<Partition>, i64)>,
+}
+
+impl PendingDurability {
+    pub async fn finish(mut self) -> ProduceResponse {
+        wait_durable(&mut self.responses, self.waits).await;
+        ProduceResponse::default().with_responses(self.responses)
+    }
+}
+
+/// Appends every partition's batches (in request order) and says what is left to do.
+pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Outcome {
     let acks = request.acks;
     let mut durable_waits: Vec<(Arc<Partition>, i64)> = Vec::new();
     let mut responses = Vec::with_capacity(request.topic_data.len());
@@ -52,6 +78,8 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Option<Pro
                 .get_or_auto_create(&topic.name, true)
                 .await
         };
+        let internal_by_id =
+            matches!(&replicas, Ok(Some(t)) if crate::topics::is_internal(&t.spec.name));
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for data in topic.partition_data {
             let response = PartitionProduceResponse::default()
@@ -65,6 +93,13 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Option<Pro
                     .with_error_code(e.code())
                     .with_error_message(Some(str_bytes(message)))
             };
+            if internal_by_id {
+                partitions.push(error(
+                    ResponseError::InvalidTopicException,
+                    "internal topics are written by the broker only".into(),
+                ));
+                continue;
+            }
             let partition = match &replicas {
                 Ok(Some(t)) => usize::try_from(data.index)
                     .ok()
@@ -145,12 +180,18 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Option<Pro
     }
     count_partition_errors(&responses);
     if acks == 0 {
-        return None;
+        return Outcome::Silent;
     }
-    if acks == -1 && ctx.services.replicas.durability().flush_on_ack_all {
-        wait_durable(&mut responses, durable_waits).await;
+    if acks == -1
+        && ctx.services.replicas.durability().flush_on_ack_all
+        && !durable_waits.is_empty()
+    {
+        return Outcome::AwaitingDurability(PendingDurability {
+            responses,
+            waits: durable_waits,
+        });
     }
-    Some(ProduceResponse::default().with_responses(responses))
+    Outcome::Done(ProduceResponse::default().with_responses(responses))
 }
 
 fn count_partition_errors(responses: &[TopicProduceResponse]) {

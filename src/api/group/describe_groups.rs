@@ -4,8 +4,11 @@
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 
+use kafka_protocol::ResponseError;
+
 use super::super::context::RequestContext;
 use super::super::{str_bytes, AUTHORIZED_OPERATIONS_OMITTED};
+use crate::group::state::GroupState;
 
 pub async fn handle(
     ctx: &RequestContext,
@@ -19,7 +22,24 @@ pub async fn handle(
                 .with_group_id(group_id.clone())
                 .with_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
             let Some(group) = ctx.services.groups.describe(group_id) else {
-                return described.with_group_state(str_bytes("Dead"));
+                // KIP-1043: from v6 an unknown group is an error (still described as Dead).
+                let described = described.with_group_state(str_bytes("Dead"));
+                return if ctx.api_version >= 6 {
+                    described
+                        .with_error_code(ResponseError::GroupIdNotFound.code())
+                        .with_error_message(Some(str_bytes(format!(
+                            "group '{}' not found",
+                            group_id.as_str()
+                        ))))
+                } else {
+                    described
+                };
+            };
+            // Kafka reports the chosen protocol only once the group is Stable.
+            let protocol_data = if group.state == GroupState::Stable {
+                group.protocol_name.clone()
+            } else {
+                String::new()
             };
             let members = group
                 .members
@@ -47,7 +67,7 @@ pub async fn handle(
             described
                 .with_group_state(str_bytes(group.state.name()))
                 .with_protocol_type(str_bytes(group.protocol_type))
-                .with_protocol_data(str_bytes(group.protocol_name))
+                .with_protocol_data(str_bytes(protocol_data))
                 .with_members(members)
         })
         .collect();

@@ -6,6 +6,10 @@ use super::super::context::RequestContext;
 use super::super::errors;
 
 pub async fn handle(ctx: &RequestContext, request: HeartbeatRequest) -> HeartbeatResponse {
+    if request.group_id.is_empty() {
+        return HeartbeatResponse::default()
+            .with_error_code(kafka_protocol::ResponseError::InvalidGroupId.code());
+    }
     let instance = request.group_instance_id.as_ref().map(|s| s.to_string());
     let result = ctx.services.groups.heartbeat(
         &request.group_id,

@@ -3,12 +3,19 @@
 
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
+use kafka_protocol::ResponseError;
 
 use super::super::context::RequestContext;
 use super::super::{errors, str_bytes};
 use crate::group::state::JoinRequest;
 
 pub async fn handle(ctx: &RequestContext, request: JoinGroupRequest) -> JoinGroupResponse {
+    if request.group_id.is_empty() {
+        return JoinGroupResponse::default()
+            .with_error_code(ResponseError::InvalidGroupId.code())
+            .with_generation_id(-1)
+            .with_member_id(request.member_id);
+    }
     let join = JoinRequest {
         member_id: request.member_id.to_string(),
         group_instance_id: request.group_instance_id.as_ref().map(|s| s.to_string()),

@@ -7,6 +7,10 @@ use super::super::context::RequestContext;
 use super::super::errors;
 
 pub async fn handle(ctx: &RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse {
+    if request.group_id.is_empty() {
+        return LeaveGroupResponse::default()
+            .with_error_code(kafka_protocol::ResponseError::InvalidGroupId.code());
+    }
     let groups = &ctx.services.groups;
     if ctx.api_version < 3 {
         let result = groups.leave(&request.group_id, &[(request.member_id.to_string(), None)]);

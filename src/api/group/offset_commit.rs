@@ -11,6 +11,10 @@ use kafka_protocol::ResponseError;
 use super::super::context::RequestContext;
 use super::super::errors;
 use crate::group::coordinator::{CommitError, OffsetCommit};
+use crate::group::state::GroupError;
+
+/// Longest commit metadata accepted (Kafka's `offset.metadata.max.bytes`).
+const OFFSET_METADATA_MAX_BYTES: usize = 4096;
 
 pub async fn handle(ctx: &RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse {
     let services = &ctx.services;
@@ -23,7 +27,10 @@ pub async fn handle(ctx: &RequestContext, request: OffsetCommitRequest) -> Offse
             let exists = known.as_ref().is_some_and(|t| {
                 p.partition_index >= 0 && (p.partition_index as usize) < t.partitions.len()
             });
-            if exists {
+            let metadata_len = p.committed_metadata.as_ref().map_or(0, |m| m.len());
+            if metadata_len > OFFSET_METADATA_MAX_BYTES {
+                topic_status.push(Some(ResponseError::OffsetMetadataTooLarge));
+            } else if exists {
                 commits.push(OffsetCommit {
                     topic: topic.name.to_string(),
                     partition: p.partition_index,
@@ -55,6 +62,10 @@ pub async fn handle(ctx: &RequestContext, request: OffsetCommitRequest) -> Offse
     };
     let shared_error = match &outcome {
         Ok(()) => None,
+        // Before v9 (KIP-848) an unknown group with a generation is ILLEGAL_GENERATION.
+        Err(CommitError::Group(GroupError::GroupIdNotFound)) if ctx.api_version < 9 => {
+            Some(ResponseError::IllegalGeneration)
+        }
         Err(CommitError::Group(e)) => Some(errors::group_error(e)),
         Err(CommitError::Storage(e)) => {
             tracing::warn!(group = %request.group_id.as_str(), error = %e, "offset commit failed");

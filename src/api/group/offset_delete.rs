@@ -12,6 +12,10 @@ use super::super::errors;
 use crate::group::coordinator::CommitError;
 
 pub async fn handle(ctx: &RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse {
+    if request.group_id.is_empty() {
+        return OffsetDeleteResponse::default()
+            .with_error_code(ResponseError::InvalidGroupId.code());
+    }
     let wanted: Vec<(String, i32)> = request
         .topics
         .iter()

@@ -6,12 +6,20 @@ use super::super::context::RequestContext;
 use super::super::{errors, str_bytes};
 
 pub async fn handle(ctx: &RequestContext, request: SyncGroupRequest) -> SyncGroupResponse {
+    if request.group_id.is_empty() {
+        return SyncGroupResponse::default()
+            .with_error_code(kafka_protocol::ResponseError::InvalidGroupId.code());
+    }
     let assignments = request
         .assignments
         .iter()
         .map(|a| (a.member_id.to_string(), a.assignment.clone()))
         .collect();
     let instance = request.group_instance_id.as_ref().map(|s| s.to_string());
+    let protocol = (
+        request.protocol_type.as_deref(),
+        request.protocol_name.as_deref(),
+    );
     let result = ctx
         .services
         .groups
@@ -20,6 +28,7 @@ pub async fn handle(ctx: &RequestContext, request: SyncGroupRequest) -> SyncGrou
             &request.member_id,
             instance.as_deref(),
             request.generation_id,
+            protocol,
             assignments,
         )
         .await;
