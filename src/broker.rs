@@ -287,6 +287,9 @@ fn sample(services: &Services, data_dir: &std::path::Path) {
         .count();
     metrics::gauge!(m::UNDER_MIN_ISR_PARTITIONS).set(under_min_isr as f64);
     metrics::gauge!(m::CONTROLLER_ACTIVE).set(1.0);
+    // One replica per partition: the ISR never changes, but the series exist.
+    metrics::counter!(m::ISR_SHRINKS_TOTAL).absolute(0);
+    metrics::counter!(m::ISR_EXPANDS_TOTAL).absolute(0);
     for lag in services.groups.lag_snapshot() {
         let group = lag.group;
         metrics::gauge!(m::GROUP_MEMBERS, "group" => group.clone()).set(lag.members as f64);

@@ -102,6 +102,8 @@ serve_args! {
     offsets_retention_minutes: i64 = 7 * 24 * 60, "TERN_OFFSETS_RETENTION_MINUTES";
     /// Partitions of the internal __consumer_offsets topic, fixed at its creation (offsets.topic.num.partitions) [default: 50]
     offsets_topic_num_partitions: i32 = 50, "TERN_OFFSETS_TOPIC_NUM_PARTITIONS";
+    /// Requests slower than this are logged at WARN with their span (ms; 0 disables) [default: 1000]
+    slow_request_ms: u64 = 1000, "TERN_SLOW_REQUEST_MS";
     /// Log format: text or json [default: text]
     log_format: String = "text".to_string(), "TERN_LOG_FORMAT";
 }
@@ -139,6 +141,8 @@ pub struct ServerConfig {
     pub max_in_flight_requests: usize,
     pub max_connections: usize,
     pub fetch_max_wait: Duration,
+    /// Requests slower than this are logged (`None`: never).
+    pub slow_request: Option<Duration>,
 }
 
 /// Topic creation defaults and the defaults of every topic config.
@@ -248,6 +252,9 @@ impl Config {
                     a.fetch_max_wait_ms
                         .unwrap_or_else(defaults::fetch_max_wait_ms),
                 ),
+                slow_request: Some(a.slow_request_ms.unwrap_or_else(defaults::slow_request_ms))
+                    .filter(|ms| *ms > 0)
+                    .map(Duration::from_millis),
             },
             node_id: a.node_id.unwrap_or_else(defaults::node_id),
             cluster_id: a.cluster_id.filter(|s| !s.is_empty()),

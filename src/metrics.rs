@@ -24,6 +24,15 @@ use tokio_util::sync::CancellationToken;
 pub const REQUESTS_TOTAL: &str = "tern_requests_total";
 /// Request latency from decode to encoded response, by `api`.
 pub const REQUEST_DURATION_SECONDS: &str = "tern_request_duration_seconds";
+/// Where a request's time went, by `api` and `phase`, as Kafka splits it: `queue`
+/// (read, waiting for earlier requests on its connection), `local` (executing),
+/// `remote` (waiting: fsync for acks=all produce, data for a long-polling fetch).
+pub const REQUEST_PHASE_SECONDS: &str = "tern_request_phase_seconds";
+/// ISR shrinks and expands (always 0 until replication lands).
+pub const ISR_SHRINKS_TOTAL: &str = "tern_isr_shrinks_total";
+pub const ISR_EXPANDS_TOTAL: &str = "tern_isr_expands_total";
+/// Requests slower than `--slow-request-ms`, by `api`.
+pub const SLOW_REQUESTS_TOTAL: &str = "tern_slow_requests_total";
 /// Per-partition error codes returned, by `api` and `error`.
 pub const PARTITION_ERRORS_TOTAL: &str = "tern_partition_errors_total";
 /// Connections currently open.

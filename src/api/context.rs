@@ -38,6 +38,8 @@ pub struct RequestContext {
     pub client_id: Option<String>,
     pub principal: Principal,
     pub peer: SocketAddr,
+    /// Time the handler spent waiting rather than working (long-poll), in µs.
+    pub remote_wait_us: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl RequestContext {

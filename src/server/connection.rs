@@ -113,7 +113,7 @@ async fn serve_connection(
     let (read_half, mut write_half) = stream.into_split();
     let max_in_flight = services.server.max_in_flight_requests;
     let max_request_bytes = services.server.max_request_bytes;
-    let (frames_tx, mut frames_rx) = mpsc::channel::<Bytes>(max_in_flight);
+    let (frames_tx, mut frames_rx) = mpsc::channel::<(Bytes, std::time::Instant)>(max_in_flight);
     let reader_stop = shutdown.clone();
     let reader = tokio::spawn(async move {
         let mut reader = BufReader::with_capacity(64 * 1024, read_half);
@@ -124,7 +124,11 @@ async fn serve_connection(
             };
             match frame {
                 Ok(Some(frame)) => {
-                    if frames_tx.send(frame).await.is_err() {
+                    if frames_tx
+                        .send((frame, std::time::Instant::now()))
+                        .await
+                        .is_err()
+                    {
                         break;
                     }
                 }
@@ -176,7 +180,9 @@ async fn serve_connection(
             }
             frame = frames_rx.recv(), if reading && executing.is_none() && in_flight.len() < max_in_flight => {
                 match frame {
-                    Some(frame) => executing = Some(Box::pin(dispatch::handle_frame(Arc::clone(&services), peer, frame))),
+                    Some((frame, received)) => {
+                        executing = Some(Box::pin(dispatch::handle_frame(Arc::clone(&services), peer, frame, received)));
+                    }
                     None => reading = false,
                 }
             }

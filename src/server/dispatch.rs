@@ -11,6 +11,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::Encodable;
+use tracing::Instrument;
 
 use super::frame::{decode_untrusted, encode_response, split_header, DecodeError, HeaderPrefix};
 use crate::api::context::{Principal, RequestContext, Services};
@@ -115,7 +116,12 @@ fn reply_sharing<R: Encodable>(
 }
 
 /// Decodes one request frame, runs its handler and encodes the reply.
-pub async fn handle_frame(services: Arc<Services>, peer: SocketAddr, frame: Bytes) -> Reply {
+pub async fn handle_frame(
+    services: Arc<Services>,
+    peer: SocketAddr,
+    frame: Bytes,
+    received: std::time::Instant,
+) -> Reply {
     let Some(prefix) = HeaderPrefix::parse(&frame) else {
         return Reply::Close(format!(
             "frame of {} bytes has no request header",
@@ -141,20 +147,99 @@ pub async fn handle_frame(services: Arc<Services>, peer: SocketAddr, frame: Byte
         Err(error) => return error.into(),
     };
     let ctx = RequestContext {
-        services,
+        services: Arc::clone(&services),
         api_version: prefix.api_version,
         correlation_id: prefix.correlation_id,
         client_id: header.client_id.as_ref().map(|s| s.to_string()),
         principal: Principal::Anonymous,
         peer,
+        remote_wait_us: Arc::default(),
     };
-    let started = std::time::Instant::now();
-    let reply = route(ctx, key, body).await;
-    let api = api_name(key);
-    metrics::counter!(crate::metrics::REQUESTS_TOTAL, "api" => api).increment(1);
-    metrics::histogram!(crate::metrics::REQUEST_DURATION_SECONDS, "api" => api)
-        .record(started.elapsed().as_secs_f64());
-    reply
+    let timing = Timing {
+        api: api_name(key),
+        version: prefix.api_version,
+        received,
+        started: std::time::Instant::now(),
+    };
+    let remote = Arc::clone(&ctx.remote_wait_us);
+    let span = tracing::info_span!(
+        "request",
+        api = timing.api,
+        version = prefix.api_version,
+        correlation_id = prefix.correlation_id,
+        client_id = ctx.client_id.as_deref().unwrap_or(""),
+        peer = %peer,
+    );
+    let reply = route(ctx, key, body).instrument(span.clone()).await;
+    let waited =
+        std::time::Duration::from_micros(remote.load(std::sync::atomic::Ordering::Relaxed));
+    timing.record_stage_one(waited);
+    match reply {
+        Reply::Later(completion) => Reply::Later(Box::pin(
+            async move {
+                let stage_two = std::time::Instant::now();
+                let reply = completion.await;
+                timing.finish(stage_two.elapsed(), &services);
+                reply
+            }
+            .instrument(span),
+        )),
+        done => {
+            let _entered = span.enter();
+            timing.finish(waited, &services);
+            done
+        }
+    }
+}
+
+/// One request's clock: when it was read, when it started executing.
+struct Timing {
+    api: &'static str,
+    version: i16,
+    received: std::time::Instant,
+    started: std::time::Instant,
+}
+
+impl Timing {
+    /// Queue and local time, once the request's first stage is done; `waited` (a
+    /// fetch's long poll) counts as remote, not local.
+    fn record_stage_one(&self, waited: std::time::Duration) {
+        let phase = crate::metrics::REQUEST_PHASE_SECONDS;
+        let queue = self.started.duration_since(self.received);
+        let local = self.started.elapsed().saturating_sub(waited);
+        metrics::histogram!(phase, "api" => self.api, "phase" => "queue")
+            .record(queue.as_secs_f64());
+        metrics::histogram!(phase, "api" => self.api, "phase" => "local")
+            .record(local.as_secs_f64());
+    }
+
+    /// Remote time, the total, and the slow-request log once the reply is complete.
+    fn finish(&self, remote: std::time::Duration, services: &Services) {
+        let total = self.received.elapsed();
+        let api = self.api;
+        metrics::counter!(crate::metrics::REQUESTS_TOTAL, "api" => api).increment(1);
+        metrics::histogram!(crate::metrics::REQUEST_DURATION_SECONDS, "api" => api)
+            .record(total.as_secs_f64());
+        metrics::histogram!(crate::metrics::REQUEST_PHASE_SECONDS, "api" => api, "phase" => "remote")
+            .record(remote.as_secs_f64());
+        // Waiting by design (long polls, rebalances) does not make a request slow.
+        let working = total.saturating_sub(remote);
+        if services
+            .server
+            .slow_request
+            .is_some_and(|limit| working > limit)
+        {
+            metrics::counter!(crate::metrics::SLOW_REQUESTS_TOTAL, "api" => api).increment(1);
+            tracing::warn!(
+                api,
+                version = self.version,
+                total_ms = total.as_millis() as u64,
+                queue_ms = self.started.duration_since(self.received).as_millis() as u64,
+                remote_ms = remote.as_millis() as u64,
+                "slow request"
+            );
+        }
+    }
 }
 
 /// A static label for each API, spelled as Kafka's own metrics spell it.

@@ -39,7 +39,12 @@ pub async fn handle(ctx: &RequestContext, request: FetchRequest) -> FetchRespons
             record_metrics(&attempt.response);
             return attempt.response;
         }
+        let waited = Instant::now();
         wait_for_append(attempt.watches, deadline).await;
+        ctx.remote_wait_us.fetch_add(
+            waited.elapsed().as_micros() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
     }
 }
 

@@ -36,7 +36,13 @@ pub async fn handle(ctx: &RequestContext, request: JoinGroupRequest) -> JoinGrou
             .collect(),
         require_known_member_id: ctx.api_version >= 4,
     };
+    let waiting = std::time::Instant::now();
     let result = ctx.services.groups.join(&request.group_id, join).await;
+    // Joining is mostly waiting for the rebalance: count it as remote time.
+    ctx.remote_wait_us.fetch_add(
+        waiting.elapsed().as_micros() as u64,
+        std::sync::atomic::Ordering::Relaxed,
+    );
     let members = result
         .members
         .into_iter()

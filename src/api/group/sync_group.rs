@@ -20,6 +20,7 @@ pub async fn handle(ctx: &RequestContext, request: SyncGroupRequest) -> SyncGrou
         request.protocol_type.as_deref(),
         request.protocol_name.as_deref(),
     );
+    let waiting = std::time::Instant::now();
     let result = ctx
         .services
         .groups
@@ -32,6 +33,10 @@ pub async fn handle(ctx: &RequestContext, request: SyncGroupRequest) -> SyncGrou
             assignments,
         )
         .await;
+    ctx.remote_wait_us.fetch_add(
+        waiting.elapsed().as_micros() as u64,
+        std::sync::atomic::Ordering::Relaxed,
+    );
     SyncGroupResponse::default()
         .with_error_code(errors::code(result.error.map(|e| errors::group_error(&e))))
         .with_protocol_type(result.protocol_type.map(str_bytes))
