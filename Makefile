@@ -4,7 +4,7 @@ CARGO ?= cargo
 PYTHON := .venv/bin/python
 TERN := target/release/tern
 
-.PHONY: run build test deps lint unit protocol-test compat bench clean
+.PHONY: run build test deps lint unit protocol-test compat ops bench clean
 
 run: build
 	mkdir -p data
@@ -31,7 +31,12 @@ protocol-test: build
 compat: build deps
 	TERN_BIN=$(CURDIR)/$(TERN) $(PYTHON) -m pytest compat -q $(if $(CLIENT),-k $(CLIENT),)
 
-test: deps lint unit compat
+# Operations: a real Prometheus scraping a broker, the Grafana dashboard's queries,
+# promtool and systemd-analyze on deploy/.
+ops: build deps
+	TERN_BIN=$(CURDIR)/$(TERN) $(PYTHON) -m pytest tests/ops -q
+
+test: deps lint unit compat ops
 
 bench: build
 	bash bench/run.sh

@@ -34,3 +34,24 @@ if [ "$(cat compat/kafkajs/node_modules/.compat-lock.sha256 2>/dev/null)" != "$l
   (cd compat/kafkajs && npm ci --silent --no-audit --no-fund)
   echo "$lock_sum" > compat/kafkajs/node_modules/.compat-lock.sha256
 fi
+
+# Ops suite (tests/ops/): Prometheus + promtool (a real Prometheus scrapes a broker;
+# promtool checks deploy/prometheus.yml), strace (checks the systemd unit's syscall
+# filter) and PyYAML in .venv/ (tests/ops/requirements.txt). The tests start their own
+# Prometheus on a free 127.0.0.1 port; on a machine running systemd the package would
+# also start a system instance on :9090, which they do not use.
+need_ops_apt=()
+{ command -v prometheus >/dev/null && command -v promtool >/dev/null; } || need_ops_apt+=(prometheus)
+command -v strace >/dev/null || need_ops_apt+=(strace)
+if ((${#need_ops_apt[@]})); then
+  echo "installing Debian packages: ${need_ops_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need_ops_apt[@]}"
+fi
+ops_sum=$(sha256sum tests/ops/requirements.txt | cut -d' ' -f1)
+if [ "$(cat .venv/.ops-requirements.sha256 2>/dev/null)" != "$ops_sum" ] ||
+   ! .venv/bin/python -c 'import yaml' 2>/dev/null; then
+  .venv/bin/pip install -q --disable-pip-version-check -r tests/ops/requirements.txt
+  echo "$ops_sum" > .venv/.ops-requirements.sha256
+fi

@@ -145,6 +145,9 @@ impl Broker {
             shutdown.clone(),
         ));
         background.spawn(run_group_timers(Arc::clone(&groups), shutdown.clone()));
+        for api in crate::server::dispatch::advertised_api_names() {
+            metrics::counter!(crate::metrics::SLOW_REQUESTS_TOTAL, "api" => api).absolute(0);
+        }
         let readiness = Arc::new(crate::metrics::Readiness::default());
         background.spawn(crate::metrics::serve(
             metrics_listener,

@@ -45,6 +45,9 @@ pub const TOPIC_BYTES_IN_TOTAL: &str = "tern_topic_bytes_in_total";
 pub const TOPIC_MESSAGES_IN_TOTAL: &str = "tern_topic_messages_in_total";
 /// Record-batch bytes returned by Fetch, by `topic`.
 pub const TOPIC_BYTES_OUT_TOTAL: &str = "tern_topic_bytes_out_total";
+/// Records in the batches returned by Fetch, by `topic` (whole batches: a fetch
+/// that starts inside a batch counts the records the client will skip too).
+pub const TOPIC_MESSAGES_OUT_TOTAL: &str = "tern_topic_messages_out_total";
 /// Bytes of a partition's log, by `topic` and `partition`.
 pub const LOG_SIZE_BYTES: &str = "tern_log_size_bytes";
 /// Segments of a partition's log, by `topic` and `partition`.
@@ -67,7 +70,8 @@ pub const GROUP_REBALANCES_TOTAL: &str = "tern_group_rebalances_total";
 pub const GROUP_MEMBERS: &str = "tern_group_members";
 /// High watermark minus committed offset, by `group`, `topic`, `partition`.
 pub const CONSUMER_GROUP_LAG: &str = "tern_consumer_group_lag";
-/// Bytes used and free on the data directory's filesystem.
+/// Bytes used and free on the filesystem holding the data directory (the logs'
+/// own size is `sum(tern_log_size_bytes)`).
 pub const DATA_DIR_USED_BYTES: &str = "tern_data_dir_used_bytes";
 pub const DATA_DIR_FREE_BYTES: &str = "tern_data_dir_free_bytes";
 

@@ -242,6 +242,11 @@ impl Timing {
     }
 }
 
+/// The metric label of every advertised API.
+pub fn advertised_api_names() -> impl Iterator<Item = &'static str> {
+    SUPPORTED.iter().map(|r| api_name(r.key))
+}
+
 /// A static label for each API, spelled as Kafka's own metrics spell it.
 fn api_name(key: ApiKey) -> &'static str {
     match key {

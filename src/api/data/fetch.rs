@@ -36,7 +36,7 @@ pub async fn handle(ctx: &RequestContext, request: FetchRequest) -> FetchRespons
         let attempt = read_once(ctx, &request);
         let done = attempt.bytes >= i64::from(request.min_bytes.max(0)) || attempt.has_error;
         if done || Instant::now() >= deadline || attempt.watches.is_empty() {
-            record_metrics(&attempt.response);
+            record_metrics(&attempt);
             return attempt.response;
         }
         let waited = Instant::now();
@@ -53,6 +53,8 @@ struct Attempt {
     bytes: i64,
     has_error: bool,
     watches: Vec<watch::Receiver<i64>>,
+    /// `(topic name, bytes, records)` served; v13+ requests name topics by id only.
+    served: Vec<(String, u64, u64)>,
 }
 
 fn resolve(
@@ -73,6 +75,7 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
     let mut has_error = false;
     let mut watches = Vec::new();
     let mut topics = Vec::with_capacity(request.topics.len());
+    let mut served = Vec::new();
     for topic in &request.topics {
         let replicas = resolve(ctx, &topic.topic, topic.topic_id);
         let mut partitions = Vec::with_capacity(topic.partitions.len());
@@ -117,6 +120,13 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
             match partition.read(wanted.fetch_offset, limit, bytes == 0) {
                 Ok(read) => {
                     let size = read.records.as_ref().map_or(0, |r| r.len() as i64);
+                    if let (Some(records), Some(t)) = (read.records.as_ref(), replicas.as_ref()) {
+                        let count: u64 = crate::log::batch::batches(records)
+                            .filter_map(Result::ok)
+                            .map(|b| b.record_count().max(0) as u64)
+                            .sum();
+                        served.push((t.spec.name.clone(), size as u64, count));
+                    }
                     bytes += size;
                     remaining -= size;
                     watches.push(watch);
@@ -152,21 +162,20 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
         bytes,
         has_error,
         watches,
+        served,
     }
 }
 
-/// Counts the bytes served per topic and the per-partition errors of a response.
-fn record_metrics(response: &FetchResponse) {
-    for topic in &response.responses {
-        let bytes: usize = topic
-            .partitions
-            .iter()
-            .filter_map(|p| p.records.as_ref())
-            .map(|r| r.len())
-            .sum();
-        if bytes > 0 {
-            metrics::counter!(crate::metrics::TOPIC_BYTES_OUT_TOTAL, "topic" => topic.topic.to_string()).increment(bytes as u64);
-        }
+/// Counts what was served per topic (bytes and records, by topic name) and the
+/// per-partition errors of a response.
+fn record_metrics(attempt: &Attempt) {
+    for (topic, bytes, records) in &attempt.served {
+        metrics::counter!(crate::metrics::TOPIC_BYTES_OUT_TOTAL, "topic" => topic.clone())
+            .increment(*bytes);
+        metrics::counter!(crate::metrics::TOPIC_MESSAGES_OUT_TOTAL, "topic" => topic.clone())
+            .increment(*records);
+    }
+    for topic in &attempt.response.responses {
         for partition in topic.partitions.iter().filter(|p| p.error_code != 0) {
             let error = partition.error_code.to_string();
             metrics::counter!(crate::metrics::PARTITION_ERRORS_TOTAL, "api" => "Fetch", "error" => error).increment(1);

@@ -1,0 +1,170 @@
+"""Fixtures for the ops suite (run: .venv/bin/python -m pytest tests/ops -q).
+
+One tern broker (compat/tern_harness.py) with an explicit metrics port, one real
+Prometheus scraping it every second, and one round of known traffic, shared by the
+whole session:
+
+- ORDERS (3 partitions): N_FIRST messages of PAYLOAD bytes with kcat, read back by a plain
+  consumer and by consumer group GROUP (kcat -G, which commits on close), then N_LATER more
+  messages, so the group's lag is exactly N_LATER.
+- SEGMENTS (segment.bytes=1024): N_SEGMENTS one-message batches, so it rolls segments.
+- MINISR (min.insync.replicas=2, more than the one replica there is): one acks=all produce,
+  refused with NOT_ENOUGH_REPLICAS (19), and the partition counts as under min ISR.
+- A fetch far past the end of ORDERS partition 0: OFFSET_OUT_OF_RANGE (1).
+- RAW_CONNECTIONS plain TCP connections held open until the connection gauge shows them.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from opslib import (REPO, Prometheus, free_port, http_get, parse_exposition, run, serve_env_vars,  # noqa: F401
+                    tern_bin, tern_harness)
+
+ORDERS = "ops-orders"
+SEGMENTS = "ops-segments"
+MINISR = "ops-minisr"
+GROUP = "ops-group"
+ORDERS_PARTITIONS = 3
+OFFSETS_PARTITIONS = 5
+N_FIRST = 600
+N_LATER = 37
+N_SEGMENTS = 40
+PAYLOAD = 100
+RAW_CONNECTIONS = 3
+
+BROKER_ARGS = (*tern_harness.GROUP_ARGS, "--offsets-topic-num-partitions", str(OFFSETS_PARTITIONS))
+# Requests whose non-waiting time exceeds 1 ms count as slow (tern_slow_requests_total),
+# so that series exists under the test's traffic. Only where the broker has the option.
+SLOW_REQUEST_ARGS = ("--slow-request-ms", "1")
+
+
+def broker_args() -> list[str]:
+    args = list(BROKER_ARGS)
+    if "TERN_SLOW_REQUEST_MS" in serve_env_vars():
+        args += SLOW_REQUEST_ARGS
+    return args
+
+
+def payloads(n: int, start: int = 0) -> bytes:
+    """n lines "k<i%10>:<PAYLOAD bytes>" for kcat -K: (key, value of exactly PAYLOAD bytes)."""
+    return b"".join(f"k{i % 10}:".encode() + f"m{i:06d}".ljust(PAYLOAD, "x").encode() + b"\n"
+                    for i in range(start, start + n))
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory):
+    work = tmp_path_factory.mktemp("broker")
+    metrics_port = free_port()
+    b = tern_harness.Broker(data_dir=work / "data", log_dir=work / "logs",
+                            extra_args=[*broker_args(), "--metrics", f"127.0.0.1:{metrics_port}"])
+    b.metrics_port = metrics_port
+    b.metrics_url = f"http://127.0.0.1:{metrics_port}"
+    try:
+        b.start()
+    except tern_harness.BrokerError as e:
+        pytest.fail(str(e), pytrace=False)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if http_get(b.metrics_url + "/ready", timeout=1)[0] == 200:
+                break
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            b.kill9()
+            pytest.fail("/ready did not answer 200 within 30 s\n" + b.log_tail(), pytrace=False)
+        time.sleep(0.1)
+    yield b
+    b.stop()
+
+
+@pytest.fixture(scope="session")
+def prometheus(broker, tmp_path_factory):
+    p = Prometheus(tmp_path_factory.mktemp("prometheus"), [f"127.0.0.1:{broker.metrics_port}"])
+    try:
+        p.start()
+    except RuntimeError as e:
+        pytest.fail(str(e), pytrace=False)
+    try:
+        p.wait_value('up{job="tern"}', lambda v: v == 1, timeout=20, what="Prometheus scraping the broker")
+        yield p
+    finally:
+        p.stop()
+
+
+def kcat(args: list[str], timeout: float = 30, input: bytes | None = None):
+    return run(["kcat", *args], timeout=timeout, input=input)
+
+
+def broker_metrics(broker) -> list[tuple[str, dict, float]]:
+    status, text = http_get(broker.metrics_url + "/metrics")
+    assert status == 200, text
+    return parse_exposition(text)
+
+
+def metric_sum(samples, name: str, **labels) -> float:
+    return sum(v for n, l, v in samples if n == name and all(l.get(k) == str(x) for k, x in labels.items()))
+
+
+@pytest.fixture(scope="session")
+def traffic(broker, prometheus):
+    """Runs the traffic described in the module docstring once; returns what it measured."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    b = broker.address
+    admin = AdminClient({"bootstrap.servers": b})
+    futures = admin.create_topics([
+        NewTopic(ORDERS, ORDERS_PARTITIONS, 1),
+        NewTopic(SEGMENTS, 1, 1, config={"segment.bytes": "1024"}),
+        NewTopic(MINISR, 1, 1, config={"min.insync.replicas": "2"}),
+    ], operation_timeout=10, request_timeout=15)
+    for name, f in futures.items():
+        f.result(timeout=20)
+
+    facts = {}
+    # ORDERS: produce N_FIRST (acks=all), then read everything twice.
+    r = kcat(["-b", b, "-P", "-t", ORDERS, "-K", ":", "-X", "acks=all"], input=payloads(N_FIRST))
+    assert r.returncode == 0, r.stderr.decode()
+    facts["bytes_in_first"] = tern_harness.wait_until(
+        lambda: metric_sum(broker_metrics(broker), "tern_topic_bytes_in_total", topic=ORDERS) or None,
+        timeout=10, what="bytes in after the first produce")
+    r = kcat(["-b", b, "-C", "-t", ORDERS, "-e", "-q", "-f", "%s\n"])
+    assert r.returncode == 0, r.stderr.decode()
+    assert len(r.stdout.splitlines()) == N_FIRST, "plain consumer read back a different count"
+    r = kcat(["-b", b, "-G", GROUP, ORDERS, "-e", "-q", "-c", str(N_FIRST), "-f", "%s\n",
+              "-X", "auto.offset.reset=earliest", "-X", "session.timeout.ms=6000"], timeout=60)
+    assert r.returncode == 0, r.stderr.decode()
+    assert len(r.stdout.splitlines()) == N_FIRST, "group consumer read back a different count"
+    # The group has committed N_FIRST; N_LATER more are its lag.
+    r = kcat(["-b", b, "-P", "-t", ORDERS, "-K", ":", "-X", "acks=all"], input=payloads(N_LATER, N_FIRST))
+    assert r.returncode == 0, r.stderr.decode()
+
+    # SEGMENTS: one message per batch so the 1 KiB segments roll.
+    r = kcat(["-b", b, "-P", "-t", SEGMENTS, "-K", ":", "-X", "batch.num.messages=1", "-X", "linger.ms=0",
+              "-X", "max.in.flight=1"], input=payloads(N_SEGMENTS))
+    assert r.returncode == 0, r.stderr.decode()
+
+    # MINISR: acks=all is refused (NOT_ENOUGH_REPLICAS); no retries, so one error.
+    r = kcat(["-b", b, "-P", "-t", MINISR, "-X", "acks=all", "-X", "retries=0", "-X", "message.timeout.ms=5000"],
+             input=b"refused\n")
+    facts["minisr_kcat_rc"] = r.returncode
+
+    # A fetch past the end: OFFSET_OUT_OF_RANGE, then the consumer resets and reaches the end.
+    kcat(["-b", b, "-C", "-t", ORDERS, "-p", "0", "-o", "1000000", "-e", "-q", "-X", "auto.offset.reset=earliest"],
+         timeout=20)
+
+    # Raw connections: the gauge must count them while open and drop them after.
+    socks = [socket.create_connection(("127.0.0.1", broker.port), timeout=5) for _ in range(RAW_CONNECTIONS)]
+    try:
+        facts["connections_peak"] = prometheus.wait_value(
+            "tern_connections", lambda v: v is not None and v >= RAW_CONNECTIONS, timeout=15,
+            what=f"tern_connections while {RAW_CONNECTIONS} connections are open")
+    finally:
+        for s in socks:
+            s.close()
+    facts["kcat_runs"] = 7
+    return facts
