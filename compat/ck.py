@@ -1,8 +1,9 @@
-"""confluent-kafka helpers shared by test_confluent_kafka.py and test_crash.py.
+"""confluent-kafka helpers shared by test_confluent_kafka.py, test_crash.py and test_groups.py.
 
-tern has no consumer-group APIs yet, so consumers here never subscribe: they assign()
-partitions explicitly and never commit. confluent-kafka's Python Consumer refuses to be
-created without a group.id, so a unique one is set, with auto commit and offset store off.
+Consumers made here read with assign() (explicit partitions, no group membership) and never
+commit unless a test does so itself. confluent-kafka's Python Consumer refuses to be created
+without a group.id, so a unique one is set, with auto commit and offset store off. Group
+members (subscribe()) live in group_worker.py and test_groups.py.
 """
 
 from __future__ import annotations

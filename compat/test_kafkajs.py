@@ -1,8 +1,8 @@
 """kafkajs 2.2.4 against tern, through compat/kafkajs/run.js.
 
-Producing uses kafkajs's public producer. Reading back uses kafkajs's own Cluster /
-Broker objects (ListOffsets + Fetch, decoded by kafkajs), because kafkajs's only
-consumer needs consumer groups, which tern does not have yet (see kafkajs/FINDINGS.md).
+Producing uses kafkajs's public producer. Reading back uses kafkajs's real consumer (a
+consumer-group member in a fresh group, fromBeginning, up to the high watermarks); see
+kafkajs/FINDINGS.md. kafkajs group members (failover, commit / resume) are in test_groups.py.
 """
 
 from __future__ import annotations
