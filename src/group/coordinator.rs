@@ -16,7 +16,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
-use super::offsets::{self, Change, CommittedOffset, GroupRecord, ReplayedState};
+use super::offsets::{self, Change, CommittedOffset, ReplayedState};
 use super::state::{
     Delivery, Group, GroupError, GroupLimits, GroupState, JoinRequest, JoinResult, Member, Reply,
     SyncResult,
@@ -44,7 +44,8 @@ struct GroupEntry {
     group: Group,
     offsets: BTreeMap<(String, i32), CommittedOffset>,
     waiters: HashMap<String, Waiter>,
-    persisted_generation: i32,
+    /// The settled membership last written to the log.
+    persisted: Option<(i32, Vec<String>)>,
     empty_since_ms: Option<i64>,
 }
 
@@ -86,6 +87,8 @@ pub enum CommitError {
 #[derive(Debug)]
 pub struct GroupCoordinator {
     groups: Mutex<HashMap<String, GroupEntry>>,
+    /// Serialises group-metadata writes, so the newest state is always written last.
+    persist_lock: tokio::sync::Mutex<()>,
     partitions: Vec<Arc<Partition>>,
     config: CoordinatorConfig,
 }
@@ -105,23 +108,16 @@ impl GroupCoordinator {
         for partition in &partitions {
             let state = replay(partition);
             for (group_id, record) in &state.groups {
-                groups.insert(
-                    group_id.clone(),
-                    new_entry(
-                        Group::restored(
-                            group_id,
-                            config.limits,
-                            record.generation_id,
-                            record.protocol_type.clone(),
-                        ),
-                        record.generation_id,
-                    ),
-                );
+                let group = Group::restore(group_id, config.limits, record, monotonic_ms());
+                let fingerprint = group.fingerprint();
+                let mut entry = new_entry(group);
+                entry.persisted = Some(fingerprint);
+                groups.insert(group_id.clone(), entry);
             }
             for (group_id, offsets) in state.offsets {
                 let entry = groups
                     .entry(group_id.clone())
-                    .or_insert_with(|| new_entry(Group::new(&group_id, config.limits), 0));
+                    .or_insert_with(|| new_entry(Group::new(&group_id, config.limits)));
                 entry.offsets = offsets;
             }
         }
@@ -132,6 +128,7 @@ impl GroupCoordinator {
         );
         Self {
             groups: Mutex::new(groups),
+            persist_lock: tokio::sync::Mutex::new(()),
             partitions,
             config,
         }
@@ -159,12 +156,22 @@ impl GroupCoordinator {
             let limits = self.config.limits;
             let entry = groups
                 .entry(group_id.to_string())
-                .or_insert_with(|| new_entry(Group::new(group_id, limits), 0));
+                .or_insert_with(|| new_entry(Group::new(group_id, limits)));
+            let (who, instance) = (request.member_id.clone(), request.group_instance_id.clone());
             let (reply, deliveries) = entry.group.join(request, monotonic_ms());
+            tracing::debug!(
+                group = group_id,
+                member = %who,
+                ?instance,
+                state = entry.group.state().name(),
+                generation = entry.group.generation_id(),
+                reply = ?reply,
+                "join"
+            );
             deliver(entry, deliveries);
             entry.note_emptiness();
             match reply {
-                Reply::Now(result) => return result,
+                Reply::Now(result) => Err(result),
                 Reply::Wait { member_id } => {
                     let (tx, rx) = oneshot::channel();
                     if let Some(Waiter::Join(old)) =
@@ -172,11 +179,18 @@ impl GroupCoordinator {
                     {
                         let _ = old.send(rebalancing(&member_id));
                     }
-                    (member_id, rx)
+                    Ok((member_id, rx))
                 }
             }
         };
-        let (member_id, rx) = receiver;
+        let (member_id, rx) = match receiver {
+            Ok(waiting) => waiting,
+            Err(result) => {
+                // A static member replaced without a rebalance changes the membership.
+                self.persist_if_settled(group_id).await;
+                return result;
+            }
+        };
         // The group answers within the rebalance timeout; the margin covers the ticker.
         match tokio::time::timeout(rebalance_timeout + Duration::from_secs(5), rx).await {
             Ok(Ok(result)) => result,
@@ -214,12 +228,20 @@ impl GroupCoordinator {
             );
             deliver(entry, deliveries);
             match reply {
-                Reply::Now(result) => return result,
+                Reply::Now(result) => Err(result),
                 Reply::Wait { member_id } => {
                     let (tx, rx) = oneshot::channel();
                     entry.waiters.insert(member_id, Waiter::Sync(tx));
-                    rx
+                    Ok(rx)
                 }
+            }
+        };
+        let rx = match rx {
+            Ok(rx) => rx,
+            Err(result) => {
+                // The leader's sync settles the group: store it before answering, as Kafka does.
+                self.persist_if_settled(group_id).await;
+                return result;
             }
         };
         let wait = Duration::from_millis(self.config.limits.max_session_timeout_ms.max(0) as u64);
@@ -240,34 +262,48 @@ impl GroupCoordinator {
         let entry = groups
             .get_mut(group_id)
             .ok_or(GroupError::UnknownMemberId)?;
-        entry
+        let result = entry
             .group
-            .heartbeat(member_id, instance_id, generation_id, monotonic_ms())
+            .heartbeat(member_id, instance_id, generation_id, monotonic_ms());
+        if result.is_err() {
+            tracing::debug!(
+                group = group_id,
+                member = member_id,
+                generation_id,
+                ?result,
+                "heartbeat refused"
+            );
+        }
+        result
     }
 
     /// LeaveGroup for each `(member id, instance id)`; one result per member.
-    pub fn leave(
+    pub async fn leave(
         &self,
         group_id: &str,
         members: &[(String, Option<String>)],
     ) -> Vec<Result<(), GroupError>> {
-        let mut groups = self.groups.lock();
-        let Some(entry) = groups.get_mut(group_id) else {
-            return members
-                .iter()
-                .map(|_| Err(GroupError::UnknownMemberId))
-                .collect();
+        let results = {
+            let mut groups = self.groups.lock();
+            let Some(entry) = groups.get_mut(group_id) else {
+                return members
+                    .iter()
+                    .map(|_| Err(GroupError::UnknownMemberId))
+                    .collect();
+            };
+            let mut results = Vec::with_capacity(members.len());
+            for (member_id, instance_id) in members {
+                let (result, deliveries) =
+                    entry
+                        .group
+                        .leave(member_id, instance_id.as_deref(), monotonic_ms());
+                deliver(entry, deliveries);
+                results.push(result);
+            }
+            entry.note_emptiness();
+            results
         };
-        let mut results = Vec::with_capacity(members.len());
-        for (member_id, instance_id) in members {
-            let (result, deliveries) =
-                entry
-                    .group
-                    .leave(member_id, instance_id.as_deref(), monotonic_ms());
-            deliver(entry, deliveries);
-            results.push(result);
-        }
-        entry.note_emptiness();
+        self.persist_if_settled(group_id).await;
         results
     }
 
@@ -291,7 +327,7 @@ impl GroupCoordinator {
                 }
                 groups.insert(
                     group_id.to_string(),
-                    new_entry(Group::new(group_id, limits), 0),
+                    new_entry(Group::new(group_id, limits)),
                 );
             }
             let entry = groups
@@ -300,7 +336,7 @@ impl GroupCoordinator {
             entry
                 .group
                 .validate_commit(member_id, instance_id, generation_id)?;
-            let mut changes: Vec<Change> = commits
+            let changes: Vec<Change> = commits
                 .iter()
                 .map(|c| Change::Offset {
                     group: group_id.to_string(),
@@ -314,15 +350,6 @@ impl GroupCoordinator {
                     }),
                 })
                 .collect();
-            if entry.group.generation_id() != entry.persisted_generation {
-                changes.push(Change::Group {
-                    group: group_id.to_string(),
-                    value: Some(GroupRecord {
-                        protocol_type: entry.group.protocol_type().map(String::from),
-                        generation_id: entry.group.generation_id(),
-                    }),
-                });
-            }
             changes
         };
         self.write(group_id, &changes).await?;
@@ -331,6 +358,39 @@ impl GroupCoordinator {
             apply(entry, &changes);
         }
         Ok(())
+    }
+
+    /// Writes the group's metadata when it has settled (Stable or Empty) with a
+    /// membership the log does not have yet, so a restart restores it (Kafka writes
+    /// the same record after every rebalance).
+    async fn persist_if_settled(&self, group_id: &str) {
+        let _turn = self.persist_lock.lock().await;
+        let pending = {
+            let groups = self.groups.lock();
+            groups.get(group_id).and_then(|entry| {
+                let settled = matches!(entry.group.state(), GroupState::Stable | GroupState::Empty);
+                let fingerprint = entry.group.fingerprint();
+                (settled && entry.persisted.as_ref() != Some(&fingerprint))
+                    .then(|| (entry.group.record(now_ms()), fingerprint))
+            })
+        };
+        let Some((record, fingerprint)) = pending else {
+            return;
+        };
+        let change = [Change::Group {
+            group: group_id.to_string(),
+            value: Some(record),
+        }];
+        match self.write(group_id, &change).await {
+            Ok(()) => {
+                if let Some(entry) = self.groups.lock().get_mut(group_id) {
+                    entry.persisted = Some(fingerprint);
+                }
+            }
+            Err(error) => {
+                tracing::warn!(group = group_id, %error, "could not store group metadata")
+            }
+        }
     }
 
     async fn write(&self, group_id: &str, changes: &[Change]) -> Result<(), PartitionError> {
@@ -343,12 +403,7 @@ impl GroupCoordinator {
                 -1,
             ))
         })?;
-        let batch = offsets::encode_changes(changes, now_ms()).map_err(|e| {
-            PartitionError::Append(crate::log::AppendError::Io {
-                dir: Default::default(),
-                source: std::io::Error::other(e),
-            })
-        })?;
+        let batch = offsets::encode_changes(changes, now_ms());
         let info = partition.append(&batch, now_ms())?;
         partition.wait_durable(info.last_offset).await
     }
@@ -502,12 +557,20 @@ impl GroupCoordinator {
         let now = monotonic_ms();
         let wall = now_ms();
         let mut expired: Vec<(String, Vec<Change>)> = Vec::new();
+        let mut unsettled_writes: Vec<String> = Vec::new();
         {
             let mut groups = self.groups.lock();
             for (group_id, entry) in groups.iter_mut() {
                 let deliveries = entry.group.tick(now);
                 deliver(entry, deliveries);
                 entry.note_emptiness();
+                let settled = matches!(entry.group.state(), GroupState::Stable | GroupState::Empty);
+                if settled
+                    && entry.persisted.as_ref() != Some(&entry.group.fingerprint())
+                    && entry.persisted.is_some()
+                {
+                    unsettled_writes.push(group_id.clone());
+                }
                 if let Some(since) = entry.empty_since_ms {
                     let cutoff = wall - self.config.offsets_retention_ms;
                     if since < cutoff {
@@ -529,6 +592,9 @@ impl GroupCoordinator {
                 }
             }
         }
+        for group_id in unsettled_writes {
+            self.persist_if_settled(&group_id).await;
+        }
         for (group_id, changes) in expired {
             if self.write(&group_id, &changes).await.is_ok() {
                 let mut groups = self.groups.lock();
@@ -541,12 +607,12 @@ impl GroupCoordinator {
     }
 }
 
-fn new_entry(group: Group, persisted_generation: i32) -> GroupEntry {
+fn new_entry(group: Group) -> GroupEntry {
     GroupEntry {
         group,
         offsets: BTreeMap::new(),
         waiters: HashMap::new(),
-        persisted_generation,
+        persisted: None,
         empty_since_ms: None,
     }
 }
@@ -580,10 +646,7 @@ fn apply(entry: &mut GroupEntry, changes: &[Change]) {
             } => {
                 entry.offsets.remove(&(topic.clone(), *partition));
             }
-            Change::Group {
-                value: Some(record),
-                ..
-            } => entry.persisted_generation = record.generation_id,
+            Change::Group { value: Some(_), .. } => {}
             Change::Group { value: None, .. } => entry.offsets.clear(),
         }
     }
@@ -622,6 +685,7 @@ fn rebalancing(member_id: &str) -> JoinResult {
         leader: String::new(),
         member_id: member_id.to_string(),
         members: Vec::new(),
+        skip_assignment: false,
     }
 }
 

@@ -1,16 +1,26 @@
-//! Committed offsets and group records as they are stored in the internal
-//! `__consumer_offsets` topic, written through the same log code as user topics.
+//! Committed offsets and group metadata as they are stored in the internal
+//! `__consumer_offsets` topic, written through the same log code as user topics, in
+//! Apache Kafka's record format, so tools that read the topic (lag exporters) work:
 //!
-//! Each record's key says what it is about and its value holds the latest state; a
-//! null value (tombstone) deletes. Both are small JSON documents, e.g.
-//! key `{"offset":{"group":"g","topic":"orders","partition":3}}`,
-//! value `{"offset":42,"leader_epoch":0,"metadata":"","commit_timestamp":1700000000000}`;
-//! key `{"group":{"group":"g"}}`, value `{"protocol_type":"consumer","generation_id":7}`.
-//! Replaying a partition from its log start rebuilds the state of its groups.
+//! ```text
+//! offset key    i16 version=1, string group, string topic, i32 partition
+//! offset value  i16 version=3, i64 offset, i32 leader_epoch, string metadata,
+//!               i64 commit_timestamp                      (null value: deleted)
+//! group key     i16 version=2, string group
+//! group value   i16 version=3, string protocol_type, i32 generation,
+//!               nullable string protocol, nullable string leader,
+//!               i64 current_state_timestamp, array of members: string member_id,
+//!               nullable string group_instance_id, string client_id,
+//!               string client_host, i32 rebalance_timeout, i32 session_timeout,
+//!               bytes subscription, bytes assignment      (null value: deleted)
+//! ```
+//! Strings are i16-length-prefixed, bytes i32-length-prefixed, arrays i32-counted.
+//! Older value versions (offset v0–v2, group v0–v2) are read too. Replaying a
+//! partition from its log start rebuilds the state of its groups.
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::log::batch::testing::{encode_batch, TestRecord};
 
@@ -18,7 +28,7 @@ use crate::log::batch::testing::{encode_batch, TestRecord};
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
 /// One committed offset.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommittedOffset {
     pub offset: i64,
     pub leader_epoch: i32,
@@ -26,15 +36,32 @@ pub struct CommittedOffset {
     pub commit_timestamp: i64,
 }
 
-/// What survives of a group across restarts besides its offsets.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One member as a group record stores it: its subscription to the selected protocol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberRecord {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub rebalance_timeout_ms: i32,
+    pub session_timeout_ms: i32,
+    pub subscription: Bytes,
+    pub assignment: Bytes,
+}
+
+/// A group's metadata after a rebalance: what a coordinator needs to carry on
+/// without one after a restart.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupRecord {
     pub protocol_type: Option<String>,
     pub generation_id: i32,
+    pub protocol_name: Option<String>,
+    pub leader: Option<String>,
+    pub state_timestamp: i64,
+    pub members: Vec<MemberRecord>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RecordKey {
     Offset {
         group: String,
@@ -69,39 +96,225 @@ pub enum Change {
     },
 }
 
-/// Encodes changes as one uncompressed record batch.
-pub fn encode_changes(changes: &[Change], now_ms: i64) -> Result<Vec<u8>, serde_json::Error> {
-    let mut records = Vec::with_capacity(changes.len());
-    for change in changes {
-        let (key, value) = match change {
-            Change::Offset {
-                group,
-                topic,
-                partition,
-                value,
-            } => (
-                serde_json::to_vec(&RecordKey::Offset {
-                    group: group.clone(),
-                    topic: topic.clone(),
-                    partition: *partition,
-                })?,
-                value.as_ref().map(serde_json::to_vec).transpose()?,
-            ),
-            Change::Group { group, value } => (
-                serde_json::to_vec(&RecordKey::Group {
-                    group: group.clone(),
-                })?,
-                value.as_ref().map(serde_json::to_vec).transpose()?,
-            ),
+fn put_string(out: &mut BytesMut, s: &str) {
+    let len = s.len().min(i16::MAX as usize);
+    out.put_i16(len as i16);
+    out.put_slice(&s.as_bytes()[..len]);
+}
+
+fn put_nullable_string(out: &mut BytesMut, s: Option<&str>) {
+    match s {
+        Some(s) => put_string(out, s),
+        None => out.put_i16(-1),
+    }
+}
+
+fn put_bytes(out: &mut BytesMut, b: &[u8]) {
+    out.put_i32(b.len() as i32);
+    out.put_slice(b);
+}
+
+fn encode_key(key: &RecordKey) -> Vec<u8> {
+    let mut out = BytesMut::new();
+    match key {
+        RecordKey::Offset {
+            group,
+            topic,
+            partition,
+        } => {
+            out.put_i16(1);
+            put_string(&mut out, group);
+            put_string(&mut out, topic);
+            out.put_i32(*partition);
+        }
+        RecordKey::Group { group } => {
+            out.put_i16(2);
+            put_string(&mut out, group);
+        }
+    }
+    out.to_vec()
+}
+
+fn encode_offset(value: &CommittedOffset) -> Vec<u8> {
+    let mut out = BytesMut::new();
+    out.put_i16(3);
+    out.put_i64(value.offset);
+    out.put_i32(value.leader_epoch);
+    put_string(&mut out, value.metadata.as_deref().unwrap_or(""));
+    out.put_i64(value.commit_timestamp);
+    out.to_vec()
+}
+
+fn encode_group(value: &GroupRecord) -> Vec<u8> {
+    let mut out = BytesMut::new();
+    out.put_i16(3);
+    put_string(&mut out, value.protocol_type.as_deref().unwrap_or(""));
+    out.put_i32(value.generation_id);
+    put_nullable_string(&mut out, value.protocol_name.as_deref());
+    put_nullable_string(&mut out, value.leader.as_deref());
+    out.put_i64(value.state_timestamp);
+    out.put_i32(value.members.len() as i32);
+    for m in &value.members {
+        put_string(&mut out, &m.member_id);
+        put_nullable_string(&mut out, m.group_instance_id.as_deref());
+        put_string(&mut out, &m.client_id);
+        put_string(&mut out, &m.client_host);
+        out.put_i32(m.rebalance_timeout_ms);
+        out.put_i32(m.session_timeout_ms);
+        put_bytes(&mut out, &m.subscription);
+        put_bytes(&mut out, &m.assignment);
+    }
+    out.to_vec()
+}
+
+/// A bounds-checked reader: every length is checked against what is left.
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn i16(&mut self) -> Option<i16> {
+        (self.0.remaining() >= 2).then(|| self.0.get_i16())
+    }
+    fn i32(&mut self) -> Option<i32> {
+        (self.0.remaining() >= 4).then(|| self.0.get_i32())
+    }
+    fn i64(&mut self) -> Option<i64> {
+        (self.0.remaining() >= 8).then(|| self.0.get_i64())
+    }
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Some(head)
+    }
+    fn nullable_string(&mut self) -> Option<Option<String>> {
+        let len = self.i16()?;
+        if len < 0 {
+            return Some(None);
+        }
+        let raw = self.take(len as usize)?;
+        Some(Some(String::from_utf8_lossy(raw).into_owned()))
+    }
+    fn string(&mut self) -> Option<String> {
+        self.nullable_string()?.or(Some(String::new()))
+    }
+    fn bytes(&mut self) -> Option<Bytes> {
+        let len = usize::try_from(self.i32()?).unwrap_or(0);
+        Some(Bytes::copy_from_slice(self.take(len)?))
+    }
+}
+
+fn decode_key(raw: &[u8]) -> Option<RecordKey> {
+    let mut r = Reader(raw);
+    match r.i16()? {
+        0 | 1 => Some(RecordKey::Offset {
+            group: r.string()?,
+            topic: r.string()?,
+            partition: r.i32()?,
+        }),
+        2 => Some(RecordKey::Group { group: r.string()? }),
+        _ => None,
+    }
+}
+
+fn decode_offset(raw: &[u8]) -> Option<CommittedOffset> {
+    let mut r = Reader(raw);
+    let version = r.i16()?;
+    let offset = r.i64()?;
+    let leader_epoch = if version >= 3 { r.i32()? } else { -1 };
+    let metadata = Some(r.string()?);
+    let commit_timestamp = r.i64()?;
+    Some(CommittedOffset {
+        offset,
+        leader_epoch,
+        metadata,
+        commit_timestamp,
+    })
+}
+
+fn decode_group(raw: &[u8]) -> Option<GroupRecord> {
+    let mut r = Reader(raw);
+    let version = r.i16()?;
+    let protocol_type = Some(r.string()?).filter(|t| !t.is_empty());
+    let generation_id = r.i32()?;
+    let protocol_name = r.nullable_string()?;
+    let leader = r.nullable_string()?;
+    let state_timestamp = if version >= 2 { r.i64()? } else { -1 };
+    let count = r.i32()?.max(0) as usize;
+    let mut members = Vec::with_capacity(count.min(1024));
+    for _ in 0..count {
+        let member_id = r.string()?;
+        let group_instance_id = if version >= 3 {
+            r.nullable_string()?
+        } else {
+            None
         };
-        records.push(TestRecord {
-            key: Some(key),
-            value,
-            headers: Vec::new(),
-            timestamp_delta: 0,
+        let client_id = r.string()?;
+        let client_host = r.string()?;
+        let rebalance_timeout_ms = if version >= 1 { r.i32()? } else { -1 };
+        let session_timeout_ms = r.i32()?;
+        let rebalance_timeout_ms = if rebalance_timeout_ms < 0 {
+            session_timeout_ms
+        } else {
+            rebalance_timeout_ms
+        };
+        members.push(MemberRecord {
+            member_id,
+            group_instance_id,
+            client_id,
+            client_host,
+            rebalance_timeout_ms,
+            session_timeout_ms,
+            subscription: r.bytes()?,
+            assignment: r.bytes()?,
         });
     }
-    Ok(encode_batch(&records, now_ms, (-1, -1, -1)))
+    Some(GroupRecord {
+        protocol_type,
+        generation_id,
+        protocol_name,
+        leader,
+        state_timestamp,
+        members,
+    })
+}
+
+/// Encodes changes as one uncompressed record batch.
+pub fn encode_changes(changes: &[Change], now_ms: i64) -> Vec<u8> {
+    let records: Vec<TestRecord> = changes
+        .iter()
+        .map(|change| {
+            let (key, value) = match change {
+                Change::Offset {
+                    group,
+                    topic,
+                    partition,
+                    value,
+                } => (
+                    encode_key(&RecordKey::Offset {
+                        group: group.clone(),
+                        topic: topic.clone(),
+                        partition: *partition,
+                    }),
+                    value.as_ref().map(encode_offset),
+                ),
+                Change::Group { group, value } => (
+                    encode_key(&RecordKey::Group {
+                        group: group.clone(),
+                    }),
+                    value.as_ref().map(encode_group),
+                ),
+            };
+            TestRecord {
+                key: Some(key),
+                value,
+                headers: Vec::new(),
+                timestamp_delta: 0,
+            }
+        })
+        .collect();
+    encode_batch(&records, now_ms, (-1, -1, -1))
 }
 
 /// The state of the groups in one offsets partition, rebuilt by replay.
@@ -112,9 +325,9 @@ pub struct ReplayedState {
 }
 
 impl ReplayedState {
-    /// Applies one stored record; unreadable records are skipped (and counted).
+    /// Applies one stored record; returns false for a record it cannot read.
     pub fn apply(&mut self, key: &[u8], value: Option<&[u8]>) -> bool {
-        let Ok(key) = serde_json::from_slice::<RecordKey>(key) else {
+        let Some(key) = decode_key(key) else {
             return false;
         };
         match key {
@@ -123,14 +336,14 @@ impl ReplayedState {
                 topic,
                 partition,
             } => match value {
-                Some(v) => match serde_json::from_slice::<CommittedOffset>(v) {
-                    Ok(offset) => {
+                Some(v) => match decode_offset(v) {
+                    Some(offset) => {
                         self.offsets
                             .entry(group)
                             .or_default()
                             .insert((topic, partition), offset);
                     }
-                    Err(_) => return false,
+                    None => return false,
                 },
                 None => {
                     if let Some(offsets) = self.offsets.get_mut(&group) {
@@ -139,11 +352,11 @@ impl ReplayedState {
                 }
             },
             RecordKey::Group { group } => match value {
-                Some(v) => match serde_json::from_slice::<GroupRecord>(v) {
-                    Ok(record) => {
+                Some(v) => match decode_group(v) {
+                    Some(record) => {
                         self.groups.insert(group, record);
                     }
-                    Err(_) => return false,
+                    None => return false,
                 },
                 None => {
                     self.groups.remove(&group);
@@ -203,6 +416,16 @@ mod tests {
 
     #[test]
     fn changes_replay_to_the_latest_state() -> Result<(), Box<dyn std::error::Error>> {
+        let member = MemberRecord {
+            member_id: "m-1".into(),
+            group_instance_id: Some("i-1".into()),
+            client_id: "c".into(),
+            client_host: "/127.0.0.1".into(),
+            rebalance_timeout_ms: 30_000,
+            session_timeout_ms: 10_000,
+            subscription: Bytes::from_static(b"sub"),
+            assignment: Bytes::from_static(b"asg"),
+        };
         let offset = |o| {
             Some(CommittedOffset {
                 offset: o,
@@ -242,11 +465,15 @@ mod tests {
                     value: Some(GroupRecord {
                         protocol_type: Some("consumer".into()),
                         generation_id: 3,
+                        protocol_name: Some("range".into()),
+                        leader: Some("m-1".into()),
+                        state_timestamp: 5,
+                        members: vec![member.clone()],
                     }),
                 },
             ],
             0,
-        )?;
+        );
         let header = BatchHeader::parse_checked(&batch)?;
         let mut state = ReplayedState::default();
         for record in header.records().ok_or("uncompressed")? {
@@ -256,7 +483,40 @@ mod tests {
         assert_eq!(g.len(), 1);
         assert_eq!(g[&("t".to_string(), 0)].offset, 9);
         assert_eq!(state.groups["g"].generation_id, 3);
+        assert_eq!(state.groups["g"].members, vec![member]);
         Ok(())
+    }
+
+    #[test]
+    fn keys_and_values_use_kafkas_layout() {
+        let key = encode_key(&RecordKey::Offset {
+            group: "g".into(),
+            topic: "t".into(),
+            partition: 7,
+        });
+        assert_eq!(key, vec![0, 1, 0, 1, b'g', 0, 1, b't', 0, 0, 0, 7]);
+        let value = encode_offset(&CommittedOffset {
+            offset: 42,
+            leader_epoch: 2,
+            metadata: Some("m".into()),
+            commit_timestamp: 9,
+        });
+        assert_eq!(&value[..2], &[0, 3], "offset value v3");
+        assert_eq!(decode_offset(&value).map(|o| o.offset), Some(42));
+        // An offset value v1 (with expire timestamp) written by older Kafka still reads.
+        let mut v1 = vec![0, 1];
+        v1.extend_from_slice(&5i64.to_be_bytes());
+        v1.extend_from_slice(&[0, 0]);
+        v1.extend_from_slice(&1i64.to_be_bytes());
+        v1.extend_from_slice(&2i64.to_be_bytes());
+        assert_eq!(
+            decode_offset(&v1).map(|o| (o.offset, o.leader_epoch)),
+            Some((5, -1))
+        );
+        assert!(
+            decode_group(&[0, 3, 0x7f]).is_none(),
+            "truncated input is refused, not panicked on"
+        );
     }
 
     #[test]

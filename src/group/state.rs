@@ -19,6 +19,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use bytes::Bytes;
 
+use super::offsets::{GroupRecord, MemberRecord};
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GroupState {
     Empty,
@@ -100,7 +102,8 @@ pub struct Member {
 }
 
 impl Member {
-    fn metadata_for(&self, protocol: &str) -> Bytes {
+    /// This member's metadata for `protocol` (its subscription, for consumers).
+    pub fn metadata_for(&self, protocol: &str) -> Bytes {
         self.protocols
             .iter()
             .find(|(name, _)| name == protocol)
@@ -135,6 +138,8 @@ pub struct JoinResult {
     pub member_id: String,
     /// Only for the leader: every member with its metadata for the chosen protocol.
     pub members: Vec<(String, Option<String>, Bytes)>,
+    /// The leader must not compute a new assignment (a static leader rejoined; v9+).
+    pub skip_assignment: bool,
 }
 
 impl JoinResult {
@@ -147,6 +152,7 @@ impl JoinResult {
             leader: String::new(),
             member_id: member_id.to_string(),
             members: Vec::new(),
+            skip_assignment: false,
         }
     }
 }
@@ -235,6 +241,82 @@ impl Group {
             limits,
             new_member_counter: 0,
         }
+    }
+
+    /// A group as its last stored record left it: Stable with its members (their
+    /// session timers start again now), or Empty. Members keep their ids, so after a
+    /// coordinator restart they carry on without a rebalance.
+    pub fn restore(group_id: &str, limits: GroupLimits, record: &GroupRecord, now_ms: u64) -> Self {
+        let mut group = Self::new(group_id, limits);
+        group.generation_id = record.generation_id;
+        group.protocol_type = record.protocol_type.clone();
+        group.protocol_name = record.protocol_name.clone();
+        group.leader = record.leader.clone();
+        let protocol = record.protocol_name.clone().unwrap_or_default();
+        for m in &record.members {
+            if let Some(instance) = &m.group_instance_id {
+                group
+                    .static_members
+                    .insert(instance.clone(), m.member_id.clone());
+            }
+            group.members.insert(
+                m.member_id.clone(),
+                Member {
+                    member_id: m.member_id.clone(),
+                    group_instance_id: m.group_instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    session_timeout_ms: m.session_timeout_ms,
+                    rebalance_timeout_ms: m.rebalance_timeout_ms,
+                    protocol_type: record.protocol_type.clone().unwrap_or_default(),
+                    protocols: vec![(protocol.clone(), m.subscription.clone())],
+                    assignment: m.assignment.clone(),
+                    awaiting_join: false,
+                    awaiting_sync: false,
+                    last_heartbeat_ms: now_ms,
+                },
+            );
+        }
+        group.state = if group.members.is_empty() || group.protocol_name.is_none() {
+            group.members.clear();
+            group.static_members.clear();
+            group.leader = None;
+            GroupState::Empty
+        } else {
+            GroupState::Stable
+        };
+        group
+    }
+
+    /// The record that [`Group::restore`] reads back.
+    pub fn record(&self, now_ms: i64) -> GroupRecord {
+        let protocol = self.protocol_name.clone().unwrap_or_default();
+        GroupRecord {
+            protocol_type: self.protocol_type.clone(),
+            generation_id: self.generation_id,
+            protocol_name: self.protocol_name.clone(),
+            leader: self.leader.clone(),
+            state_timestamp: now_ms,
+            members: self
+                .members
+                .values()
+                .map(|m| MemberRecord {
+                    member_id: m.member_id.clone(),
+                    group_instance_id: m.group_instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    rebalance_timeout_ms: m.rebalance_timeout_ms,
+                    session_timeout_ms: m.session_timeout_ms,
+                    subscription: m.metadata_for(&protocol),
+                    assignment: m.assignment.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// What identifies the group's settled membership: generation and member ids.
+    pub fn fingerprint(&self) -> (i32, Vec<String>) {
+        (self.generation_id, self.members.keys().cloned().collect())
     }
 
     /// A group known only from stored offsets or metadata (after a restart).
@@ -450,7 +532,11 @@ impl Group {
                 result: SyncResult::error(GroupError::FencedInstanceId),
             });
         }
-        let unchanged = member.protocols == request.protocols;
+        // Kafka's rule: no rebalance when the group's selected protocol stays possible.
+        let keeps_protocol = self
+            .protocol_name
+            .as_ref()
+            .is_some_and(|p| request.protocols.iter().any(|(name, _)| name == p));
         member.member_id = new_id.clone();
         member.protocols = request.protocols.clone();
         member.session_timeout_ms = request.session_timeout_ms;
@@ -468,8 +554,10 @@ impl Group {
         if was_leader {
             self.leader = Some(new_id.clone());
         }
-        if self.state == GroupState::Stable && unchanged && !was_leader {
-            let result = self.join_result_for(&new_id, false);
+        if self.state == GroupState::Stable && keeps_protocol {
+            // A returning static leader gets the member list but keeps the assignment.
+            let mut result = self.join_result_for(&new_id, was_leader);
+            result.skip_assignment = was_leader;
             return (Reply::Now(result), deliveries);
         }
         let mut request = request;
@@ -709,6 +797,7 @@ impl Group {
             leader: self.leader.clone().unwrap_or_default(),
             member_id: member_id.to_string(),
             members,
+            skip_assignment: false,
         }
     }
 
@@ -1257,5 +1346,51 @@ mod tests {
         );
         assert_eq!(group.tick(3001).len(), 1);
         assert_eq!(group.generation_id(), 8);
+    }
+
+    #[test]
+    fn a_restored_group_keeps_its_members_and_generation() {
+        let mut group = Group::new("g", limits());
+        let (a, _, _) = first_join(&mut group, 0);
+        group.sync(
+            &a,
+            None,
+            1,
+            vec![(a.clone(), Bytes::from_static(b"asg"))],
+            0,
+        );
+        let record = group.record(0);
+        let mut restored = Group::restore("g", limits(), &record, 50_000);
+        assert_eq!(restored.state(), GroupState::Stable);
+        assert_eq!(
+            restored.heartbeat(&a, None, 1, 50_001),
+            Ok(()),
+            "no rejoin needed"
+        );
+        let (reply, _) = restored.sync(&a, None, 1, vec![], 50_002);
+        assert!(
+            matches!(reply, Reply::Now(SyncResult { ref assignment, .. }) if assignment == &Bytes::from_static(b"asg"))
+        );
+        assert!(
+            restored.tick(50_000 + 10_001).is_empty() || restored.members().count() == 0,
+            "sessions restart at restore"
+        );
+    }
+
+    #[test]
+    fn a_static_leader_rejoining_keeps_the_generation_and_skips_assignment() {
+        let mut group = Group::new("g", limits());
+        let (reply, _) = group.join(request("", Some("i1")), 0);
+        let leader = joined(reply);
+        group.sync(&leader.member_id, Some("i1"), 1, vec![], 0);
+        let (reply, _) = group.join(request("", Some("i1")), 5);
+        let again = joined(reply);
+        assert_eq!((again.error, again.generation_id), (None, 1));
+        assert!(again.skip_assignment);
+        assert_eq!(
+            again.leader, again.member_id,
+            "still the leader, under its new id"
+        );
+        assert_eq!(group.state(), GroupState::Stable);
     }
 }

@@ -61,4 +61,5 @@ pub async fn handle(ctx: &RequestContext, request: JoinGroupRequest) -> JoinGrou
         .with_leader(str_bytes(result.leader))
         .with_member_id(str_bytes(result.member_id))
         .with_members(members)
+        .with_skip_assignment(ctx.api_version >= 9 && result.skip_assignment)
 }

@@ -13,7 +13,9 @@ pub async fn handle(ctx: &RequestContext, request: LeaveGroupRequest) -> LeaveGr
     }
     let groups = &ctx.services.groups;
     if ctx.api_version < 3 {
-        let result = groups.leave(&request.group_id, &[(request.member_id.to_string(), None)]);
+        let result = groups
+            .leave(&request.group_id, &[(request.member_id.to_string(), None)])
+            .await;
         let error = result.into_iter().next().and_then(Result::err);
         return LeaveGroupResponse::default()
             .with_error_code(errors::code(error.map(|e| errors::group_error(&e))));
@@ -28,7 +30,7 @@ pub async fn handle(ctx: &RequestContext, request: LeaveGroupRequest) -> LeaveGr
             )
         })
         .collect();
-    let results = groups.leave(&request.group_id, &members);
+    let results = groups.leave(&request.group_id, &members).await;
     let responses = request
         .members
         .iter()
