@@ -831,3 +831,42 @@ fn consumer_offsets_topic_is_internal() {
     }
     assert_no_failures(&fails);
 }
+
+#[test]
+fn offsets_of_an_empty_group_expire_after_the_retention() {
+    // tern only: the retention is a broker setting (0 minutes: expire on the next tick).
+    let ctx = group_ctx(&["--offsets-retention-minutes", "0"]);
+    if ctx.external() {
+        eprintln!("skipped for an external broker: needs --offsets-retention-minutes 0");
+        return;
+    }
+    let t = ctx.topic("ocexp", 1, &[]);
+    let (idle, busy) = (unique_group("exp-idle"), unique_group("exp-busy"));
+    let mut c = ctx.client();
+    wait_coordinator(&ctx, &mut c, &idle);
+    commit_ok(&ctx, &mut c, &idle, SIMPLE, &[(&t.name, 0, 9, 0, None)]);
+    // A group with a live member keeps its offsets whatever their age.
+    let m = stable_member(
+        &ctx,
+        &JoinSpec::consumer(&busy, &[&t.name]),
+        assignment(&[(&t.name, &[0])]),
+    );
+    commit_ok(&ctx, &mut c, &busy, m.who(), &[(&t.name, 0, 5, 0, None)]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let gone = committed(&ctx, &mut c, &idle, &t.name, 0).offset == -1;
+        if gone {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the empty group's offsets never expired"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(
+        committed(&ctx, &mut c, &busy, &t.name, 0).offset,
+        5,
+        "a group with members keeps its offsets"
+    );
+}
