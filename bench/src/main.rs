@@ -41,6 +41,10 @@ struct Args {
     /// Messages per second in latency mode.
     #[arg(long, default_value_t = 10_000)]
     rate: u64,
+    /// Latency mode: messages sent in the first this-many seconds are reported apart
+    /// (consumer start-up), not in the steady-state percentiles.
+    #[arg(long, default_value_t = 2)]
+    warmup_s: u64,
     /// Upper bound on the run, seconds.
     #[arg(long, default_value_t = 60)]
     timeout_s: u64,
@@ -176,12 +180,16 @@ fn latency(args: &Args) {
     let interval = Duration::from_secs_f64(1.0 / args.rate as f64);
     let mut payload = vec![b'x'; args.size.max(16)];
     let start = Instant::now();
+    let start_us = now_us();
     let mut next = start;
     let mut sent = 0u64;
     let mut e2e: Vec<u64> = Vec::with_capacity(args.count as usize);
+    // (ms since start when sent, e2e ms, partition) of messages slower than 50 ms.
+    let mut outliers: Vec<(u64, u64, i32)> = Vec::new();
+    let (mut warmup_max, mut warmup_count) = (0u64, 0u64);
     let mut seen: HashMap<u64, ()> = HashMap::new();
     let deadline = start + Duration::from_secs(args.timeout_s);
-    while (sent < args.count || (e2e.len() as u64) < sent) && Instant::now() < deadline {
+    while (sent < args.count || e2e.len() as u64 + warmup_count < sent) && Instant::now() < deadline {
         if sent < args.count && Instant::now() >= next {
             payload[..8].copy_from_slice(&now_us().to_be_bytes());
             payload[8..16].copy_from_slice(&sent.to_be_bytes());
@@ -201,7 +209,18 @@ fn latency(args: &Args) {
                 let mut id = [0u8; 8];
                 id.copy_from_slice(&p[8..16]);
                 if seen.insert(u64::from_be_bytes(id), ()).is_none() {
-                    e2e.push(now_us().saturating_sub(u64::from_be_bytes(t)));
+                    let sent_us = u64::from_be_bytes(t);
+                    let took = now_us().saturating_sub(sent_us);
+                    if sent_us < start_us + args.warmup_s * 1_000_000 {
+                        warmup_max = warmup_max.max(took);
+                        warmup_count += 1;
+                        continue;
+                    }
+                    if took > 50_000 && outliers.len() < 2000 {
+                        let since_start = sent_us.saturating_sub(start_us) / 1000;
+                        outliers.push((since_start, took / 1000, m.partition()));
+                    }
+                    e2e.push(took);
                 }
             }
         }
@@ -211,7 +230,7 @@ fn latency(args: &Args) {
     acks.sort_unstable();
     e2e.sort_unstable();
     println!(
-        "latency size={}B rate={}/s acks={} sent={} produce p50={:.2}ms p99={:.2}ms end-to-end p50={:.2}ms p99={:.2}ms (n={})",
+        "latency size={}B rate={}/s acks={} sent={} produce p50={:.2}ms p99={:.2}ms end-to-end p50={:.2}ms p99={:.2}ms (n={}; first {}s: {} msgs, e2e max {:.0}ms)",
         args.size,
         args.rate,
         args.acks,
@@ -220,8 +239,21 @@ fn latency(args: &Args) {
         percentile(&acks, 0.99),
         percentile(&e2e, 0.50),
         percentile(&e2e, 0.99),
-        e2e.len()
+        e2e.len(),
+        args.warmup_s,
+        warmup_count,
+        warmup_max as f64 / 1000.0
     );
+    if !outliers.is_empty() && std::env::var_os("BENCH_OUTLIERS").is_some() {
+        let mut by_second: std::collections::BTreeMap<u64, (usize, u64)> = std::collections::BTreeMap::new();
+        for (at, took, _) in &outliers {
+            let e = by_second.entry(at / 1000).or_default();
+            e.0 += 1;
+            e.1 = e.1.max(*took);
+        }
+        println!("outliers (>50 ms) by second sent: {by_second:?}");
+        println!("first outliers (sent ms, e2e ms, partition): {:?}", &outliers[..outliers.len().min(12)]);
+    }
 }
 
 fn main() {
