@@ -120,7 +120,8 @@ impl TopicService {
             None => {
                 let mut configs = BTreeMap::new();
                 configs.insert("retention.ms".to_string(), "-1".to_string());
-                configs.insert("segment.bytes".to_string(), (100 * 1024 * 1024).to_string());
+                // Small segments: compaction frees space a whole segment at a time.
+                configs.insert("segment.bytes".to_string(), (8 * 1024 * 1024).to_string());
                 let topic = NewTopic {
                     name: name.to_string(),
                     partitions,

@@ -25,6 +25,11 @@ use crate::log::batch;
 use crate::model::now_ms;
 use crate::replication::{Partition, PartitionError};
 
+/// Offsets partitions smaller than this are never compacted.
+const COMPACT_MIN_BYTES: u64 = 8 * 1024 * 1024;
+/// Compaction is considered every this many ticks (100 ms each).
+const COMPACT_CHECK_TICKS: u64 = 100;
+
 /// Coordinator settings (from the broker config).
 #[derive(Debug, Clone, Copy)]
 pub struct CoordinatorConfig {
@@ -89,6 +94,13 @@ pub struct GroupCoordinator {
     groups: Mutex<HashMap<String, GroupEntry>>,
     /// Serialises group-metadata writes, so the newest state is always written last.
     persist_lock: tokio::sync::Mutex<()>,
+    /// One per offsets partition: writes that update the in-memory view afterwards
+    /// hold it shared; compaction holds it exclusively, so that no write is between
+    /// the log and the view when the view is snapshotted.
+    partition_locks: Vec<tokio::sync::RwLock<()>>,
+    /// Log size of each offsets partition right after its last compaction.
+    compacted_bytes: Vec<std::sync::atomic::AtomicU64>,
+    ticks: std::sync::atomic::AtomicU64,
     partitions: Vec<Arc<Partition>>,
     config: CoordinatorConfig,
 }
@@ -129,6 +141,15 @@ impl GroupCoordinator {
         Self {
             groups: Mutex::new(groups),
             persist_lock: tokio::sync::Mutex::new(()),
+            partition_locks: partitions
+                .iter()
+                .map(|_| tokio::sync::RwLock::new(()))
+                .collect(),
+            compacted_bytes: partitions
+                .iter()
+                .map(|_| std::sync::atomic::AtomicU64::new(0))
+                .collect(),
+            ticks: std::sync::atomic::AtomicU64::new(0),
             partitions,
             config,
         }
@@ -352,11 +373,7 @@ impl GroupCoordinator {
                 .collect();
             changes
         };
-        self.write(group_id, &changes).await?;
-        let mut groups = self.groups.lock();
-        if let Some(entry) = groups.get_mut(group_id) {
-            apply(entry, &changes);
-        }
+        self.write_then_apply(group_id, &changes).await?;
         Ok(())
     }
 
@@ -389,6 +406,101 @@ impl GroupCoordinator {
             }
             Err(error) => {
                 tracing::warn!(group = group_id, %error, "could not store group metadata")
+            }
+        }
+    }
+
+    /// Shared hold on the group's offsets partition (see `partition_locks`).
+    async fn shared(&self, group_id: &str) -> Option<tokio::sync::RwLockReadGuard<'_, ()>> {
+        let index = offsets::partition_for(group_id, self.partition_count()) as usize;
+        match self.partition_locks.get(index) {
+            Some(lock) => Some(lock.read().await),
+            None => None,
+        }
+    }
+
+    /// Writes `changes` durably, then applies them to the in-memory view, with no
+    /// compaction of the partition in between.
+    async fn write_then_apply(
+        &self,
+        group_id: &str,
+        changes: &[Change],
+    ) -> Result<(), PartitionError> {
+        let _shared = self.shared(group_id).await;
+        self.write(group_id, changes).await?;
+        if let Some(entry) = self.groups.lock().get_mut(group_id) {
+            apply(entry, changes);
+        }
+        Ok(())
+    }
+
+    /// Rewrites the live state of partition `index`'s groups at the end of its log,
+    /// then moves the log start to it: whole segments of superseded records go.
+    /// Returns the bytes the log had before.
+    async fn compact(&self, index: usize) -> Result<u64, PartitionError> {
+        let (Some(partition), Some(lock)) =
+            (self.partitions.get(index), self.partition_locks.get(index))
+        else {
+            return Ok(0);
+        };
+        let _exclusive = lock.write().await;
+        let before = partition.size_bytes();
+        let count = self.partition_count();
+        let now = now_ms();
+        let changes: Vec<Change> = {
+            let groups = self.groups.lock();
+            let mut changes = Vec::new();
+            for (group_id, entry) in groups.iter() {
+                if offsets::partition_for(group_id, count) as usize != index {
+                    continue;
+                }
+                if entry.persisted.is_some() {
+                    let record = entry.group.record(now);
+                    changes.push(Change::Group {
+                        group: group_id.clone(),
+                        value: Some(record),
+                    });
+                }
+                for ((topic, p), offset) in &entry.offsets {
+                    changes.push(Change::Offset {
+                        group: group_id.clone(),
+                        topic: topic.clone(),
+                        partition: *p,
+                        value: Some(offset.clone()),
+                    });
+                }
+            }
+            changes
+        };
+        let (_, _, snapshot_start) = partition.offsets();
+        // Batches stay well under the topic's max.message.bytes.
+        for chunk in changes.chunks(1000) {
+            let batch = offsets::encode_changes(chunk, now);
+            let info = partition.append(&batch, now)?;
+            partition.wait_durable(info.last_offset).await?;
+        }
+        partition.delete_records_before(snapshot_start)?;
+        let after = partition.size_bytes();
+        if let Some(mark) = self.compacted_bytes.get(index) {
+            mark.store(after, std::sync::atomic::Ordering::Relaxed);
+        }
+        tracing::info!(partition = %partition.id(), records = changes.len(), before, after, "compacted offsets partition");
+        Ok(before)
+    }
+
+    /// Compacts offsets partitions that grew past `COMPACT_MIN_BYTES` and to four
+    /// times their size after the last compaction.
+    async fn compact_grown_partitions(&self) {
+        for (index, partition) in self.partitions.iter().enumerate() {
+            let size = partition.size_bytes();
+            let last = self
+                .compacted_bytes
+                .get(index)
+                .map_or(0, |m| m.load(std::sync::atomic::Ordering::Relaxed));
+            if size > COMPACT_MIN_BYTES && size > 4 * last {
+                if let Err(error) = self.compact(index).await {
+                    tracing::warn!(partition = %partition.id(), %error, "offsets compaction failed");
+                }
             }
         }
     }
@@ -498,6 +610,7 @@ impl GroupCoordinator {
                 value: None,
             }]
         };
+        let _shared = self.shared(group_id).await;
         self.write(group_id, &changes).await?;
         let mut groups = self.groups.lock();
         if let Some(mut entry) = groups.remove(group_id) {
@@ -544,16 +657,20 @@ impl GroupCoordinator {
             }
             (changes, results)
         };
-        self.write(group_id, &changes).await?;
-        let mut groups = self.groups.lock();
-        if let Some(entry) = groups.get_mut(group_id) {
-            apply(entry, &changes);
-        }
+        self.write_then_apply(group_id, &changes).await?;
         Ok(results)
     }
 
     /// Advances every group's timers and expires old offsets of empty groups.
     pub async fn tick(&self) {
+        if self
+            .ticks
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            % COMPACT_CHECK_TICKS
+            == COMPACT_CHECK_TICKS - 1
+        {
+            self.compact_grown_partitions().await;
+        }
         let now = monotonic_ms();
         let wall = now_ms();
         let mut expired: Vec<(String, Vec<Change>)> = Vec::new();
@@ -596,12 +713,8 @@ impl GroupCoordinator {
             self.persist_if_settled(&group_id).await;
         }
         for (group_id, changes) in expired {
-            if self.write(&group_id, &changes).await.is_ok() {
-                let mut groups = self.groups.lock();
-                if let Some(entry) = groups.get_mut(&group_id) {
-                    apply(entry, &changes);
-                    tracing::info!(group = %group_id, expired = changes.len(), "expired committed offsets");
-                }
+            if self.write_then_apply(&group_id, &changes).await.is_ok() {
+                tracing::info!(group = %group_id, expired = changes.len(), "expired committed offsets");
             }
         }
     }
@@ -730,4 +843,116 @@ fn replay(partition: &Partition) -> ReplayedState {
         tracing::warn!(partition = %partition.id(), skipped, "skipped unreadable offset records");
     }
     state
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::group::state::GroupLimits;
+    use crate::log::{Log, LogConfig, OpenMode};
+    use crate::model::TopicPartition;
+
+    fn config() -> CoordinatorConfig {
+        CoordinatorConfig {
+            limits: GroupLimits {
+                min_session_timeout_ms: 1000,
+                max_session_timeout_ms: 60_000,
+                initial_rebalance_delay_ms: 0,
+                max_size: 100,
+            },
+            offsets_retention_ms: 7 * 24 * 3600 * 1000,
+        }
+    }
+
+    fn offsets_partition(dir: &std::path::Path) -> std::io::Result<Arc<Partition>> {
+        let log_config = LogConfig {
+            segment_bytes: 4096,
+            index_bytes: 4096,
+            ..LogConfig::default()
+        };
+        let log = Log::open(
+            dir,
+            log_config,
+            OpenMode {
+                clean: false,
+                recovery_point: 0,
+            },
+        )?;
+        Ok(Arc::new(Partition::new(
+            TopicPartition::new(offsets::OFFSETS_TOPIC, 0),
+            uuid::Uuid::nil(),
+            log,
+            1,
+        )))
+    }
+
+    fn commit_of(topic: &str, partition: i32, offset: i64) -> OffsetCommit {
+        OffsetCommit {
+            topic: topic.into(),
+            partition,
+            offset,
+            leader_epoch: 0,
+            metadata: Some(format!("m{offset}")),
+        }
+    }
+
+    #[tokio::test]
+    async fn compaction_keeps_the_latest_state_and_frees_old_segments(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let partition = offsets_partition(dir.path())?;
+        let coordinator = GroupCoordinator::load(vec![Arc::clone(&partition)], config());
+        for round in 0..200 {
+            for group in ["a", "b"] {
+                coordinator
+                    .commit(
+                        group,
+                        "",
+                        None,
+                        -1,
+                        vec![commit_of("t", 0, round), commit_of("t", 1, round * 2)],
+                    )
+                    .await?;
+            }
+        }
+        coordinator.delete_group("b").await?;
+        let before = coordinator.compact(0).await?;
+        let after = partition.size_bytes();
+        assert!(
+            after * 4 < before,
+            "compaction freed most of the log ({before} -> {after} bytes)"
+        );
+        // A new coordinator replaying the compacted log sees exactly the live state.
+        let reloaded = GroupCoordinator::load(vec![Arc::clone(&partition)], config());
+        let offsets = reloaded.fetch_offsets("a", None);
+        let latest: Vec<(String, i32, i64)> = offsets
+            .iter()
+            .map(|(t, p, o)| (t.clone(), *p, o.as_ref().map_or(-1, |o| o.offset)))
+            .collect();
+        assert_eq!(
+            latest,
+            vec![("t".to_string(), 0, 199), ("t".to_string(), 1, 398)]
+        );
+        assert_eq!(
+            offsets[0].2.as_ref().and_then(|o| o.metadata.clone()),
+            Some("m199".to_string())
+        );
+        assert!(
+            reloaded.fetch_offsets("b", None).is_empty(),
+            "the deleted group stays deleted"
+        );
+        // Commits after compaction land after the snapshot and replay too.
+        reloaded
+            .commit("a", "", None, -1, vec![commit_of("t", 0, 500)])
+            .await?;
+        let again = GroupCoordinator::load(vec![partition], config());
+        assert_eq!(
+            again.fetch_offsets("a", Some(&[("t".to_string(), vec![0])]))[0]
+                .2
+                .as_ref()
+                .map(|o| o.offset),
+            Some(500)
+        );
+        Ok(())
+    }
 }
