@@ -6,6 +6,7 @@
 //! partitions with what the store says (`replication::ReplicaManager::reconcile_topic`).
 
 pub mod embedded;
+pub mod ring;
 pub mod topic_config;
 
 use std::collections::BTreeMap;
