@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 
-use self::batch::{BatchError, BatchHeader};
+use self::batch::BatchError;
 use self::mmap::RangeFlusher;
 use self::producer_state::{ProducerStateTable, SequenceCheck, SequenceError};
 use self::segment::{Segment, SegmentSizes};
@@ -248,7 +248,7 @@ impl Log {
             }
             segment.for_each_batch_from(from, |header| {
                 if header.base_offset() >= from {
-                    producers.record(header);
+                    producers.record(header, header.base_offset());
                 }
             });
         }
@@ -357,7 +357,7 @@ impl Log {
                 segment.append(header.bytes(), base, epoch, log_append_time, now_ms)
             });
             let last_offset = appended.map_err(io_error(&self.dir))?;
-            self.record_producer(&header, base);
+            self.producers.record(&header, base);
             first.get_or_insert(base);
             last = last_offset;
         }
@@ -366,21 +366,6 @@ impl Log {
             last_offset: last,
             log_append_time,
         })
-    }
-
-    fn record_producer(&mut self, original: &BatchHeader<'_>, base_offset: i64) {
-        if !original.has_producer_id() {
-            return;
-        }
-        let mut head = [0u8; batch::HEADER_BYTES];
-        head.copy_from_slice(&original.bytes()[..batch::HEADER_BYTES]);
-        batch::assign_offsets(&mut head, base_offset, self.leader_epoch, None);
-        // The header alone is enough for producer state; give it a full-length view.
-        let mut whole = original.bytes().to_vec();
-        whole[..batch::HEADER_BYTES].copy_from_slice(&head);
-        if let Ok(assigned) = BatchHeader::parse(&whole) {
-            self.producers.record(&assigned);
-        }
     }
 
     fn maybe_roll(&mut self, incoming_bytes: u64, now_ms: i64) -> io::Result<()> {

@@ -130,8 +130,9 @@ impl ProducerStateTable {
         }
     }
 
-    /// Records an appended batch (already assigned its offsets).
-    pub fn record(&mut self, header: &BatchHeader<'_>) {
+    /// Records a batch appended at `base_offset` (the header's own base offset field
+    /// may still be the producer's, since only the copy in the log is rewritten).
+    pub fn record(&mut self, header: &BatchHeader<'_>, base_offset: i64) {
         if !header.has_producer_id() || header.base_sequence() < 0 {
             return;
         }
@@ -144,8 +145,8 @@ impl ProducerStateTable {
         entry.batches.push_back(BatchMetadata {
             first_sequence: header.base_sequence(),
             last_sequence: header.last_sequence(),
-            base_offset: header.base_offset(),
-            last_offset: header.last_offset(),
+            base_offset,
+            last_offset: base_offset + i64::from(header.last_offset_delta()),
         });
         while entry.batches.len() > BATCHES_PER_PRODUCER {
             entry.batches.pop_front();
@@ -192,7 +193,7 @@ mod tests {
         let mut table = ProducerStateTable::default();
         let first = batch(7, 0, 0, 3, 0);
         assert_eq!(table.check(&header(&first)), Ok(SequenceCheck::Append));
-        table.record(&header(&first));
+        table.record(&header(&first), header(&first).base_offset());
         assert_eq!(
             table.check(&header(&first)),
             Ok(SequenceCheck::Duplicate {
@@ -212,7 +213,8 @@ mod tests {
     #[test]
     fn epochs_fence_and_reset() {
         let mut table = ProducerStateTable::default();
-        table.record(&header(&batch(7, 2, 0, 1, 0)));
+        let first = batch(7, 2, 0, 1, 0);
+        table.record(&header(&first), 0);
         assert!(matches!(
             table.check(&header(&batch(7, 1, 1, 1, 1))),
             Err(SequenceError::StaleEpoch { current: 2, .. })
@@ -236,8 +238,8 @@ mod tests {
         assign_offsets(&mut old, 0, 0, None);
         let mut new = encode_batch(&records, 90_000, (2, 0, 0));
         assign_offsets(&mut new, 1, 0, None);
-        table.record(&header(&old));
-        table.record(&header(&new));
+        table.record(&header(&old), header(&old).base_offset());
+        table.record(&header(&new), header(&new).base_offset());
         assert_eq!(table.expire(100_000, 50_000), 1);
         assert_eq!(table.len(), 1);
         assert!(
@@ -250,7 +252,8 @@ mod tests {
     fn keeps_only_five_batches() {
         let mut table = ProducerStateTable::default();
         for i in 0..7 {
-            table.record(&header(&batch(1, 0, i, 1, i64::from(i))));
+            let b = batch(1, 0, i, 1, i64::from(i));
+            table.record(&header(&b), i64::from(i));
         }
         assert_eq!(table.producers[&1].batches.len(), BATCHES_PER_PRODUCER);
         // The oldest batches are forgotten: a retry of seq 0 is now out of order.
