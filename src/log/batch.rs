@@ -201,26 +201,12 @@ impl<'a> BatchHeader<'a> {
     /// Offset and timestamp of each record, read without decompressing; `None` for a
     /// compressed batch (the broker never decompresses) or a malformed record.
     pub fn record_timestamps(&self) -> Option<Vec<(i64, i64)>> {
-        if self.compression() != 0 {
-            return None;
-        }
-        let mut out = Vec::with_capacity(self.record_count().clamp(0, 4096) as usize);
-        let mut rest = &self.bytes[HEADER_BYTES..];
-        for _ in 0..self.record_count() {
-            let (length, n) = read_varint(rest)?;
-            let length = usize::try_from(length).ok()?;
-            let record = rest.get(n..n + length)?;
-            // attributes (1 byte), then timestampDelta and offsetDelta as varints.
-            let after_attributes = record.get(1..)?;
-            let (timestamp_delta, m) = read_varint(after_attributes)?;
-            let (offset_delta, _) = read_varint(after_attributes.get(m..)?)?;
-            out.push((
-                self.base_offset() + offset_delta,
-                self.base_timestamp() + timestamp_delta,
-            ));
-            rest = rest.get(n + length..)?;
-        }
-        Some(out)
+        Some(
+            self.records()?
+                .into_iter()
+                .map(|r| (r.offset, r.timestamp))
+                .collect(),
+        )
     }
 }
 
