@@ -42,6 +42,15 @@ pub struct TopicReplicas {
     pub partitions: Vec<Arc<Partition>>,
 }
 
+impl TopicReplicas {
+    /// Partition `index` of the topic, if it has one (negative indexes never match).
+    pub fn partition(&self, index: i32) -> Option<&Arc<Partition>> {
+        usize::try_from(index)
+            .ok()
+            .and_then(|i| self.partitions.get(i))
+    }
+}
+
 #[derive(Debug)]
 pub struct ReplicaManager {
     data_dir: PathBuf,
@@ -175,9 +184,7 @@ impl ReplicaManager {
     }
 
     pub fn partition(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
-        let topics = self.topics.read();
-        let index = usize::try_from(partition).ok()?;
-        topics.get(topic)?.partitions.get(index).cloned()
+        self.topics.read().get(topic)?.partition(partition).cloned()
     }
 
     pub fn all_partitions(&self) -> Vec<Arc<Partition>> {

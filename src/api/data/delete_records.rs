@@ -21,11 +21,9 @@ pub async fn handle(ctx: &RequestContext, request: DeleteRecordsRequest) -> Dele
                 let result = DeleteRecordsPartitionResult::default()
                     .with_partition_index(wanted.partition_index)
                     .with_low_watermark(-1);
-                let partition = replicas.as_ref().and_then(|t| {
-                    usize::try_from(wanted.partition_index)
-                        .ok()
-                        .and_then(|i| t.partitions.get(i))
-                });
+                let partition = replicas
+                    .as_ref()
+                    .and_then(|t| t.partition(wanted.partition_index));
                 let Some(partition) = partition else {
                     return result.with_error_code(ResponseError::UnknownTopicOrPartition.code());
                 };

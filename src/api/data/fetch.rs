@@ -87,11 +87,9 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
                 .with_log_start_offset(-1)
                 .with_preferred_read_replica(BrokerId(-1))
                 .with_records(Some(Bytes::new()));
-            let partition = replicas.as_ref().and_then(|t| {
-                usize::try_from(wanted.partition)
-                    .ok()
-                    .and_then(|i| t.partitions.get(i))
-            });
+            let partition = replicas
+                .as_ref()
+                .and_then(|t| t.partition(wanted.partition));
             let Some(partition) = partition else {
                 has_error = true;
                 let code = if ctx.api_version >= 13 && replicas.is_none() {

@@ -29,11 +29,9 @@ pub async fn handle(ctx: &RequestContext, request: ListOffsetsRequest) -> ListOf
                     .with_timestamp(-1)
                     .with_offset(-1)
                     .with_leader_epoch(-1);
-                let partition = replicas.as_ref().and_then(|t| {
-                    usize::try_from(wanted.partition_index)
-                        .ok()
-                        .and_then(|i| t.partitions.get(i))
-                });
+                let partition = replicas
+                    .as_ref()
+                    .and_then(|t| t.partition(wanted.partition_index));
                 let Some(partition) = partition else {
                     return response.with_error_code(ResponseError::UnknownTopicOrPartition.code());
                 };

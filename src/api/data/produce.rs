@@ -101,10 +101,7 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Outcome {
                 continue;
             }
             let partition = match &replicas {
-                Ok(Some(t)) => usize::try_from(data.index)
-                    .ok()
-                    .and_then(|i| t.partitions.get(i))
-                    .cloned(),
+                Ok(Some(t)) => t.partition(data.index).cloned(),
                 Ok(None) => None,
                 Err(e) => {
                     partitions.push(error(errors::topic_error(e), e.to_string()));

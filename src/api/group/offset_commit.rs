@@ -24,9 +24,9 @@ pub async fn handle(ctx: &RequestContext, request: OffsetCommitRequest) -> Offse
         let known = services.replicas.topic(&topic.name);
         let mut topic_status = Vec::new();
         for p in &topic.partitions {
-            let exists = known.as_ref().is_some_and(|t| {
-                p.partition_index >= 0 && (p.partition_index as usize) < t.partitions.len()
-            });
+            let exists = known
+                .as_ref()
+                .is_some_and(|t| t.partition(p.partition_index).is_some());
             let metadata_len = p.committed_metadata.as_ref().map_or(0, |m| m.len());
             if metadata_len > OFFSET_METADATA_MAX_BYTES {
                 topic_status.push(Some(ResponseError::OffsetMetadataTooLarge));
