@@ -265,6 +265,28 @@ fn produce_to_unknown_topic_follows_auto_create() {
 }
 
 #[test]
+fn produce_with_two_batches_in_one_partition_is_invalid_record() {
+    // Kafka's ProduceRequest.validateRecords: v3+ allows exactly one batch per partition.
+    let ctx = Ctx::new();
+    let t = ctx.topic("ptwo", 1, &[]);
+    let mut c = ctx.client();
+    for v in ctx.versions_req(ApiKey::Produce, 3, 13) {
+        let two = [batch_of(1, now_ms()), batch_of(1, now_ms())].concat();
+        let pr = produce(&mut c, v, &t, 0, two);
+        assert_code!(
+            pr.error_code,
+            INVALID_RECORD,
+            "Produce v{v}: two batches in one partition"
+        );
+    }
+    assert_eq!(
+        offset_for(&ctx, &mut c, &t.name, 0, LATEST),
+        0,
+        "nothing was appended"
+    );
+}
+
+#[test]
 fn produce_message_too_large() {
     let ctx = Ctx::new();
     let small = ctx.topic("psmall", 1, &[("max.message.bytes", "1000")]);

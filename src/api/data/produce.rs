@@ -144,6 +144,12 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Outcome {
                 partitions.push(error(ResponseError::CorruptMessage, "no records".into()));
                 continue;
             };
+            if holds_more_than_one_batch(&records) {
+                // Kafka's ProduceRequest.validateRecords: v3+ carries exactly one batch.
+                let message = "Produce requests with version 3+ are only allowed to contain exactly one record batch per partition";
+                partitions.push(error(ResponseError::InvalidRecord, message.into()));
+                continue;
+            }
             match partition.append(&records, now_ms()) {
                 Ok(info) => {
                     let topic_label = partition.id().topic.clone();
@@ -189,6 +195,16 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Outcome {
         });
     }
     Outcome::Done(ProduceResponse::default().with_responses(responses))
+}
+
+/// Whether a record set continues past its first batch, judged from the first
+/// batch's length field alone (the log validates the batch itself).
+fn holds_more_than_one_batch(records: &[u8]) -> bool {
+    let Some(length) = records.get(8..12) else {
+        return false;
+    };
+    let length = i32::from_be_bytes([length[0], length[1], length[2], length[3]]);
+    usize::try_from(length).is_ok_and(|l| records.len() > crate::log::batch::LOG_OVERHEAD + l)
 }
 
 fn count_partition_errors(responses: &[TopicProduceResponse]) {
@@ -320,6 +336,20 @@ mod tests {
         b.put_i32(3);
         b.put_i32(0);
         b.freeze()
+    }
+
+    #[test]
+    fn a_second_batch_in_one_partition_is_detected_from_the_first_length() {
+        let one = crate::log::batch::testing::simple_batch(2, 0);
+        assert!(!holds_more_than_one_batch(&one));
+        assert!(holds_more_than_one_batch(
+            &[one.clone(), one.clone()].concat()
+        ));
+        assert!(
+            !holds_more_than_one_batch(&one[..one.len() - 3]),
+            "truncated: left to the log"
+        );
+        assert!(!holds_more_than_one_batch(&[0u8; 5]));
     }
 
     #[test]
