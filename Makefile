@@ -4,19 +4,22 @@ CARGO ?= cargo
 PYTHON := .venv/bin/python
 TERN := target/release/tern
 
-.PHONY: run build test deps lint unit protocol-test compat ops bench clean
+.PHONY: run build build-deps test deps lint unit protocol-test compat ops bench clean
 
 run: build
 	mkdir -p data
 	$(TERN) serve --data-dir ./data --listen 127.0.0.1:9092
 
-build:
+build: build-deps
 	$(CARGO) build --release
+
+build-deps:
+	bash scripts/install-build-deps.sh
 
 deps:
 	bash scripts/install-test-deps.sh
 
-lint:
+lint: build-deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
 

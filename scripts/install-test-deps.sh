@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
-command -v protoc >/dev/null || need_apt+=(protobuf-compiler)
+bash scripts/install-build-deps.sh
 command -v kcat >/dev/null || need_apt+=(kcat)
 command -v etcd >/dev/null || need_apt+=(etcd-server)
 if ((${#need_apt[@]})); then

@@ -13,7 +13,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::api::context::Services;
-use crate::cluster::{BrokerInfo, EmbeddedStore, MetadataError, MetadataStore};
+use crate::cluster::{
+    BrokerInfo, EmbeddedStore, EtcdStore, MetadataError, MetadataEvent, MetadataStore,
+};
 use crate::config::Config;
 use crate::group::coordinator::GroupCoordinator;
 use crate::group::offsets::OFFSETS_TOPIC;
@@ -70,30 +72,7 @@ fn try_flock(file: &File) -> i32 {
 impl Broker {
     pub async fn start(config: Config) -> Result<Self, BrokerError> {
         let lock = lock_data_dir(&config)?;
-        let store: Arc<dyn MetadataStore> = Arc::new(EmbeddedStore::open(
-            &config.data_dir,
-            config.cluster_id.as_deref(),
-        )?);
-        let defaults = Arc::new(config.topics.defaults.clone());
-        let replicas = Arc::new(ReplicaManager::new(
-            &config.data_dir,
-            defaults,
-            config.durability,
-        )?);
-        let topics = TopicService::new(
-            Arc::clone(&store),
-            Arc::clone(&replicas),
-            config.topics.clone(),
-            config.node_id,
-        );
-        let loaded = topics.load_all().await?;
-        let offsets_topic = topics
-            .ensure_internal(OFFSETS_TOPIC, config.groups.offsets_topic_partitions)
-            .await?;
-        let groups = Arc::new(GroupCoordinator::load(
-            offsets_topic.partitions.clone(),
-            config.groups.coordinator,
-        ));
+        crate::metrics::install();
         let listener = TcpListener::bind(config.server.listen)
             .await
             .map_err(|source| BrokerError::Bind {
@@ -110,7 +89,6 @@ impl Broker {
                     source,
                 })?;
         let metrics_addr = metrics_listener.local_addr()?;
-        crate::metrics::install();
         let mut server = config.server.clone();
         if server.advertised_port == 0 {
             server.advertised_port = i32::from(local_addr.port());
@@ -120,7 +98,34 @@ impl Broker {
             host: server.advertised_host.clone(),
             port: server.advertised_port,
             rack: None,
+            weight: config.ring_weight,
         };
+        let shutdown = CancellationToken::new();
+        let background = TaskTracker::new();
+        let store = open_store(&config, node.clone(), &background, &shutdown).await?;
+        // Subscribed before anything is loaded, so no change slips between the two.
+        let events = store.subscribe();
+        let defaults = Arc::new(config.topics.defaults.clone());
+        let replicas = Arc::new(ReplicaManager::new(
+            &config.data_dir,
+            defaults,
+            config.durability,
+        )?);
+        let topics = TopicService::new(
+            Arc::clone(&store),
+            Arc::clone(&replicas),
+            config.topics.clone(),
+            config.node_id,
+        );
+        let loaded = topics.load_all().await?;
+        let offsets_topic = topics
+            .ensure_internal(OFFSETS_TOPIC, config.groups.offsets_topic_partitions)
+            .await?;
+        let groups = Arc::new(GroupCoordinator::new(
+            offsets_topic.spec.partitions,
+            config.groups.coordinator,
+        ));
+        groups.follow_leadership(&offsets_topic);
         let services = Arc::new(Services {
             node,
             producer_ids: ProducerIdAllocator::new(Arc::clone(&store)),
@@ -130,9 +135,12 @@ impl Broker {
             topics,
             server,
         });
-        let shutdown = CancellationToken::new();
+        background.spawn(run_reconciler(
+            Arc::clone(&services),
+            events,
+            shutdown.clone(),
+        ));
         let tasks = TaskTracker::new();
-        let background = TaskTracker::new();
         tasks.spawn(run_listener(
             listener,
             Arc::clone(&services),
@@ -210,12 +218,86 @@ impl Broker {
         }
         self.background.close();
         self.background.wait().await;
+        self.services.store.leave().await;
         let replicas = Arc::clone(&self.services.replicas);
         tokio::task::spawn_blocking(move || replicas.shutdown())
             .await
             .map_err(std::io::Error::other)??;
         tracing::info!("shut down cleanly");
         Ok(())
+    }
+}
+
+/// The metadata store: etcd in cluster mode (with its watch, session and controller
+/// tasks), else the embedded file.
+async fn open_store(
+    config: &Config,
+    node: BrokerInfo,
+    background: &TaskTracker,
+    shutdown: &CancellationToken,
+) -> Result<Arc<dyn MetadataStore>, BrokerError> {
+    let Some(etcd) = &config.etcd else {
+        return Ok(Arc::new(EmbeddedStore::open(
+            &config.data_dir,
+            config.cluster_id.as_deref(),
+            node,
+        )?));
+    };
+    let cluster_id = config.cluster_id.as_deref().unwrap_or("tern");
+    let store = Arc::new(EtcdStore::connect(etcd, cluster_id, node).await?);
+    let (watching, session) = (Arc::clone(&store), Arc::clone(&store));
+    let (watch_shutdown, session_shutdown) = (shutdown.clone(), shutdown.clone());
+    background.spawn(async move { watching.run_watch(watch_shutdown).await });
+    background.spawn(async move { session.run_session(session_shutdown).await });
+    background.spawn(crate::cluster::controller::run(
+        Arc::clone(&store),
+        shutdown.clone(),
+    ));
+    tracing::info!(cluster_id, endpoints = ?etcd.endpoints, "joined the cluster through etcd");
+    Ok(store)
+}
+
+/// Keeps local partitions (and the groups this broker coordinates) in step with the
+/// metadata store: every topic or placement change is reconciled as it is announced.
+async fn run_reconciler(
+    services: Arc<Services>,
+    mut events: tokio::sync::broadcast::Receiver<MetadataEvent>,
+    shutdown: CancellationToken,
+) {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        let event = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            event = events.recv() => event,
+        };
+        let names: Vec<String> = match event {
+            Ok(
+                MetadataEvent::TopicCreated(spec)
+                | MetadataEvent::TopicChanged(spec)
+                | MetadataEvent::TopicDeleted(spec),
+            ) => vec![spec.name],
+            Ok(MetadataEvent::AssignmentChanged(name)) => vec![name],
+            Ok(MetadataEvent::BrokersChanged | MetadataEvent::ControllerChanged) => Vec::new(),
+            Ok(MetadataEvent::Resynced) | Err(RecvError::Lagged(_)) => {
+                let mut names = services.replicas.topic_names();
+                names.extend(services.store.topics().await.into_iter().map(|t| t.name));
+                names.sort();
+                names.dedup();
+                names
+            }
+            Err(RecvError::Closed) => return,
+        };
+        for name in names {
+            match services.topics.reconcile(&name).await {
+                Ok(Some(topic)) if name == OFFSETS_TOPIC => {
+                    services.groups.follow_leadership(&topic)
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(topic = %name, %error, "could not apply metadata change")
+                }
+            }
+        }
     }
 }
 
@@ -266,7 +348,7 @@ async fn run_sampler(
 
 fn sample(services: &Services, data_dir: &std::path::Path) {
     use crate::metrics as m;
-    let partitions = services.replicas.all_partitions();
+    let partitions = services.replicas.led_partitions();
     let mut high_watermarks = std::collections::HashMap::new();
     for partition in &partitions {
         let id = partition.id();
@@ -282,14 +364,18 @@ fn sample(services: &Services, data_dir: &std::path::Path) {
         high_watermarks.insert((id.topic.clone(), id.partition), high_watermark);
     }
     metrics::gauge!(m::LEADER_PARTITIONS).set(partitions.len() as f64);
-    metrics::gauge!(m::UNDER_REPLICATED_PARTITIONS).set(0.0);
-    metrics::gauge!(m::OFFLINE_PARTITIONS).set(0.0);
+    let (under_replicated, offline) = replica_health(services);
+    metrics::gauge!(m::UNDER_REPLICATED_PARTITIONS).set(under_replicated as f64);
+    metrics::gauge!(m::OFFLINE_PARTITIONS).set(offline as f64);
+    let brokers = services.store.brokers().len();
+    metrics::gauge!(m::CLUSTER_BROKERS).set(brokers as f64);
     let under_min_isr = partitions
         .iter()
         .filter(|p| p.isr_size() < p.min_insync_replicas())
         .count();
     metrics::gauge!(m::UNDER_MIN_ISR_PARTITIONS).set(under_min_isr as f64);
-    metrics::gauge!(m::CONTROLLER_ACTIVE).set(1.0);
+    let controller = services.store.controller_id() == Some(services.node.node_id);
+    metrics::gauge!(m::CONTROLLER_ACTIVE).set(if controller { 1.0 } else { 0.0 });
     // One replica per partition: the ISR never changes, but the series exist.
     metrics::counter!(m::ISR_SHRINKS_TOTAL).absolute(0);
     metrics::counter!(m::ISR_EXPANDS_TOTAL).absolute(0);
@@ -312,6 +398,34 @@ fn sample(services: &Services, data_dir: &std::path::Path) {
         metrics::gauge!(m::DATA_DIR_USED_BYTES).set(used as f64);
         metrics::gauge!(m::DATA_DIR_FREE_BYTES).set(free as f64);
     }
+}
+
+/// Partitions led here with replicas outside the ISR (every replica but the leader
+/// until replication lands), and — counted by the controller only, as in Kafka —
+/// partitions of the cluster without a live leader.
+fn replica_health(services: &Services) -> (usize, usize) {
+    let store = &services.store;
+    let me = services.node.node_id;
+    let live: Vec<i32> = store.brokers().iter().map(|b| b.node_id).collect();
+    let is_controller = store.controller_id() == Some(me);
+    let (mut under_replicated, mut offline) = (0, 0);
+    for topic in services.replicas.topics() {
+        let assignment = store
+            .assignment(&topic.spec)
+            .filter(|a| a.topic_id == topic.spec.topic_id);
+        for index in 0..topic.spec.partitions {
+            let placed = assignment.as_ref().and_then(|a| a.partition(index));
+            match placed {
+                Some(p) if live.contains(&p.leader) && p.leader == me && p.replicas.len() > 1 => {
+                    under_replicated += 1;
+                }
+                Some(p) if live.contains(&p.leader) => {}
+                _ if is_controller => offline += 1,
+                _ => {}
+            }
+        }
+    }
+    (under_replicated, offline)
 }
 
 async fn run_retention(

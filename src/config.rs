@@ -58,8 +58,14 @@ serve_args! {
     advertise: String = String::new(), "TERN_ADVERTISE";
     /// This broker's id [default: 1]
     node_id: i32 = 1, "TERN_NODE_ID";
-    /// Cluster id for a new data directory [default: random, then kept in the data dir]
+    /// Cluster id: with --etcd, names the cluster (its etcd key prefix); alone, the id of a new data directory [default: "tern" with --etcd, else random and kept in the data dir]
     cluster_id: String = String::new(), "TERN_CLUSTER_ID";
+    /// etcd endpoints, comma-separated (http://HOST:PORT,...): run as one broker of a cluster; without it, a single node with the embedded store [default: none]
+    etcd: String = String::new(), "TERN_ETCD";
+    /// TTL of this broker's etcd lease, seconds: a broker silent this long leaves the cluster and its partitions move [default: 6]
+    etcd_lease_ttl_secs: u64 = 6, "TERN_ETCD_LEASE_TTL_SECS";
+    /// This broker's share of partitions on the placement ring, relative to the others (0 takes none) [default: 1]
+    ring_weight: u32 = 1, "TERN_RING_WEIGHT";
     /// Largest request accepted; bigger frames close the connection (socket.request.max.bytes) [default: 104857600]
     max_request_bytes: u32 = 100 * 1024 * 1024, "TERN_MAX_REQUEST_BYTES";
     /// Requests read ahead of their responses on one connection [default: 64]
@@ -115,6 +121,9 @@ pub struct Config {
     pub server: ServerConfig,
     pub node_id: i32,
     pub cluster_id: Option<String>,
+    /// Cluster mode: where etcd is. `None` runs a single node on the embedded store.
+    pub etcd: Option<crate::cluster::etcd::EtcdConfig>,
+    pub ring_weight: u32,
     pub topics: TopicsConfig,
     pub durability: Durability,
     pub retention_check_interval: Duration,
@@ -258,6 +267,8 @@ impl Config {
             },
             node_id: a.node_id.unwrap_or_else(defaults::node_id),
             cluster_id: a.cluster_id.filter(|s| !s.is_empty()),
+            etcd: etcd_config(a.etcd.as_deref(), a.etcd_lease_ttl_secs)?,
+            ring_weight: a.ring_weight.unwrap_or_else(defaults::ring_weight),
             topics: TopicsConfig {
                 auto_create: a
                     .auto_create_topics_enable
@@ -317,6 +328,34 @@ impl Config {
             },
         })
     }
+}
+
+/// The etcd settings when `--etcd` names endpoints.
+fn etcd_config(
+    endpoints: Option<&str>,
+    ttl_secs: Option<u64>,
+) -> Result<Option<crate::cluster::etcd::EtcdConfig>, ConfigError> {
+    let endpoints: Vec<String> = endpoints
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(str::to_string)
+        .collect();
+    if endpoints.is_empty() {
+        return Ok(None);
+    }
+    let ttl = ttl_secs.unwrap_or_else(defaults::etcd_lease_ttl_secs);
+    if !(2..=300).contains(&ttl) {
+        return Err(ConfigError::Invalid {
+            name: "etcd_lease_ttl_secs",
+            reason: format!("{ttl} must be between 2 and 300"),
+        });
+    }
+    Ok(Some(crate::cluster::etcd::EtcdConfig {
+        endpoints,
+        lease_ttl: Duration::from_secs(ttl),
+    }))
 }
 
 /// Topic-config defaults the operator set explicitly, by topic config name.

@@ -64,6 +64,19 @@ pub const OFFLINE_PARTITIONS: &str = "tern_offline_partitions";
 pub const UNDER_MIN_ISR_PARTITIONS: &str = "tern_under_min_isr_partitions";
 /// 1 when this broker is the active controller.
 pub const CONTROLLER_ACTIVE: &str = "tern_controller_active";
+/// Live brokers in the cluster, as this broker sees them.
+pub const CLUSTER_BROKERS: &str = "tern_cluster_brokers";
+/// 1 while this broker's etcd session (its lease) is alive by its own clock; only in
+/// cluster mode (`--etcd`).
+pub const ETCD_SESSION_UP: &str = "tern_etcd_session_up";
+/// Times this broker's lease expired (it left the cluster and rejoined).
+pub const ETCD_SESSION_EXPIRATIONS_TOTAL: &str = "tern_etcd_session_expirations_total";
+/// Times the metadata watch was lost and everything re-read from etcd.
+pub const ETCD_WATCH_RESYNCS_TOTAL: &str = "tern_etcd_watch_resyncs_total";
+/// Times this broker was elected controller.
+pub const CONTROLLER_ELECTIONS_TOTAL: &str = "tern_controller_elections_total";
+/// Partition leaders moved by this broker as controller.
+pub const PARTITION_LEADER_CHANGES_TOTAL: &str = "tern_partition_leader_changes_total";
 /// Completed group rebalances (a new generation), by `group`.
 pub const GROUP_REBALANCES_TOTAL: &str = "tern_group_rebalances_total";
 /// Members in a group, by `group`.

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
@@ -69,6 +70,9 @@ pub fn is_internal(name: &str) -> bool {
     name == crate::group::offsets::OFFSETS_TOPIC
 }
 
+/// Longest a topic change waits for the controller to place its partitions.
+const PLACEMENT_WAIT: Duration = Duration::from_secs(5);
+
 /// Most partitions one topic may have; each costs files and mappings.
 pub const MAX_PARTITIONS_PER_TOPIC: i32 = 10_000;
 
@@ -99,13 +103,65 @@ impl TopicService {
         &self.config
     }
 
-    /// Opens the partitions of every topic in the store (at start-up).
+    /// Opens the partitions this broker leads, for every topic in the store.
     pub async fn load_all(&self) -> Result<usize, TopicError> {
         let topics = self.store.topics().await;
         for spec in &topics {
-            self.replicas.reconcile_topic(spec, false)?;
+            self.apply(spec, false)?;
         }
         Ok(topics.len())
+    }
+
+    /// Makes the local partitions of `name` match the store: what this broker leads is
+    /// open and stamped with its leader epoch; a deleted topic is removed. Returns the
+    /// topic as it now is here.
+    pub async fn reconcile(&self, name: &str) -> Result<Option<Arc<TopicReplicas>>, TopicError> {
+        match self.store.topic(name).await {
+            Some(spec) => Ok(Some(self.apply(&spec, false)?)),
+            None => {
+                self.replicas.remove_topic(name);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Per partition of `spec`: the leader epoch when this broker leads it.
+    fn leadership(&self, spec: &TopicSpec) -> Vec<Option<i32>> {
+        let assignment = self
+            .store
+            .assignment(spec)
+            .filter(|a| a.topic_id == spec.topic_id);
+        (0..spec.partitions)
+            .map(|i| {
+                assignment
+                    .as_ref()
+                    .and_then(|a| a.partition(i))
+                    .filter(|p| p.leader == self.node_id)
+                    .map(|p| p.leader_epoch)
+            })
+            .collect()
+    }
+
+    fn apply(&self, spec: &TopicSpec, fresh: bool) -> Result<Arc<TopicReplicas>, TopicError> {
+        let leadership = self.leadership(spec);
+        Ok(self.replicas.reconcile_topic(spec, &leadership, fresh)?)
+    }
+
+    /// Waits (bounded) until the controller has placed every partition of `spec`, so
+    /// that a client told "created" finds leaders in Metadata right away.
+    async fn wait_for_placement(&self, spec: &TopicSpec) {
+        let deadline = tokio::time::Instant::now() + PLACEMENT_WAIT;
+        loop {
+            let placed = self.store.assignment(spec).is_some_and(|a| {
+                a.topic_id == spec.topic_id
+                    && a.partitions.len() >= spec.partitions as usize
+                    && a.partitions.iter().all(|p| p.leader >= 0)
+            });
+            if placed || tokio::time::Instant::now() >= deadline {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Creates an internal topic on first start (keeping data forever: there is no
@@ -118,6 +174,7 @@ impl TopicService {
         let spec = match self.store.topic(name).await {
             Some(spec) => spec,
             None => {
+                // Several brokers may start at once: the first one creates it.
                 let mut configs = BTreeMap::new();
                 configs.insert("retention.ms".to_string(), "-1".to_string());
                 // Small segments: compaction frees space a whole segment at a time.
@@ -128,12 +185,21 @@ impl TopicService {
                     replication_factor: 1,
                     configs,
                 };
-                let spec = self.store.create_topic(topic).await?;
-                tracing::info!(topic = name, partitions, "created internal topic");
-                spec
+                match self.store.create_topic(topic).await {
+                    Ok(spec) => {
+                        tracing::info!(topic = name, partitions, "created internal topic");
+                        spec
+                    }
+                    Err(MetadataError::TopicExists(_)) => self
+                        .store
+                        .topic(name)
+                        .await
+                        .ok_or_else(|| TopicError::Unknown(name.to_string()))?,
+                    Err(error) => return Err(error.into()),
+                }
             }
         };
-        Ok(self.replicas.reconcile_topic(&spec, false)?)
+        self.apply(&spec, false)
     }
 
     /// Checks a create request and returns the topic it would create.
@@ -158,7 +224,9 @@ impl TopicService {
             for replicas in &request.assignments {
                 if replicas.is_empty() || replicas.iter().any(|&b| b != self.node_id) {
                     return Err(TopicError::InvalidReplicaAssignment(format!(
-                        "assignment {replicas:?} names brokers other than {}",
+                        "assignment {replicas:?} names brokers other than {}; in a cluster, \
+                         the consistent-hash ring places partitions: give a partition count \
+                         and replication factor instead",
                         self.node_id
                     )));
                 }
@@ -171,7 +239,7 @@ impl TopicService {
                 "number of partitions must be between 1 and {MAX_PARTITIONS_PER_TOPIC}, got {partitions}"
             )));
         }
-        let brokers = 1;
+        let brokers = self.store.brokers().len().max(1) as i16;
         if replication_factor < 1 || replication_factor > brokers {
             return Err(TopicError::InvalidReplicationFactor(format!(
                 "replication factor {replication_factor} must be between 1 and the number of brokers ({brokers})"
@@ -190,7 +258,8 @@ impl TopicService {
     pub async fn create(&self, request: &CreateTopic) -> Result<TopicSpec, TopicError> {
         let topic = self.validate_create(request)?;
         let spec = self.store.create_topic(topic).await?;
-        self.replicas.reconcile_topic(&spec, true)?;
+        self.wait_for_placement(&spec).await;
+        self.apply(&spec, true)?;
         tracing::info!(topic = %spec.name, partitions = spec.partitions, "created topic");
         Ok(spec)
     }
@@ -206,7 +275,7 @@ impl TopicService {
             return Ok(Some(topic));
         }
         if let Some(spec) = self.store.topic(name).await {
-            return Ok(Some(self.replicas.reconcile_topic(&spec, false)?));
+            return Ok(Some(self.apply(&spec, false)?));
         }
         if !(allow_auto_create && self.config.auto_create) {
             validate_topic_name(name).map_err(TopicError::InvalidName)?;
@@ -263,7 +332,8 @@ impl TopicService {
             return Ok(());
         }
         let spec = self.store.set_partition_count(name, count).await?;
-        self.replicas.reconcile_topic(&spec, false)?;
+        self.wait_for_placement(&spec).await;
+        self.apply(&spec, false)?;
         Ok(())
     }
 
@@ -282,7 +352,7 @@ impl TopicService {
             return Ok(());
         }
         let spec = self.store.set_topic_configs(name, configs).await?;
-        self.replicas.reconcile_topic(&spec, false)?;
+        self.apply(&spec, false)?;
         Ok(())
     }
 }

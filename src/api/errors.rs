@@ -7,7 +7,7 @@ use crate::group::state::GroupError;
 use crate::log::batch::BatchError;
 use crate::log::producer_state::SequenceError;
 use crate::log::AppendError;
-use crate::replication::PartitionError;
+use crate::replication::{NotServed, PartitionError};
 use crate::topics::TopicError;
 
 pub fn batch_error(error: &BatchError) -> ResponseError {
@@ -44,6 +44,14 @@ pub fn partition_error(error: &PartitionError) -> ResponseError {
     }
 }
 
+/// Why a partition is not served here, as Kafka says it.
+pub fn not_served(reason: NotServed) -> ResponseError {
+    match reason {
+        NotServed::Unknown => ResponseError::UnknownTopicOrPartition,
+        NotServed::NotLeader => ResponseError::NotLeaderOrFollower,
+    }
+}
+
 pub fn topic_error(error: &TopicError) -> ResponseError {
     match error {
         TopicError::InvalidName(_) => ResponseError::InvalidTopicException,
@@ -68,6 +76,7 @@ pub fn group_error(error: &GroupError) -> ResponseError {
         GroupError::InvalidSessionTimeout => ResponseError::InvalidSessionTimeout,
         GroupError::FencedInstanceId => ResponseError::FencedInstanceId,
         GroupError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
+        GroupError::NotCoordinator => ResponseError::NotCoordinator,
         GroupError::NonEmptyGroup => ResponseError::NonEmptyGroup,
         GroupError::GroupIdNotFound => ResponseError::GroupIdNotFound,
         GroupError::GroupMaxSizeReached => ResponseError::GroupMaxSizeReached,

@@ -1,6 +1,9 @@
-//! Metadata (key 3, v0–13): brokers, the cluster id, and topics with their partitions.
-//! Requested topics that don't exist are auto-created when both the request (v4+) and
-//! the broker allow it, as in Kafka.
+//! Metadata (key 3, v0–13): the live brokers, the controller, the cluster id, and
+//! topics with each partition's leader, replicas and leader epoch, as the metadata
+//! store says: any broker answers for the whole cluster. Requested topics that don't
+//! exist are auto-created when both the request (v4+) and the broker allow it, as in
+//! Kafka. A partition not placed yet (or whose leader is gone) answers
+//! LEADER_NOT_AVAILABLE, which clients retry.
 
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
@@ -10,7 +13,7 @@ use kafka_protocol::ResponseError;
 
 use super::context::RequestContext;
 use super::{errors, str_bytes, topic_name, AUTHORIZED_OPERATIONS_OMITTED};
-use crate::replication::TopicReplicas;
+use crate::cluster::TopicSpec;
 
 pub async fn handle(ctx: &RequestContext, request: MetadataRequest) -> MetadataResponse {
     let services = &ctx.services;
@@ -25,7 +28,7 @@ pub async fn handle(ctx: &RequestContext, request: MetadataRequest) -> MetadataR
                 continue; // hidden unless asked for by name
             }
             match services.topics.get_or_auto_create(&spec.name, false).await {
-                Ok(Some(replicas)) => topics.push(describe(ctx, &replicas)),
+                Ok(Some(replicas)) => topics.push(describe(ctx, &replicas.spec)),
                 Ok(None) => {}
                 Err(error) => {
                     topics.push(failed(Some(spec.name.clone()), errors::topic_error(&error)))
@@ -53,21 +56,28 @@ pub async fn handle(ctx: &RequestContext, request: MetadataRequest) -> MetadataR
                 .get_or_auto_create(&name, allow_auto_create)
                 .await
             {
-                Ok(Some(replicas)) => topics.push(describe(ctx, &replicas)),
+                Ok(Some(replicas)) => topics.push(describe(ctx, &replicas.spec)),
                 Ok(None) => topics.push(failed(Some(name), ResponseError::UnknownTopicOrPartition)),
                 Err(error) => topics.push(failed(Some(name), errors::topic_error(&error))),
             }
         }
     }
-    let node = &services.node;
+    let brokers = services
+        .store
+        .brokers()
+        .into_iter()
+        .map(|b| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(b.node_id))
+                .with_host(str_bytes(b.host))
+                .with_port(b.port)
+                .with_rack(b.rack.map(str_bytes))
+        })
+        .collect();
     MetadataResponse::default()
-        .with_brokers(vec![MetadataResponseBroker::default()
-            .with_node_id(BrokerId(node.node_id))
-            .with_host(str_bytes(node.host.clone()))
-            .with_port(node.port)
-            .with_rack(node.rack.clone().map(str_bytes))])
+        .with_brokers(brokers)
         .with_cluster_id(Some(str_bytes(services.store.cluster_id())))
-        .with_controller_id(BrokerId(node.node_id))
+        .with_controller_id(BrokerId(services.store.controller_id().unwrap_or(-1)))
         .with_topics(topics)
         .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
 }
@@ -79,24 +89,44 @@ fn failed(name: Option<String>, error: ResponseError) -> MetadataResponseTopic {
         .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
 }
 
-fn describe(ctx: &RequestContext, topic: &TopicReplicas) -> MetadataResponseTopic {
-    let node = BrokerId(ctx.node_id());
-    let partitions = topic
-        .partitions
+fn describe(ctx: &RequestContext, spec: &TopicSpec) -> MetadataResponseTopic {
+    let assignment = ctx
+        .services
+        .store
+        .assignment(spec)
+        .filter(|a| a.topic_id == spec.topic_id);
+    let live: Vec<i32> = ctx
+        .services
+        .store
+        .brokers()
         .iter()
-        .map(|p| {
-            MetadataResponsePartition::default()
-                .with_partition_index(p.id().partition)
-                .with_leader_id(node)
-                .with_leader_epoch(p.leader_epoch())
-                .with_replica_nodes(vec![node])
-                .with_isr_nodes(vec![node])
+        .map(|b| b.node_id)
+        .collect();
+    let partitions = (0..spec.partitions)
+        .map(|index| {
+            let response = MetadataResponsePartition::default().with_partition_index(index);
+            match assignment.as_ref().and_then(|a| a.partition(index)) {
+                Some(p) if live.contains(&p.leader) => {
+                    let offline = p.replicas.iter().filter(|r| !live.contains(r));
+                    response
+                        .with_leader_id(BrokerId(p.leader))
+                        .with_leader_epoch(p.leader_epoch)
+                        .with_replica_nodes(p.replicas.iter().copied().map(BrokerId).collect())
+                        // Only the leader is in sync: there are no followers yet.
+                        .with_isr_nodes(vec![BrokerId(p.leader)])
+                        .with_offline_replicas(offline.copied().map(BrokerId).collect())
+                }
+                _ => response
+                    .with_error_code(ResponseError::LeaderNotAvailable.code())
+                    .with_leader_id(BrokerId(-1))
+                    .with_leader_epoch(-1),
+            }
         })
         .collect();
     MetadataResponseTopic::default()
-        .with_name(Some(topic_name(topic.spec.name.clone())))
-        .with_topic_id(topic.spec.topic_id)
-        .with_is_internal(topic.spec.name.starts_with("__"))
+        .with_name(Some(topic_name(spec.name.clone())))
+        .with_topic_id(spec.topic_id)
+        .with_is_internal(spec.name.starts_with("__"))
         .with_partitions(partitions)
         .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
 }

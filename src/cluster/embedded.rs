@@ -10,7 +10,9 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 use uuid::Uuid;
 
-use super::{MetadataError, MetadataEvent, MetadataStore, NewTopic, TopicSpec};
+use super::{
+    BrokerInfo, MetadataError, MetadataEvent, MetadataStore, NewTopic, TopicAssignment, TopicSpec,
+};
 use crate::log::write_atomically;
 
 const FILE_NAME: &str = "metadata.json";
@@ -28,6 +30,8 @@ pub struct EmbeddedStore {
     path: PathBuf,
     state: Mutex<State>,
     events: broadcast::Sender<MetadataEvent>,
+    /// The one broker: leader of everything, and the controller.
+    node: BrokerInfo,
 }
 
 /// A fresh, Kafka-style cluster id: 16 random bytes in URL-safe base64 without padding.
@@ -52,8 +56,13 @@ fn new_cluster_id() -> String {
 }
 
 impl EmbeddedStore {
-    /// Opens the store in `data_dir`, creating it (with `cluster_id` or a random one).
-    pub fn open(data_dir: &Path, cluster_id: Option<&str>) -> Result<Self, MetadataError> {
+    /// Opens the store in `data_dir`, creating it (with `cluster_id` or a random one),
+    /// for the single broker `node`.
+    pub fn open(
+        data_dir: &Path,
+        cluster_id: Option<&str>,
+        node: BrokerInfo,
+    ) -> Result<Self, MetadataError> {
         std::fs::create_dir_all(data_dir)?;
         let path = data_dir.join(FILE_NAME);
         let state = match std::fs::read(&path) {
@@ -76,6 +85,7 @@ impl EmbeddedStore {
             path,
             state: Mutex::new(state),
             events,
+            node,
         })
     }
 
@@ -212,6 +222,18 @@ impl MetadataStore for EmbeddedStore {
     fn subscribe(&self) -> broadcast::Receiver<MetadataEvent> {
         self.events.subscribe()
     }
+
+    fn brokers(&self) -> Vec<BrokerInfo> {
+        vec![self.node.clone()]
+    }
+
+    fn controller_id(&self) -> Option<i32> {
+        Some(self.node.node_id)
+    }
+
+    fn assignment(&self, spec: &TopicSpec) -> Option<TopicAssignment> {
+        Some(TopicAssignment::all_on(spec, self.node.node_id))
+    }
 }
 
 #[cfg(test)]
@@ -227,10 +249,20 @@ mod tests {
         }
     }
 
+    fn node() -> BrokerInfo {
+        BrokerInfo {
+            node_id: 1,
+            host: "127.0.0.1".into(),
+            port: 9092,
+            rack: None,
+            weight: 1,
+        }
+    }
+
     #[tokio::test]
     async fn topics_and_ids_survive_reopen() -> Result<(), MetadataError> {
         let dir = tempfile::tempdir()?;
-        let store = EmbeddedStore::open(dir.path(), Some("c1"))?;
+        let store = EmbeddedStore::open(dir.path(), Some("c1"), node())?;
         let mut events = store.subscribe();
         let created = store.create_topic(new_topic("a")).await?;
         assert!(matches!(
@@ -245,7 +277,7 @@ mod tests {
         assert!(store.set_partition_count("a", 2).await.is_err());
         let first = store.allocate_producer_ids(10).await?;
         drop(store);
-        let store = EmbeddedStore::open(dir.path(), None)?;
+        let store = EmbeddedStore::open(dir.path(), None, node())?;
         assert_eq!(store.cluster_id(), "c1");
         let topic = store.topic("a").await.expect("persisted");
         assert_eq!((topic.partitions, topic.topic_id), (5, created.topic_id));

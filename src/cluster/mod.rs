@@ -1,11 +1,16 @@
-//! Cluster metadata behind one trait: topics, their partitions, configs and ids, and
-//! producer-id allocation. `EmbeddedStore` serves a single node from a file in the data
-//! directory; an etcd-backed store for many nodes implements the same trait.
+//! Cluster metadata behind one trait: topics, their partitions, configs and ids, where
+//! each partition lives (leader, replicas, leader epoch), the live brokers and the
+//! controller, and producer-id allocation. `EmbeddedStore` serves a single node from a
+//! file in the data directory; `EtcdStore` serves a cluster from etcd, with a local
+//! cache kept current by watches.
 //!
 //! Writers change the store; every broker (this one included) then reconciles its local
-//! partitions with what the store says (`replication::ReplicaManager::reconcile_topic`).
+//! partitions with what the store says (`topics::TopicService::reconcile`), driven by
+//! the store's events.
 
+pub mod controller;
 pub mod embedded;
+pub mod etcd;
 pub mod ring;
 pub mod topic_config;
 
@@ -16,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 pub use embedded::EmbeddedStore;
+pub use etcd::EtcdStore;
 
 /// A topic as the cluster knows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,13 +46,61 @@ pub struct NewTopic {
     pub configs: BTreeMap<String, String>,
 }
 
-/// A broker as clients should reach it.
+/// A broker as clients should reach it, and its share of the placement ring.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BrokerInfo {
     pub node_id: i32,
     pub host: String,
     pub port: i32,
     pub rack: Option<String>,
+    /// Relative share of partitions (ring points); 0 takes none.
+    #[serde(default = "default_weight")]
+    pub weight: u32,
+}
+
+fn default_weight() -> u32 {
+    1
+}
+
+/// Where one partition lives. The controller writes it; brokers act on it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionAssignment {
+    /// The broker serving reads and writes; -1 when no broker is live.
+    pub leader: i32,
+    /// The leader first, then the next distinct brokers on the ring.
+    pub replicas: Vec<i32>,
+    /// Bumped whenever the leader changes, so stale leaders and clients can be told apart.
+    pub leader_epoch: i32,
+}
+
+/// Where every partition of a topic lives, indexed by partition number.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicAssignment {
+    /// The topic incarnation this is for (a re-created topic gets a new id).
+    pub topic_id: Uuid,
+    pub partitions: Vec<PartitionAssignment>,
+}
+
+impl TopicAssignment {
+    /// Every partition led by `node` under epoch 0: a single node's assignment.
+    pub fn all_on(spec: &TopicSpec, node: i32) -> Self {
+        let partition = PartitionAssignment {
+            leader: node,
+            replicas: vec![node],
+            leader_epoch: 0,
+        };
+        Self {
+            topic_id: spec.topic_id,
+            partitions: vec![partition; spec.partitions.max(0) as usize],
+        }
+    }
+
+    /// Partition `index`, if the assignment covers it.
+    pub fn partition(&self, index: i32) -> Option<&PartitionAssignment> {
+        usize::try_from(index)
+            .ok()
+            .and_then(|i| self.partitions.get(i))
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +119,10 @@ pub enum MetadataError {
     Io(#[from] std::io::Error),
     #[error("metadata file is corrupt: {0}")]
     Corrupt(String),
+    #[error("etcd: {0}")]
+    Etcd(String),
+    #[error("metadata store is busy (too many concurrent changes to '{0}'); retry")]
+    Contended(String),
 }
 
 /// A change other components react to.
@@ -73,6 +131,14 @@ pub enum MetadataEvent {
     TopicCreated(TopicSpec),
     TopicChanged(TopicSpec),
     TopicDeleted(TopicSpec),
+    /// The placement of this topic's partitions changed.
+    AssignmentChanged(String),
+    /// A broker joined or left.
+    BrokersChanged,
+    /// The controller changed (or there is none for now).
+    ControllerChanged,
+    /// The store reloaded everything (after a lost watch): reconcile it all.
+    Resynced,
 }
 
 /// Topics and ids for the whole cluster. Implementations are cheap to query: callers
@@ -99,4 +165,17 @@ pub trait MetadataStore: Send + Sync + Debug + 'static {
     async fn allocate_producer_ids(&self, count: i64) -> Result<i64, MetadataError>;
     /// Changes from now on.
     fn subscribe(&self) -> tokio::sync::broadcast::Receiver<MetadataEvent>;
+    /// Live brokers, by id.
+    fn brokers(&self) -> Vec<BrokerInfo>;
+    /// The active controller, if there is one right now.
+    fn controller_id(&self) -> Option<i32>;
+    /// Where the partitions of `spec` live; `None` until the controller has placed it.
+    fn assignment(&self, spec: &TopicSpec) -> Option<TopicAssignment>;
+    /// Whether this broker may act as a leader: false once its cluster session has
+    /// lapsed by its own clock, so that it stops taking writes before etcd says so.
+    fn may_lead(&self) -> bool {
+        true
+    }
+    /// Leaves the cluster on a clean shutdown, so others take over at once.
+    async fn leave(&self) {}
 }

@@ -4,9 +4,10 @@
 //! the groups' timers. It owns no sockets: handlers call it with decoded values.
 //!
 //! In a cluster, a group's coordinator is the leader of partition
-//! `offsets::partition_for(group)`; the set of partitions handed to
-//! [`GroupCoordinator::load`] is exactly what this broker leads, so the coordinator
-//! moves with partition leadership.
+//! `offsets::partition_for(group)`. The broker hands the coordinator each offsets
+//! partition it comes to lead ([`GroupCoordinator::elect`], which replays it) and takes
+//! it back when leadership moves ([`GroupCoordinator::resign`]), so the coordinator
+//! moves with partition leadership. Requests for other groups get NOT_COORDINATOR.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -23,7 +24,7 @@ use super::state::{
 };
 use crate::log::batch;
 use crate::model::now_ms;
-use crate::replication::{Partition, PartitionError};
+use crate::replication::{Partition, PartitionError, TopicReplicas};
 
 /// Offsets partitions smaller than this are never compacted.
 const COMPACT_MIN_BYTES: u64 = 8 * 1024 * 1024;
@@ -101,7 +102,8 @@ pub struct GroupCoordinator {
     /// Log size of each offsets partition right after its last compaction.
     compacted_bytes: Vec<std::sync::atomic::AtomicU64>,
     ticks: std::sync::atomic::AtomicU64,
-    partitions: Vec<Arc<Partition>>,
+    /// The offsets partitions this broker leads, indexed by partition number.
+    partitions: parking_lot::RwLock<Vec<Option<Arc<Partition>>>>,
     config: CoordinatorConfig,
 }
 
@@ -114,63 +116,110 @@ fn monotonic_ms() -> u64 {
 }
 
 impl GroupCoordinator {
-    /// Rebuilds the groups of the given offsets partitions by replaying them.
-    pub fn load(partitions: Vec<Arc<Partition>>, config: CoordinatorConfig) -> Self {
-        let mut groups = HashMap::new();
-        for partition in &partitions {
-            let state = replay(partition);
-            for (group_id, record) in &state.groups {
-                let group = Group::restore(group_id, config.limits, record, monotonic_ms());
-                let fingerprint = group.fingerprint();
-                let mut entry = new_entry(group);
-                entry.persisted = Some(fingerprint);
-                groups.insert(group_id.clone(), entry);
-            }
-            for (group_id, offsets) in state.offsets {
-                let entry = groups
-                    .entry(group_id.clone())
-                    .or_insert_with(|| new_entry(Group::new(&group_id, config.limits)));
-                entry.offsets = offsets;
-            }
-        }
-        tracing::info!(
-            groups = groups.len(),
-            partitions = partitions.len(),
-            "group coordinator loaded"
-        );
+    /// A coordinator for an offsets topic of `partition_count` partitions, leading none yet.
+    pub fn new(partition_count: i32, config: CoordinatorConfig) -> Self {
+        let count = partition_count.max(0) as usize;
         Self {
-            groups: Mutex::new(groups),
+            groups: Mutex::new(HashMap::new()),
             persist_lock: tokio::sync::Mutex::new(()),
-            partition_locks: partitions
-                .iter()
-                .map(|_| tokio::sync::RwLock::new(()))
-                .collect(),
-            compacted_bytes: partitions
-                .iter()
+            partition_locks: (0..count).map(|_| tokio::sync::RwLock::new(())).collect(),
+            compacted_bytes: (0..count)
                 .map(|_| std::sync::atomic::AtomicU64::new(0))
                 .collect(),
             ticks: std::sync::atomic::AtomicU64::new(0),
-            partitions,
+            partitions: parking_lot::RwLock::new(vec![None; count]),
             config,
         }
     }
 
+    /// Makes the coordinator lead exactly the offsets partitions `topic` says this
+    /// broker leads: replays those it gains, forgets the groups of those it lost.
+    pub fn follow_leadership(&self, topic: &TopicReplicas) {
+        for index in 0..self.partition_count() {
+            let led = topic.partition(index).ok();
+            let current = self.partition(index as usize);
+            match (led, current) {
+                (Some(led), Some(current)) if Arc::ptr_eq(led, &current) => {}
+                (Some(led), _) => self.elect(index as usize, Arc::clone(led)),
+                (None, Some(_)) => self.resign(index as usize),
+                (None, None) => {}
+            }
+        }
+    }
+
+    /// Takes over offsets partition `index`: rebuilds its groups by replaying it.
+    pub fn elect(&self, index: usize, partition: Arc<Partition>) {
+        let state = replay(&partition);
+        let limits = self.config.limits;
+        let mut loaded = 0;
+        {
+            let mut groups = self.groups.lock();
+            for (group_id, record) in &state.groups {
+                let group = Group::restore(group_id, limits, record, monotonic_ms());
+                let fingerprint = group.fingerprint();
+                let mut entry = new_entry(group);
+                entry.persisted = Some(fingerprint);
+                groups.insert(group_id.clone(), entry);
+                loaded += 1;
+            }
+            for (group_id, offsets) in state.offsets {
+                let entry = groups
+                    .entry(group_id.clone())
+                    .or_insert_with(|| new_entry(Group::new(&group_id, limits)));
+                entry.offsets = offsets;
+            }
+            if let Some(slot) = self.partitions.write().get_mut(index) {
+                *slot = Some(Arc::clone(&partition));
+            }
+        }
+        tracing::info!(partition = %partition.id(), groups = loaded, "coordinating groups");
+    }
+
+    /// Gives up offsets partition `index`: its groups are coordinated elsewhere now.
+    /// Parked joins and syncs are answered by their timeouts' fallbacks.
+    pub fn resign(&self, index: usize) {
+        let count = self.partition_count();
+        let mut groups = self.groups.lock();
+        if let Some(slot) = self.partitions.write().get_mut(index) {
+            *slot = None;
+        }
+        groups.retain(|group_id, _| offsets::partition_for(group_id, count) as usize != index);
+        tracing::info!(
+            partition = index,
+            "no longer coordinating groups of offsets partition"
+        );
+    }
+
     pub fn partition_count(&self) -> i32 {
-        self.partitions.len() as i32
+        self.partition_locks.len() as i32
+    }
+
+    fn partition(&self, index: usize) -> Option<Arc<Partition>> {
+        self.partitions.read().get(index).cloned().flatten()
     }
 
     /// Whether this broker coordinates `group_id` (it leads the group's partition).
     pub fn is_coordinator_for(&self, group_id: &str) -> bool {
-        let index = offsets::partition_for(group_id, self.partition_count());
-        self.partitions.get(index as usize).is_some()
+        self.partition_of(group_id).is_some()
     }
 
-    fn partition_of(&self, group_id: &str) -> Option<&Arc<Partition>> {
-        self.partitions
-            .get(offsets::partition_for(group_id, self.partition_count()) as usize)
+    fn partition_of(&self, group_id: &str) -> Option<Arc<Partition>> {
+        self.partition(offsets::partition_for(group_id, self.partition_count()) as usize)
+    }
+
+    /// `Err(NotCoordinator)` unless this broker coordinates `group_id`.
+    fn check_coordinator(&self, group_id: &str) -> Result<(), GroupError> {
+        if self.is_coordinator_for(group_id) {
+            Ok(())
+        } else {
+            Err(GroupError::NotCoordinator)
+        }
     }
 
     pub async fn join(&self, group_id: &str, request: JoinRequest) -> JoinResult {
+        if let Err(error) = self.check_coordinator(group_id) {
+            return JoinResult::error(error, &request.member_id);
+        }
         let rebalance_timeout = Duration::from_millis(request.rebalance_timeout_ms.max(0) as u64);
         let receiver = {
             let mut groups = self.groups.lock();
@@ -228,6 +277,9 @@ impl GroupCoordinator {
         protocol: (Option<&str>, Option<&str>),
         assignments: Vec<(String, Bytes)>,
     ) -> SyncResult {
+        if let Err(error) = self.check_coordinator(group_id) {
+            return sync_error(error);
+        }
         let rx = {
             let mut groups = self.groups.lock();
             let Some(entry) = groups.get_mut(group_id) else {
@@ -279,6 +331,7 @@ impl GroupCoordinator {
         instance_id: Option<&str>,
         generation_id: i32,
     ) -> Result<(), GroupError> {
+        self.check_coordinator(group_id)?;
         let mut groups = self.groups.lock();
         let entry = groups
             .get_mut(group_id)
@@ -304,6 +357,9 @@ impl GroupCoordinator {
         group_id: &str,
         members: &[(String, Option<String>)],
     ) -> Vec<Result<(), GroupError>> {
+        if let Err(error) = self.check_coordinator(group_id) {
+            return members.iter().map(|_| Err(error)).collect();
+        }
         let results = {
             let mut groups = self.groups.lock();
             let Some(entry) = groups.get_mut(group_id) else {
@@ -338,6 +394,7 @@ impl GroupCoordinator {
         generation_id: i32,
         commits: Vec<OffsetCommit>,
     ) -> Result<(), CommitError> {
+        self.check_coordinator(group_id)?;
         let now = now_ms();
         let changes = {
             let mut groups = self.groups.lock();
@@ -439,7 +496,7 @@ impl GroupCoordinator {
     /// Returns the bytes the log had before.
     async fn compact(&self, index: usize) -> Result<u64, PartitionError> {
         let (Some(partition), Some(lock)) =
-            (self.partitions.get(index), self.partition_locks.get(index))
+            (self.partition(index), self.partition_locks.get(index))
         else {
             return Ok(0);
         };
@@ -491,7 +548,14 @@ impl GroupCoordinator {
     /// Compacts offsets partitions that grew past `COMPACT_MIN_BYTES` and to four
     /// times their size after the last compaction.
     async fn compact_grown_partitions(&self) {
-        for (index, partition) in self.partitions.iter().enumerate() {
+        let led: Vec<(usize, Arc<Partition>)> = self
+            .partitions
+            .read()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| p.clone().map(|p| (i, p)))
+            .collect();
+        for (index, partition) in led {
             let size = partition.size_bytes();
             let last = self
                 .compacted_bytes
@@ -509,7 +573,7 @@ impl GroupCoordinator {
         if changes.is_empty() {
             return Ok(());
         }
-        let partition = self.partition_of(group_id).cloned().ok_or_else(|| {
+        let partition = self.partition_of(group_id).ok_or_else(|| {
             PartitionError::StorageFailed(crate::model::TopicPartition::new(
                 offsets::OFFSETS_TOPIC,
                 -1,
@@ -594,6 +658,7 @@ impl GroupCoordinator {
 
     /// Deletes an empty group and its offsets.
     pub async fn delete_group(&self, group_id: &str) -> Result<(), CommitError> {
+        self.check_coordinator(group_id)?;
         let changes = {
             let mut groups = self.groups.lock();
             let entry = groups
@@ -625,6 +690,7 @@ impl GroupCoordinator {
         group_id: &str,
         partitions: &[(String, i32)],
     ) -> Result<Vec<Option<GroupError>>, CommitError> {
+        self.check_coordinator(group_id)?;
         let (changes, results) = {
             let groups = self.groups.lock();
             let entry = groups.get(group_id).ok_or(GroupError::GroupIdNotFound)?;
@@ -864,6 +930,13 @@ mod tests {
         }
     }
 
+    /// A coordinator leading the one offsets partition `partition`.
+    fn coordinating(partition: Arc<Partition>) -> GroupCoordinator {
+        let coordinator = GroupCoordinator::new(1, config());
+        coordinator.elect(0, partition);
+        coordinator
+    }
+
     fn offsets_partition(dir: &std::path::Path) -> std::io::Result<Arc<Partition>> {
         let log_config = LogConfig {
             segment_bytes: 4096,
@@ -901,7 +974,7 @@ mod tests {
     ) -> Result<(), Box<dyn std::error::Error>> {
         let dir = tempfile::tempdir()?;
         let partition = offsets_partition(dir.path())?;
-        let coordinator = GroupCoordinator::load(vec![Arc::clone(&partition)], config());
+        let coordinator = coordinating(Arc::clone(&partition));
         for round in 0..200 {
             for group in ["a", "b"] {
                 coordinator
@@ -923,7 +996,7 @@ mod tests {
             "compaction freed most of the log ({before} -> {after} bytes)"
         );
         // A new coordinator replaying the compacted log sees exactly the live state.
-        let reloaded = GroupCoordinator::load(vec![Arc::clone(&partition)], config());
+        let reloaded = coordinating(Arc::clone(&partition));
         let offsets = reloaded.fetch_offsets("a", None);
         let latest: Vec<(String, i32, i64)> = offsets
             .iter()
@@ -945,7 +1018,7 @@ mod tests {
         reloaded
             .commit("a", "", None, -1, vec![commit_of("t", 0, 500)])
             .await?;
-        let again = GroupCoordinator::load(vec![partition], config());
+        let again = coordinating(partition);
         assert_eq!(
             again.fetch_offsets("a", Some(&[("t".to_string(), vec![0])]))[0]
                 .2

@@ -62,6 +62,8 @@ pub enum GroupError {
     FencedInstanceId,
     #[error("coordinator not available")]
     CoordinatorNotAvailable,
+    #[error("this broker does not coordinate the group")]
+    NotCoordinator,
     #[error("group is not empty")]
     NonEmptyGroup,
     #[error("group id not found")]
@@ -143,7 +145,7 @@ pub struct JoinResult {
 }
 
 impl JoinResult {
-    fn error(error: GroupError, member_id: &str) -> Self {
+    pub fn error(error: GroupError, member_id: &str) -> Self {
         Self {
             error: Some(error),
             generation_id: -1,

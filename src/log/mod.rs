@@ -289,6 +289,10 @@ impl Log {
     pub fn leader_epoch(&self) -> i32 {
         self.leader_epoch
     }
+    /// The epoch stamped on batches appended from now on.
+    pub fn set_leader_epoch(&mut self, epoch: i32) {
+        self.leader_epoch = epoch;
+    }
     pub fn size_bytes(&self) -> u64 {
         self.segments.values().map(Segment::size).sum()
     }

@@ -1,9 +1,10 @@
-//! Partitions hosted on this broker. Today every partition is a single replica led
-//! here; leader/follower replication, the ISR and the high watermark's advance by
-//! follower progress belong in this module when they land.
+//! Partitions hosted on this broker. A partition is served only by its leader, as
+//! the metadata store assigns it; there are no followers yet: leader/follower
+//! replication, the ISR and the high watermark's advance by follower progress belong
+//! in this module when they land.
 
 mod partition;
 mod replicas;
 
 pub use partition::{Partition, PartitionError, ReadResult};
-pub use replicas::{Durability, ReplicaManager, TopicReplicas};
+pub use replicas::{Durability, NotServed, ReplicaManager, TopicReplicas};

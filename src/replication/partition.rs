@@ -171,6 +171,15 @@ impl Partition {
         )
     }
 
+    /// Starts leading under `epoch`: batches appended from now on carry it.
+    pub fn become_leader(&self, epoch: i32) {
+        let mut log = self.log.lock();
+        if log.leader_epoch() != epoch {
+            tracing::info!(partition = %self.id, epoch, "leading partition");
+            log.set_leader_epoch(epoch);
+        }
+    }
+
     pub fn leader_epoch(&self) -> i32 {
         self.log.lock().leader_epoch()
     }

@@ -35,20 +35,75 @@ pub struct Durability {
     pub flush_interval: Duration,
 }
 
-/// A topic's partitions on this broker, indexed by partition number.
+/// A topic's partitions as this broker sees them, indexed by partition number.
 #[derive(Debug)]
 pub struct TopicReplicas {
     pub spec: TopicSpec,
-    pub partitions: Vec<Arc<Partition>>,
+    /// Logs open here: partitions this broker leads or once led. A partition that
+    /// moves away stays open, so that if it comes back the same `Partition` serves
+    /// it: there is never a second writer on one directory.
+    local: Vec<Option<Arc<Partition>>>,
+    /// Whether this broker leads each partition now.
+    leading: Vec<bool>,
+}
+
+/// Why a partition is not served here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotServed {
+    /// The topic has no such partition.
+    Unknown,
+    /// Another broker leads it (or nobody does yet).
+    NotLeader,
 }
 
 impl TopicReplicas {
-    /// Partition `index` of the topic, if it has one (negative indexes never match).
-    pub fn partition(&self, index: i32) -> Option<&Arc<Partition>> {
-        usize::try_from(index)
-            .ok()
-            .and_then(|i| self.partitions.get(i))
+    /// Partition `index` if this broker leads it.
+    pub fn partition(&self, index: i32) -> Result<&Arc<Partition>, NotServed> {
+        let i = usize::try_from(index).map_err(|_| NotServed::Unknown)?;
+        if i >= self.spec.partitions.max(0) as usize {
+            return Err(NotServed::Unknown);
+        }
+        match (self.leading.get(i), self.local.get(i)) {
+            (Some(true), Some(Some(partition))) => Ok(partition),
+            _ => Err(NotServed::NotLeader),
+        }
     }
+
+    /// The partitions this broker leads.
+    pub fn led(&self) -> impl Iterator<Item = &Arc<Partition>> {
+        self.local
+            .iter()
+            .zip(&self.leading)
+            .filter_map(|(p, leading)| p.as_ref().filter(|_| *leading))
+    }
+
+    /// Every log open here, led or not.
+    fn open_logs(&self) -> impl Iterator<Item = &Arc<Partition>> {
+        self.local.iter().flatten()
+    }
+}
+
+/// Kafka's per-partition file naming the topic incarnation the directory belongs to.
+const PARTITION_METADATA_FILE: &str = "partition.metadata";
+
+/// Whether `dir` holds data of another incarnation of the topic (deleted and
+/// re-created while this broker did not host it): its data must not be served.
+fn belongs_to_other_topic(dir: &Path, topic_id: Uuid) -> bool {
+    match std::fs::read_to_string(dir.join(PARTITION_METADATA_FILE)) {
+        Ok(text) => !text.contains(&topic_id.to_string()),
+        Err(_) => false,
+    }
+}
+
+fn write_partition_metadata(dir: &Path, topic_id: Uuid) -> io::Result<()> {
+    let path = dir.join(PARTITION_METADATA_FILE);
+    if path.exists() {
+        return Ok(());
+    }
+    write_atomically(
+        &path,
+        format!("version: 0\ntopic_id: {topic_id}\n").as_bytes(),
+    )
 }
 
 #[derive(Debug)]
@@ -57,6 +112,10 @@ pub struct ReplicaManager {
     defaults: Arc<TopicDefaults>,
     durability: Durability,
     topics: RwLock<HashMap<String, Arc<TopicReplicas>>>,
+    /// Held through every reconcile and removal: the admin path and the metadata
+    /// reconciler may act on one topic at once, and two of them opening the same
+    /// partition would put two writers on one directory.
+    reconciling: parking_lot::Mutex<()>,
     clean_start: bool,
     recovery_points: HashMap<String, i64>,
 }
@@ -90,6 +149,7 @@ impl ReplicaManager {
             defaults,
             durability,
             topics: RwLock::new(HashMap::new()),
+            reconciling: parking_lot::Mutex::new(()),
             clean_start,
             recovery_points,
         })
@@ -106,40 +166,47 @@ impl ReplicaManager {
         self.data_dir.join(id.dir_name())
     }
 
-    /// Makes the local partitions match `spec`: opens (or, when `fresh`, creates from
-    /// scratch) every partition and applies the topic's configs. Idempotent.
-    pub fn reconcile_topic(&self, spec: &TopicSpec, fresh: bool) -> io::Result<Arc<TopicReplicas>> {
+    /// Makes the local partitions match `spec` and `leadership` (per partition: the
+    /// leader epoch when this broker leads it): opens the logs it now leads (when
+    /// `fresh`, wiping leftovers of a same-named topic first), stamps their leader
+    /// epochs, stops leading the others, and applies the topic's configs. Idempotent.
+    pub fn reconcile_topic(
+        &self,
+        spec: &TopicSpec,
+        leadership: &[Option<i32>],
+        fresh: bool,
+    ) -> io::Result<Arc<TopicReplicas>> {
+        let _one_at_a_time = self.reconciling.lock();
         let log_config = self.defaults.log_config(&spec.configs);
         let min_isr = self.defaults.min_insync_replicas(&spec.configs);
+        let count = spec.partitions.max(0) as usize;
         let existing = self.topics.read().get(&spec.name).cloned();
-        let mut partitions: Vec<Arc<Partition>> = match &existing {
-            Some(t) if t.spec.topic_id == spec.topic_id => t.partitions.clone(),
+        let mut local: Vec<Option<Arc<Partition>>> = match &existing {
+            Some(t) if t.spec.topic_id == spec.topic_id => t.local.clone(),
             _ => Vec::new(),
         };
-        for partition in &partitions {
-            partition.set_config(log_config.clone(), min_isr);
-        }
-        for index in partitions.len() as i32..spec.partitions {
-            let id = TopicPartition::new(spec.name.clone(), index);
-            let dir = self.partition_dir(&id);
-            if fresh && dir.exists() {
-                // Left over from a topic of the same name deleted while we were down.
-                std::fs::remove_dir_all(&dir)?;
-            }
-            let mode = OpenMode {
-                clean: self.clean_start,
-                recovery_point: self
-                    .recovery_points
-                    .get(&id.dir_name())
-                    .copied()
-                    .unwrap_or(0),
+        local.resize(count.max(local.len()), None);
+        let mut leading = vec![false; local.len()];
+        for (index, slot) in local.iter_mut().enumerate() {
+            let Some(epoch) = leadership.get(index).copied().flatten() else {
+                continue;
             };
-            let log = Log::open(&dir, log_config.clone(), mode)?;
-            partitions.push(Arc::new(Partition::new(id, spec.topic_id, log, min_isr)));
+            if slot.is_none() {
+                *slot =
+                    Some(self.open_partition(spec, index as i32, fresh, &log_config, min_isr)?);
+            }
+            if let Some(partition) = slot {
+                partition.become_leader(epoch);
+                leading[index] = true;
+            }
+        }
+        for partition in local.iter().flatten() {
+            partition.set_config(log_config.clone(), min_isr);
         }
         let replicas = Arc::new(TopicReplicas {
             spec: spec.clone(),
-            partitions,
+            local,
+            leading,
         });
         self.topics
             .write()
@@ -147,16 +214,50 @@ impl ReplicaManager {
         Ok(replicas)
     }
 
+    fn open_partition(
+        &self,
+        spec: &TopicSpec,
+        index: i32,
+        fresh: bool,
+        log_config: &crate::log::LogConfig,
+        min_isr: i32,
+    ) -> io::Result<Arc<Partition>> {
+        let id = TopicPartition::new(spec.name.clone(), index);
+        let dir = self.partition_dir(&id);
+        if dir.exists() && (fresh || belongs_to_other_topic(&dir, spec.topic_id)) {
+            // Left over from a topic of the same name deleted while we were down.
+            std::fs::remove_dir_all(&dir)?;
+        }
+        let mode = OpenMode {
+            clean: self.clean_start,
+            recovery_point: self
+                .recovery_points
+                .get(&id.dir_name())
+                .copied()
+                .unwrap_or(0),
+        };
+        let log = Log::open(&dir, log_config.clone(), mode)?;
+        write_partition_metadata(&dir, spec.topic_id)?;
+        Ok(Arc::new(Partition::new(id, spec.topic_id, log, min_isr)))
+    }
+
     /// Stops serving a topic and removes its files in the background.
     pub fn remove_topic(&self, name: &str) {
+        let _one_at_a_time = self.reconciling.lock();
         let Some(topic) = self.topics.write().remove(name) else {
             return;
         };
-        for partition in &topic.partitions {
-            let dir = self.partition_dir(partition.id());
+        // Every partition directory, open here or not (it may hold data from a
+        // time this broker led it).
+        for index in 0..topic.spec.partitions.max(topic.local.len() as i32) {
+            let id = TopicPartition::new(name, index);
+            let dir = self.partition_dir(&id);
+            if !dir.exists() {
+                continue;
+            }
             let doomed = self.data_dir.join(format!(
                 "{}.{}-delete",
-                partition.id().dir_name(),
+                id.dir_name(),
                 Uuid::new_v4().simple()
             ));
             if let Err(error) = std::fs::rename(&dir, &doomed) {
@@ -175,6 +276,16 @@ impl ReplicaManager {
         self.topics.read().get(name).cloned()
     }
 
+    /// Names of the topics known here.
+    pub fn topic_names(&self) -> Vec<String> {
+        self.topics.read().keys().cloned().collect()
+    }
+
+    /// Every topic known here.
+    pub fn topics(&self) -> Vec<Arc<TopicReplicas>> {
+        self.topics.read().values().cloned().collect()
+    }
+
     pub fn topic_by_id(&self, topic_id: Uuid) -> Option<Arc<TopicReplicas>> {
         self.topics
             .read()
@@ -183,15 +294,31 @@ impl ReplicaManager {
             .cloned()
     }
 
+    /// Partition `partition` of `topic` if this broker leads it.
     pub fn partition(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
-        self.topics.read().get(topic)?.partition(partition).cloned()
+        self.topics
+            .read()
+            .get(topic)?
+            .partition(partition)
+            .ok()
+            .cloned()
     }
 
+    /// Every log open here (led or not): what flushing, retention and shutdown cover.
     pub fn all_partitions(&self) -> Vec<Arc<Partition>> {
         self.topics
             .read()
             .values()
-            .flat_map(|t| t.partitions.iter().cloned())
+            .flat_map(|t| t.open_logs().cloned())
+            .collect()
+    }
+
+    /// The partitions this broker leads.
+    pub fn led_partitions(&self) -> Vec<Arc<Partition>> {
+        self.topics
+            .read()
+            .values()
+            .flat_map(|t| t.led().cloned())
             .collect()
     }
 

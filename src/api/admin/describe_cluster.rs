@@ -1,4 +1,4 @@
-//! DescribeCluster (key 60, v0–2): the brokers, the controller and the cluster id. The
+//! DescribeCluster (key 60, v0–2): the live brokers, the controller and the cluster id. The
 //! Java admin client asks this before falling back to Metadata.
 
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
@@ -11,15 +11,22 @@ pub async fn handle(
     ctx: &RequestContext,
     request: DescribeClusterRequest,
 ) -> DescribeClusterResponse {
-    let node = &ctx.services.node;
+    let store = &ctx.services.store;
+    let brokers = store
+        .brokers()
+        .into_iter()
+        .map(|b| {
+            DescribeClusterBroker::default()
+                .with_broker_id(BrokerId(b.node_id))
+                .with_host(str_bytes(b.host))
+                .with_port(b.port)
+                .with_rack(b.rack.map(str_bytes))
+        })
+        .collect();
     DescribeClusterResponse::default()
         .with_endpoint_type(request.endpoint_type)
-        .with_cluster_id(str_bytes(ctx.services.store.cluster_id()))
-        .with_controller_id(BrokerId(node.node_id))
-        .with_brokers(vec![DescribeClusterBroker::default()
-            .with_broker_id(BrokerId(node.node_id))
-            .with_host(str_bytes(node.host.clone()))
-            .with_port(node.port)
-            .with_rack(node.rack.clone().map(str_bytes))])
+        .with_cluster_id(str_bytes(store.cluster_id()))
+        .with_controller_id(BrokerId(store.controller_id().unwrap_or(-1)))
+        .with_brokers(brokers)
         .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
 }

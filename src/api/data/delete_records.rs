@@ -21,11 +21,18 @@ pub async fn handle(ctx: &RequestContext, request: DeleteRecordsRequest) -> Dele
                 let result = DeleteRecordsPartitionResult::default()
                     .with_partition_index(wanted.partition_index)
                     .with_low_watermark(-1);
-                let partition = replicas
+                let partition = match replicas
                     .as_ref()
-                    .and_then(|t| t.partition(wanted.partition_index));
-                let Some(partition) = partition else {
-                    return result.with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                    .map(|t| t.partition(wanted.partition_index))
+                {
+                    Some(Ok(partition)) => partition,
+                    Some(Err(not_served)) => {
+                        return result.with_error_code(errors::not_served(not_served).code())
+                    }
+                    None => {
+                        return result
+                            .with_error_code(ResponseError::UnknownTopicOrPartition.code())
+                    }
                 };
                 let (_, high_watermark, _) = partition.offsets();
                 let offset = if wanted.offset == -1 {

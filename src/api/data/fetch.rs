@@ -87,18 +87,18 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
                 .with_log_start_offset(-1)
                 .with_preferred_read_replica(BrokerId(-1))
                 .with_records(Some(Bytes::new()));
-            let partition = replicas
-                .as_ref()
-                .and_then(|t| t.partition(wanted.partition));
-            let Some(partition) = partition else {
-                has_error = true;
-                let code = if ctx.api_version >= 13 && replicas.is_none() {
-                    ResponseError::UnknownTopicId
-                } else {
-                    ResponseError::UnknownTopicOrPartition
-                };
-                partitions.push(data.with_error_code(code.code()));
-                continue;
+            let partition = match replicas.as_ref().map(|t| t.partition(wanted.partition)) {
+                Some(Ok(partition)) => partition,
+                lookup => {
+                    has_error = true;
+                    let code = match lookup {
+                        Some(Err(not_served)) => errors::not_served(not_served),
+                        _ if ctx.api_version >= 13 => ResponseError::UnknownTopicId,
+                        _ => ResponseError::UnknownTopicOrPartition,
+                    };
+                    partitions.push(data.with_error_code(code.code()));
+                    continue;
+                }
             };
             let epoch = partition.leader_epoch();
             if wanted.current_leader_epoch >= 0 && wanted.current_leader_epoch != epoch {

@@ -9,6 +9,7 @@ use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use kafka_protocol::ResponseError;
 
 use super::super::context::RequestContext;
+use super::super::errors;
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
@@ -29,11 +30,18 @@ pub async fn handle(ctx: &RequestContext, request: ListOffsetsRequest) -> ListOf
                     .with_timestamp(-1)
                     .with_offset(-1)
                     .with_leader_epoch(-1);
-                let partition = replicas
+                let partition = match replicas
                     .as_ref()
-                    .and_then(|t| t.partition(wanted.partition_index));
-                let Some(partition) = partition else {
-                    return response.with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                    .map(|t| t.partition(wanted.partition_index))
+                {
+                    Some(Ok(partition)) => partition,
+                    Some(Err(not_served)) => {
+                        return response.with_error_code(errors::not_served(not_served).code())
+                    }
+                    None => {
+                        return response
+                            .with_error_code(ResponseError::UnknownTopicOrPartition.code())
+                    }
                 };
                 let epoch = partition.leader_epoch();
                 if wanted.current_leader_epoch >= 0 && wanted.current_leader_epoch != epoch {

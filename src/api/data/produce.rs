@@ -14,7 +14,7 @@ use kafka_protocol::ResponseError;
 use super::super::context::RequestContext;
 use super::super::{errors, str_bytes};
 use crate::model::now_ms;
-use crate::replication::Partition;
+use crate::replication::{NotServed, Partition};
 use crate::server::dispatch::Reply;
 use crate::server::HeaderPrefix;
 
@@ -102,22 +102,36 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Outcome {
             }
             let partition = match &replicas {
                 Ok(Some(t)) => t.partition(data.index).cloned(),
-                Ok(None) => None,
+                Ok(None) => Err(NotServed::Unknown),
                 Err(e) => {
                     partitions.push(error(errors::topic_error(e), e.to_string()));
                     continue;
                 }
             };
-            let Some(partition) = partition else {
-                // An unknown topic id is UNKNOWN_TOPIC_ID; a missing partition of a known
-                // topic is UNKNOWN_TOPIC_OR_PARTITION, whichever way the topic was named.
-                let unknown = if matches!(replicas, Ok(None)) && ctx.api_version >= 13 {
-                    ResponseError::UnknownTopicId
-                } else {
-                    ResponseError::UnknownTopicOrPartition
-                };
-                partitions.push(error(unknown, format!("no partition {} here", data.index)));
-                continue;
+            let partition = match partition {
+                Ok(partition) if ctx.services.store.may_lead() => partition,
+                Ok(_) | Err(NotServed::NotLeader) => {
+                    partitions.push(error(
+                        ResponseError::NotLeaderOrFollower,
+                        format!(
+                            "broker {} does not lead partition {}",
+                            ctx.node_id(),
+                            data.index
+                        ),
+                    ));
+                    continue;
+                }
+                Err(NotServed::Unknown) => {
+                    // An unknown topic id is UNKNOWN_TOPIC_ID; a missing partition of a known
+                    // topic is UNKNOWN_TOPIC_OR_PARTITION, whichever way the topic was named.
+                    let unknown = if matches!(replicas, Ok(None)) && ctx.api_version >= 13 {
+                        ResponseError::UnknownTopicId
+                    } else {
+                        ResponseError::UnknownTopicOrPartition
+                    };
+                    partitions.push(error(unknown, format!("no partition {} here", data.index)));
+                    continue;
+                }
             };
             if !matches!(acks, -1..=1) {
                 partitions.push(error(

@@ -21,6 +21,11 @@ pub async fn handle(
             let described = DescribedGroup::default()
                 .with_group_id(group_id.clone())
                 .with_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
+            if !ctx.services.groups.is_coordinator_for(group_id) {
+                return described
+                    .with_group_state(str_bytes(""))
+                    .with_error_code(ResponseError::NotCoordinator.code());
+            }
             let Some(group) = ctx.services.groups.describe(group_id) else {
                 // KIP-1043: from v6 an unknown group is an error (still described as Dead).
                 let described = described.with_group_state(str_bytes("Dead"));

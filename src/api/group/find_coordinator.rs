@@ -1,6 +1,7 @@
 //! FindCoordinator (key 10, v0–6): the broker coordinating a group (v4+: several keys
-//! at once). tern has no transaction coordinator: key type 1 gets
-//! COORDINATOR_NOT_AVAILABLE.
+//! at once): the leader of the group's `__consumer_offsets` partition, from the
+//! metadata store, so any broker can answer. tern has no transaction coordinator: key
+//! type 1 gets COORDINATOR_NOT_AVAILABLE.
 
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
@@ -8,54 +9,70 @@ use kafka_protocol::ResponseError;
 
 use super::super::context::RequestContext;
 use super::super::str_bytes;
+use crate::cluster::BrokerInfo;
+use crate::group::offsets::{partition_for, OFFSETS_TOPIC};
 
 const GROUP: i8 = 0;
+
+/// The live broker leading the offsets partition of group `key`.
+async fn coordinator_of(
+    ctx: &RequestContext,
+    key_type: i8,
+    key: &str,
+) -> Result<BrokerInfo, (ResponseError, String)> {
+    if key_type != GROUP {
+        return Err((
+            ResponseError::CoordinatorNotAvailable,
+            "transactions are not supported yet".into(),
+        ));
+    }
+    let store = &ctx.services.store;
+    let unavailable = || {
+        (
+            ResponseError::CoordinatorNotAvailable,
+            format!("no coordinator for '{key}' right now"),
+        )
+    };
+    let spec = store.topic(OFFSETS_TOPIC).await.ok_or_else(unavailable)?;
+    let index = partition_for(key, spec.partitions);
+    let leader = store
+        .assignment(&spec)
+        .filter(|a| a.topic_id == spec.topic_id)
+        .and_then(|a| a.partition(index).map(|p| p.leader))
+        .ok_or_else(unavailable)?;
+    store
+        .brokers()
+        .into_iter()
+        .find(|b| b.node_id == leader)
+        .ok_or_else(unavailable)
+}
 
 pub async fn handle(
     ctx: &RequestContext,
     request: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
-    let node = &ctx.services.node;
-    let lookup = |key: &str| -> Result<(), (ResponseError, String)> {
-        if request.key_type != GROUP {
-            return Err((
-                ResponseError::CoordinatorNotAvailable,
-                "transactions are not supported yet".into(),
-            ));
-        }
-        if !ctx.services.groups.is_coordinator_for(key) {
-            return Err((
-                ResponseError::CoordinatorNotAvailable,
-                format!("no coordinator for '{key}'"),
-            ));
-        }
-        Ok(())
-    };
     if ctx.api_version >= 4 {
-        let coordinators = request
-            .coordinator_keys
-            .iter()
-            .map(|key| {
-                let c = Coordinator::default().with_key(key.clone());
-                match lookup(key) {
-                    Ok(()) => c
-                        .with_node_id(BrokerId(node.node_id))
-                        .with_host(str_bytes(node.host.clone()))
-                        .with_port(node.port),
-                    Err((e, m)) => c
-                        .with_node_id(BrokerId(-1))
-                        .with_port(-1)
-                        .with_error_code(e.code())
-                        .with_error_message(Some(str_bytes(m))),
-                }
-            })
-            .collect();
+        let mut coordinators = Vec::with_capacity(request.coordinator_keys.len());
+        for key in &request.coordinator_keys {
+            let c = Coordinator::default().with_key(key.clone());
+            coordinators.push(match coordinator_of(ctx, request.key_type, key).await {
+                Ok(node) => c
+                    .with_node_id(BrokerId(node.node_id))
+                    .with_host(str_bytes(node.host))
+                    .with_port(node.port),
+                Err((e, m)) => c
+                    .with_node_id(BrokerId(-1))
+                    .with_port(-1)
+                    .with_error_code(e.code())
+                    .with_error_message(Some(str_bytes(m))),
+            });
+        }
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
     }
-    match lookup(&request.key) {
-        Ok(()) => FindCoordinatorResponse::default()
+    match coordinator_of(ctx, request.key_type, &request.key).await {
+        Ok(node) => FindCoordinatorResponse::default()
             .with_node_id(BrokerId(node.node_id))
-            .with_host(str_bytes(node.host.clone()))
+            .with_host(str_bytes(node.host))
             .with_port(node.port),
         Err((e, m)) => FindCoordinatorResponse::default()
             .with_error_code(e.code())

@@ -26,7 +26,7 @@ pub async fn handle(ctx: &RequestContext, request: OffsetCommitRequest) -> Offse
         for p in &topic.partitions {
             let exists = known
                 .as_ref()
-                .is_some_and(|t| t.partition(p.partition_index).is_some());
+                .is_some_and(|t| (0..t.spec.partitions).contains(&p.partition_index));
             let metadata_len = p.committed_metadata.as_ref().map_or(0, |m| m.len());
             if metadata_len > OFFSET_METADATA_MAX_BYTES {
                 topic_status.push(Some(ResponseError::OffsetMetadataTooLarge));

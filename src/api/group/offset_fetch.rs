@@ -7,6 +7,7 @@ use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
 use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse};
+use kafka_protocol::ResponseError;
 
 use super::super::context::RequestContext;
 use super::super::{str_bytes, topic_name};
@@ -38,6 +39,11 @@ pub async fn handle(ctx: &RequestContext, request: OffsetFetchRequest) -> Offset
             .groups
             .iter()
             .map(|g| {
+                if !ctx.services.groups.is_coordinator_for(&g.group_id) {
+                    return OffsetFetchResponseGroup::default()
+                        .with_group_id(g.group_id.clone())
+                        .with_error_code(ResponseError::NotCoordinator.code());
+                }
                 let wanted = g.topics.as_ref().map(|topics| {
                     topics
                         .iter()
@@ -70,6 +76,10 @@ pub async fn handle(ctx: &RequestContext, request: OffsetFetchRequest) -> Offset
             })
             .collect();
         return OffsetFetchResponse::default().with_groups(groups);
+    }
+    if !ctx.services.groups.is_coordinator_for(&request.group_id) {
+        return OffsetFetchResponse::default()
+            .with_error_code(ResponseError::NotCoordinator.code());
     }
     let wanted = request.topics.as_ref().map(|topics| {
         topics
