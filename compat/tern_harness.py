@@ -76,8 +76,9 @@ class Broker:
     """
 
     def __init__(self, data_dir: Path, log_dir: Path, port: int | None = None, binary: Path | None = None,
-                 extra_args: list[str] | tuple[str, ...] = ()):
+                 extra_args: list[str] | tuple[str, ...] = (), node_id: int = 1):
         self.binary = Path(binary or tern_bin())
+        self.node_id = node_id
         # Appended to every `tern serve` command line (e.g. GROUP_ARGS), on every (re)start.
         self.extra_args = [str(a) for a in extra_args]
         self.data_dir = Path(data_dir)
@@ -118,7 +119,7 @@ class Broker:
             str(self.binary), "serve",
             "--data-dir", str(self.data_dir),
             "--listen", self.address,
-            "--node-id", "1",
+            "--node-id", str(self.node_id),
             *self.extra_args,
         ]
         env = dict(os.environ)
@@ -188,6 +189,50 @@ class Broker:
 
     def __repr__(self) -> str:
         return f"Broker({self.address}, pid={self.pid}, data_dir={self.data_dir})"
+
+
+class Etcd:
+    """A real etcd server (Debian's etcd-server) on two free loopback ports, with its data
+    in `data_dir`, so a restart keeps its keys and leases."""
+
+    def __init__(self, data_dir: Path, log_dir: Path):
+        self.data_dir = Path(data_dir)
+        self.log_dir = Path(log_dir)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.client_port = free_port()
+        self.peer_port = free_port()
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.client_port}"
+
+    def start(self, ready_timeout: float = READY_TIMEOUT_S) -> "Etcd":
+        self.starts += 1
+        client, peer = f"http://127.0.0.1:{self.client_port}", f"http://127.0.0.1:{self.peer_port}"
+        cmd = [
+            "etcd", "--name", "tern-test", "--data-dir", str(self.data_dir),
+            "--listen-client-urls", client, "--advertise-client-urls", client,
+            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", f"tern-test={peer}",
+        ]
+        with open(self.log_dir / f"etcd-{self.starts}.log", "wb") as log:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        _STARTED.append(self.proc)
+        wait_until(lambda: self.proc.poll() is None and port_accepts(self.client_port), ready_timeout,
+                   what=f"etcd on {client}")
+        return self
+
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
 
 
 def wait_until(predicate, timeout: float, interval: float = 0.1, what: str = "condition"):

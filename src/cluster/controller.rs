@@ -31,14 +31,20 @@ const RECHECK: Duration = Duration::from_secs(3);
 pub async fn run(store: std::sync::Arc<EtcdStore>, shutdown: CancellationToken) {
     let mut events = store.subscribe();
     loop {
-        if store.controller().is_none() {
-            match store.campaign().await {
-                Ok(Some(term)) => {
-                    control(&store, term, &mut events, &shutdown).await;
-                }
-                Ok(None) => {}
-                Err(error) => tracing::warn!(%error, "controller election failed"),
-            }
+        let term = match store.controller() {
+            None => store.campaign().await.unwrap_or_else(|error| {
+                tracing::warn!(%error, "controller election failed");
+                None
+            }),
+            // Still ours: this broker stepped down while its session was in doubt
+            // (etcd unreachable), and the lease, hence the key, survived.
+            Some(term) if term.node_id == store.node_id() && store.may_lead() => Some(term),
+            Some(_) => None,
+        };
+        if let Some(term) = term {
+            metrics::gauge!(m::CONTROLLER_ACTIVE).set(1.0);
+            control(&store, term, &mut events, &shutdown).await;
+            metrics::gauge!(m::CONTROLLER_ACTIVE).set(0.0);
         }
         tokio::select! {
             _ = shutdown.cancelled() => return,

@@ -1,0 +1,293 @@
+"""A tern cluster: a real etcd and three (or four) tern brokers as separate processes on
+127.0.0.1, driven by kcat and confluent-kafka (librdkafka).
+
+What is asserted (issue 4): any broker answers Metadata for the whole cluster; a topic's
+partitions spread evenly; clients route each partition to its leader and follow
+NOT_LEADER_OR_FOLLOWER to refreshed metadata; after kill -9 of a broker its partitions
+are led by live brokers within lease TTL + 2 s; after kill -9 of the controller a new
+one is active within the same bound; a joining broker takes about its share and nothing
+else moves; an etcd restart under load kills no broker and fails no write.
+
+Figures (failover times, partitions moved) are printed; run with -s to see them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+import urllib.request
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+import ck
+from tern_harness import Broker, Etcd, free_port, wait_until
+
+LEASE_TTL_S = 3
+FAILOVER_BOUND_S = LEASE_TTL_S + 2
+
+
+class Cluster:
+    def __init__(self, tmp_path, brokers: int = 3):
+        self.tmp = tmp_path
+        self.etcd = Etcd(tmp_path / "etcd", tmp_path / "logs")
+        self.brokers: dict[int, Broker] = {}
+        for node in range(1, brokers + 1):
+            self.add(node, start=False)
+
+    def add(self, node: int, start: bool = True) -> Broker:
+        b = Broker(
+            data_dir=self.tmp / f"data-{node}", log_dir=self.tmp / f"logs-{node}", port=free_port(),
+            node_id=node,
+            extra_args=["--etcd", self.etcd.endpoint, "--etcd-lease-ttl-secs", str(LEASE_TTL_S),
+                        "--metrics", f"127.0.0.1:{free_port()}",
+                        "--group-initial-rebalance-delay-ms", "300"],
+        )
+        self.brokers[node] = b
+        if start:
+            b.start()
+        return b
+
+    def start(self) -> "Cluster":
+        self.etcd.start()
+        for b in self.brokers.values():
+            b.start()
+        wait_until(lambda: len(self.metadata().brokers) == len(self.brokers), 20, what="all brokers registered")
+        wait_until(lambda: self.metadata().controller_id > 0, 20, what="a controller")
+        return self
+
+    def stop(self) -> None:
+        for b in self.brokers.values():
+            try:
+                b.stop()
+            except Exception:  # noqa: BLE001 - stop the rest regardless
+                b.kill9()
+        self.etcd.stop()
+
+    def live(self) -> list[Broker]:
+        return [b for b in self.brokers.values() if b.alive()]
+
+    def bootstrap(self) -> str:
+        return ",".join(b.address for b in self.live())
+
+    def metadata(self, via: Broker | None = None, topic: str | None = None):
+        b = via or self.live()[0]
+        admin = AdminClient({"bootstrap.servers": b.address, "socket.timeout.ms": 3000})
+        return admin.list_topics(topic=topic, timeout=5)
+
+    def leaders(self, topic: str, via: Broker | None = None) -> dict[int, int]:
+        md = self.metadata(via, topic)
+        return {p.id: p.leader for p in md.topics[topic].partitions.values()}
+
+    def create_topic(self, topic: str, partitions: int) -> None:
+        admin = AdminClient({"bootstrap.servers": self.bootstrap()})
+        admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(15)
+        wait_until(lambda: all(l > 0 for l in self.leaders(topic).values()), 10, what="leaders for every partition")
+
+    def metric(self, broker: Broker, name: str) -> float:
+        """Sum of a metric's samples on one broker's /metrics."""
+        port = int(broker.extra_args[broker.extra_args.index("--metrics") + 1].rsplit(":", 1)[1])
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith(name) and not line.startswith("#"))
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = Cluster(tmp_path)
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+def kcat(*args: str, input: bytes | None = None, timeout: float = 60) -> str:
+    out = subprocess.run(["kcat", *args], input=input, capture_output=True, timeout=timeout, check=True)
+    return out.stdout.decode()
+
+
+def test_every_broker_describes_the_whole_cluster_and_partitions_spread_evenly(cluster, topic):
+    cluster.create_topic(topic, 12)
+    views = []
+    for b in cluster.brokers.values():
+        listing = kcat("-b", b.address, "-L", "-t", topic)
+        assert listing.count(" at 127.0.0.1:") == 3, listing
+        assert "(controller)" in listing, listing
+        views.append(cluster.leaders(topic, via=b))
+    assert all(v == views[0] for v in views), "every broker gives the same placement"
+    per_broker = {n: list(views[0].values()).count(n) for n in cluster.brokers}
+    print(f"\n12 partitions on 3 brokers: {per_broker}")
+    assert sorted(per_broker.values()) == [4, 4, 4], per_broker
+
+
+def test_kcat_produces_through_one_broker_and_consumes_through_another(cluster, topic):
+    cluster.create_topic(topic, 12)
+    lines = [f"key-{i}:value-{i}" for i in range(600)]
+    first, second = list(cluster.brokers.values())[:2]
+    kcat("-b", first.address, "-P", "-t", topic, "-K:", input="\n".join(lines).encode() + b"\n")
+    out = kcat("-b", second.address, "-C", "-t", topic, "-e", "-q", "-f", "%p %k:%s\n")
+    got = [line.split(" ", 1) for line in out.splitlines() if line]
+    assert sorted(kv for _, kv in got) == sorted(lines)
+    used = {int(p) for p, _ in got}
+    assert len(used) >= 10, f"keyed messages spread over the partitions (and so the brokers): {sorted(used)}"
+
+
+def test_confluent_kafka_produces_acks_all_and_a_group_consumes_everything(cluster, topic):
+    cluster.create_topic(topic, 12)
+    messages = [{"key": f"k{i}".encode(), "value": f"v{i}".encode()} for i in range(1200)]
+    reports = ck.produce_all(cluster.bootstrap(), topic, messages, {"acks": "all"})
+    assert all(err is None for _, err, _, _ in reports), [r for r in reports if r[1]][:3]
+    consumer = ck.new_consumer(list(cluster.brokers.values())[2].address, {"enable.auto.offset.store": True})
+    consumer.subscribe([topic])
+    seen = {}
+    deadline = time.monotonic() + 40
+    while len(seen) < len(messages) and time.monotonic() < deadline:
+        m = consumer.poll(0.5)
+        if m is None or m.error():
+            continue
+        seen[m.key()] = m.value()
+    consumer.commit(asynchronous=False)
+    committed = consumer.committed([ck.TopicPartition(topic, p) for p in range(12)], timeout=10)
+    consumer.close()
+    assert len(seen) == len(messages)
+    assert all(seen[m["key"]] == m["value"] for m in messages)
+    assert sum(tp.offset for tp in committed) == len(messages), "the group's commits cover every message"
+
+
+def test_kill9_of_a_broker_moves_its_partitions_within_the_lease_ttl(cluster, topic):
+    cluster.create_topic(topic, 12)
+    controller = cluster.metadata().controller_id
+    victim = next(b for n, b in cluster.brokers.items() if n != controller)
+    before = cluster.leaders(topic)
+    assert victim.node_id in before.values()
+    victim.kill9()
+    t0 = time.monotonic()
+
+    def moved():
+        md = cluster.metadata()
+        leaders = {p.id: p.leader for p in md.topics[topic].partitions.values()}
+        gone = victim.node_id not in md.brokers
+        return gone and all(l > 0 and l != victim.node_id for l in leaders.values()) and leaders
+
+    after = wait_until(moved, FAILOVER_BOUND_S + 5, interval=0.05, what="the victim's partitions to move")
+    elapsed = time.monotonic() - t0
+    print(f"\nbroker {victim.node_id} kill -9 -> its partitions led elsewhere after {elapsed:.2f}s "
+          f"(lease TTL {LEASE_TTL_S}s)")
+    assert elapsed <= FAILOVER_BOUND_S
+    unchanged = [p for p, l in before.items() if l != victim.node_id]
+    assert all(after[p] == before[p] for p in unchanged), "only the dead broker's partitions move"
+    # Every partition takes writes again.
+    reports = ck.produce_all(cluster.bootstrap(), topic,
+                             [{"value": b"after", "partition": p} for p in range(12)], {"acks": "all"})
+    assert all(err is None for _, err, _, _ in reports)
+
+
+def test_kill9_of_the_controller_elects_a_new_one_within_the_lease_ttl(cluster, topic):
+    cluster.create_topic(topic, 6)
+    old = cluster.metadata().controller_id
+    cluster.brokers[old].kill9()
+    t0 = time.monotonic()
+
+    def new_controller():
+        md = cluster.metadata()
+        leaders = [p.leader for p in md.topics[topic].partitions.values()] if topic in md.topics else [old]
+        ok = md.controller_id > 0 and md.controller_id != old and old not in leaders
+        return md.controller_id if ok else None
+
+    now = wait_until(new_controller, FAILOVER_BOUND_S + 5, interval=0.05, what="a new controller")
+    elapsed = time.monotonic() - t0
+    print(f"\ncontroller {old} kill -9 -> broker {now} is controller (and moved {old}'s partitions) "
+          f"after {elapsed:.2f}s (lease TTL {LEASE_TTL_S}s)")
+    assert elapsed <= FAILOVER_BOUND_S
+    wait_until(lambda: cluster.metric(cluster.brokers[now], "tern_controller_active") == 1, 6,
+               what="the new controller's tern_controller_active")
+
+
+@pytest.mark.timeout(150)
+def test_a_joining_broker_takes_its_share_while_a_producer_follows_not_leader(cluster, topic):
+    cluster.create_topic(topic, 24)
+    before = cluster.leaders(topic)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "all",
+                         "message.timeout.ms": 30000, "linger.ms": 5})
+    errors: list = []
+    delivered = [0]
+    stop = threading.Event()
+
+    def on_delivery(err, _msg):
+        if err is not None:
+            errors.append(err)
+        else:
+            delivered[0] += 1
+
+    def produce_loop():
+        for i in range(20000):  # bounded: at most 20k messages, at most ~60 s
+            if stop.is_set():
+                break
+            producer.produce(topic, value=f"m{i}".encode(), partition=i % 24, on_delivery=on_delivery)
+            producer.poll(0)
+            time.sleep(0.002)
+        producer.flush(30)
+
+    t = threading.Thread(target=produce_loop, daemon=True)
+    t.start()
+    time.sleep(1.0)
+    cluster.add(4)
+    after = wait_until(lambda: (l := cluster.leaders(topic)) and 4 in l.values() and l, 20,
+                       what="broker 4 to lead partitions")
+    time.sleep(2.0)
+    stop.set()
+    t.join(60)
+    moved = [p for p in before if before[p] != after[p]]
+    ideal = 24 / 4
+    print(f"\n3 -> 4 brokers: {len(moved)} of 24 partitions moved (ideal {ideal:.0f}); "
+          f"{delivered[0]} messages delivered while they moved")
+    assert all(after[p] == 4 for p in moved), "partitions move only to the newcomer"
+    assert len(moved) <= 1.25 * ideal
+    assert not errors, errors[:3]
+    assert delivered[0] > 0
+    not_leader = sum(cluster.metric(b, 'tern_partition_errors_total{api="Produce",error="6"}')
+                     for n, b in cluster.brokers.items() if n != 4)
+    print(f"NOT_LEADER_OR_FOLLOWER answers the producer followed: {not_leader:.0f}")
+    assert not_leader > 0, "old leaders refused writes for moved partitions"
+
+
+@pytest.mark.timeout(150)
+def test_an_etcd_restart_under_load_kills_no_broker_and_fails_no_write(cluster, topic):
+    cluster.create_topic(topic, 6)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "all",
+                         "message.timeout.ms": 30000, "linger.ms": 5})
+    errors: list = []
+    delivered = [0]
+
+    def on_delivery(err, _msg):
+        if err is not None:
+            errors.append(err)
+        else:
+            delivered[0] += 1
+
+    sent = 0
+    deadline = time.monotonic() + 8
+    etcd_restarted = False
+    while time.monotonic() < deadline and sent < 20000:  # bounded in count and time
+        producer.produce(topic, value=f"m{sent}".encode(), on_delivery=on_delivery)
+        sent += 1
+        producer.poll(0)
+        time.sleep(0.002)
+        if not etcd_restarted and time.monotonic() > deadline - 6:
+            cluster.etcd.stop()
+            time.sleep(1.0)  # well below the lease TTL
+            cluster.etcd.start()
+            etcd_restarted = True
+    assert producer.flush(30) == 0
+    assert etcd_restarted
+    assert all(b.alive() for b in cluster.brokers.values()), "no broker died with etcd"
+    assert not errors, errors[:3]
+    assert delivered[0] == sent
+    # The cluster still works as one: metadata from every broker, a new topic placed.
+    wait_until(lambda: len(cluster.metadata().brokers) == 3, 15, what="three brokers after the restart")
+    cluster.create_topic(topic + "-after", 3)
+    total = sum(1 for line in kcat("-b", cluster.bootstrap(), "-C", "-t", topic, "-e", "-q").splitlines() if line)
+    assert total == sent
