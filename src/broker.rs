@@ -245,6 +245,16 @@ async fn open_store(
     };
     let cluster_id = config.cluster_id.as_deref().unwrap_or("tern");
     let store = Arc::new(EtcdStore::connect(etcd, cluster_id, node).await?);
+    // Counters that may stay 0 for a long time still get series from the start.
+    for counter in [
+        crate::metrics::ETCD_SESSION_EXPIRATIONS_TOTAL,
+        crate::metrics::ETCD_WATCH_RESYNCS_TOTAL,
+        crate::metrics::CONTROLLER_ELECTIONS_TOTAL,
+        crate::metrics::PARTITION_LEADER_CHANGES_TOTAL,
+    ] {
+        metrics::counter!(counter).absolute(0);
+    }
+    metrics::gauge!(crate::metrics::ETCD_SESSION_UP).set(1.0);
     let (watching, session) = (Arc::clone(&store), Arc::clone(&store));
     let (watch_shutdown, session_shutdown) = (shutdown.clone(), shutdown.clone());
     background.spawn(async move { watching.run_watch(watch_shutdown).await });

@@ -135,15 +135,26 @@ impl GroupCoordinator {
     /// Makes the coordinator lead exactly the offsets partitions `topic` says this
     /// broker leads: replays those it gains, forgets the groups of those it lost.
     pub fn follow_leadership(&self, topic: &TopicReplicas) {
+        let (mut gained, mut lost) = (0, 0);
         for index in 0..self.partition_count() {
             let led = topic.partition(index).ok();
             let current = self.partition(index as usize);
             match (led, current) {
                 (Some(led), Some(current)) if Arc::ptr_eq(led, &current) => {}
-                (Some(led), _) => self.elect(index as usize, Arc::clone(led)),
-                (None, Some(_)) => self.resign(index as usize),
+                (Some(led), _) => {
+                    self.elect(index as usize, Arc::clone(led));
+                    gained += 1;
+                }
+                (None, Some(_)) => {
+                    self.resign(index as usize);
+                    lost += 1;
+                }
                 (None, None) => {}
             }
+        }
+        if gained + lost > 0 {
+            let groups = self.groups.lock().len();
+            tracing::info!(gained, lost, groups, "group coordination moved");
         }
     }
 
@@ -172,7 +183,7 @@ impl GroupCoordinator {
                 *slot = Some(Arc::clone(&partition));
             }
         }
-        tracing::info!(partition = %partition.id(), groups = loaded, "coordinating groups");
+        tracing::debug!(partition = %partition.id(), groups = loaded, "coordinating groups");
     }
 
     /// Gives up offsets partition `index`: its groups are coordinated elsewhere now.
@@ -184,7 +195,7 @@ impl GroupCoordinator {
             *slot = None;
         }
         groups.retain(|group_id, _| offsets::partition_for(group_id, count) as usize != index);
-        tracing::info!(
+        tracing::debug!(
             partition = index,
             "no longer coordinating groups of offsets partition"
         );

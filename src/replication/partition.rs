@@ -175,7 +175,7 @@ impl Partition {
     pub fn become_leader(&self, epoch: i32) {
         let mut log = self.log.lock();
         if log.leader_epoch() != epoch {
-            tracing::info!(partition = %self.id, epoch, "leading partition");
+            tracing::debug!(partition = %self.id, epoch, "leading partition");
             log.set_leader_epoch(epoch);
         }
     }

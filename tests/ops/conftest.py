@@ -1,8 +1,9 @@
 """Fixtures for the ops suite (run: .venv/bin/python -m pytest tests/ops -q).
 
-One tern broker (compat/tern_harness.py) with an explicit metrics port, one real
-Prometheus scraping it every second, and one round of known traffic, shared by the
-whole session:
+One tern broker (compat/tern_harness.py) in cluster mode — a one-broker cluster on a
+real etcd, so the cluster metrics (etcd session, controller elections) exist — with an
+explicit metrics port, one real Prometheus scraping it every second, and one round of
+known traffic, shared by the whole session:
 
 - ORDERS (3 partitions): N_FIRST messages of PAYLOAD bytes with kcat, read back by a plain
   consumer and by consumer group GROUP (kcat -G, which commits on close), then N_LATER more
@@ -56,11 +57,21 @@ def payloads(n: int, start: int = 0) -> bytes:
 
 
 @pytest.fixture(scope="session")
-def broker(tmp_path_factory):
+def etcd(tmp_path_factory):
+    work = tmp_path_factory.mktemp("etcd")
+    e = tern_harness.Etcd(work / "data", work / "logs")
+    e.start()
+    yield e
+    e.stop()
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory, etcd):
     work = tmp_path_factory.mktemp("broker")
     metrics_port = free_port()
     b = tern_harness.Broker(data_dir=work / "data", log_dir=work / "logs",
-                            extra_args=[*broker_args(), "--metrics", f"127.0.0.1:{metrics_port}"])
+                            extra_args=[*broker_args(), "--metrics", f"127.0.0.1:{metrics_port}",
+                                        "--etcd", etcd.endpoint])
     b.metrics_port = metrics_port
     b.metrics_url = f"http://127.0.0.1:{metrics_port}"
     try:
