@@ -233,6 +233,21 @@ mod tests {
                     n + 1
                 );
                 assert!(max_over_mean(&back, n) <= 1.10 + 1e-9);
+                // A founding broker (1) leaves instead: only its partitions move.
+                let survivors: Vec<(i32, u32)> = (2..=n + 1).map(|b| (b, 1)).collect();
+                let without_first = place(&Ring::new(&survivors), &k, Some(&after));
+                let first_share = after.iter().filter(|b| **b == 1).count() as f64;
+                let leave_moved = moved(&after, &without_first) as f64;
+                let modulo_leave = (0..partitions).filter(|p| p % (n + 1) != p % n).count() as f64;
+                println!(
+                    "{partitions} partitions, {}->{n} (broker 1 leaves): ring moved {leave_moved} ({:.2}x its share), modulo {modulo_leave} ({:.2}x)",
+                    n + 1,
+                    leave_moved / first_share,
+                    modulo_leave / first_share
+                );
+                assert!(leave_moved <= 1.25 * first_share, "leave of broker 1");
+                assert!(without_first.iter().all(|b| *b != 1));
+                assert!(max_over_mean(&without_first, n) <= 1.10 + 1e-9);
             }
         }
     }
