@@ -1,6 +1,7 @@
 """deploy/: Prometheus config and rules pass promtool, the systemd unit passes
 systemd-analyze (and its syscall filter admits every syscall tern makes), the env file,
-the Kubernetes entrypoint and ConfigMap really start a broker, and the Dockerfile,
+the Kubernetes entrypoint and ConfigMap really start a broker (the latter in cluster mode,
+on a real etcd), the compose etcd healthcheck probes a real etcd, and the Dockerfile,
 compose file and manifests are consistent with each other and with `tern serve --help`.
 
 No Docker engine or Kubernetes API runs here: those files are checked statically (and
@@ -8,6 +9,7 @@ with `kubectl kustomize`, which renders offline)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -18,6 +20,7 @@ import socket
 import subprocess
 import time
 import tomllib
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -80,6 +83,28 @@ def kafka_broker_ids(address: str) -> list[tuple[int, str]]:
     return [(int(i), a) for i, a in re.findall(r"broker (\d+) at (\S+)", r.stdout.decode())]
 
 
+def compose_brokers(compose: dict) -> dict[str, dict]:
+    """The compose services that run tern (tern-1, tern-2, ...), by name."""
+    return {n: s for n, s in sorted(compose["services"].items()) if re.fullmatch(r"tern-\d+", n)}
+
+
+def etcd_endpoints(value: str) -> list[str]:
+    return [u.strip() for u in value.split(",") if u.strip()]
+
+
+def etcd_get_prefix(endpoint: str, prefix: str) -> dict[str, str]:
+    """Every key under prefix and its value, through etcd's v3 JSON gateway (no etcdctl)."""
+    end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+    b64 = lambda t: base64.b64encode(t.encode()).decode()  # noqa: E731
+    req = urllib.request.Request(f"{endpoint}/v3/kv/range", method="POST",
+                                 data=json.dumps({"key": b64(prefix), "range_end": b64(end)}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=5) as r:
+        body = json.loads(r.read())
+    return {base64.b64decode(kv["key"]).decode(): base64.b64decode(kv.get("value", "")).decode()
+            for kv in body.get("kvs", [])}
+
+
 @pytest.fixture(scope="module")
 def env_vars() -> set[str]:
     names = serve_env_vars()
@@ -109,14 +134,15 @@ def test_promtool_check_rules():
 
 
 def test_prometheus_targets_the_metrics_listener():
-    """The scrape target is the compose broker's TERN_METRICS port, on /metrics."""
+    """The scrape targets are every compose broker at its TERN_METRICS port, on /metrics."""
     cfg = yaml.safe_load((DEPLOY / "prometheus.yml").read_text())
     (job,) = [j for j in cfg["scrape_configs"] if j["job_name"] == "tern"]
     assert job.get("metrics_path", "/metrics") == "/metrics"
     targets = [t for sc in job["static_configs"] for t in sc["targets"]]
-    compose = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
-    metrics_port = compose["services"]["tern"]["environment"]["TERN_METRICS"].rsplit(":", 1)[1]
-    assert targets == [f"tern:{metrics_port}"]
+    brokers = compose_brokers(yaml.safe_load((DEPLOY / "docker-compose.yml").read_text()))
+    assert len(brokers) == 3
+    expected = [f"{name}:{svc['environment']['TERN_METRICS'].rsplit(':', 1)[1]}" for name, svc in brokers.items()]
+    assert sorted(targets) == sorted(expected) and len(targets) == len(set(targets)), targets
 
 
 # ---------------------------------------------------------------------------- systemd
@@ -306,8 +332,9 @@ def test_kustomize_renders(tmp_path):
     r = run([kubectl, "kustomize", K8S], timeout=60)
     assert r.returncode == 0, r.stderr.decode()
     kinds = sorted((d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(r.stdout) if d)
-    assert kinds == [("ConfigMap", "tern-config"), ("PodDisruptionBudget", "tern"), ("Service", "tern"),
-                     ("Service", "tern-headless"), ("StatefulSet", "tern")], kinds
+    assert kinds == [("ConfigMap", "tern-config"), ("PodDisruptionBudget", "etcd"), ("PodDisruptionBudget", "tern"),
+                     ("Service", "etcd-headless"), ("Service", "tern"), ("Service", "tern-headless"),
+                     ("StatefulSet", "etcd"), ("StatefulSet", "tern")], kinds
 
 
 def test_k8s_manifests_hang_together(env_vars):
@@ -318,12 +345,12 @@ def test_k8s_manifests_hang_together(env_vars):
     assert spec["selector"]["matchLabels"].items() <= labels.items()
     headless = objs[("Service", spec["serviceName"])]
     assert headless["spec"]["clusterIP"] == "None"
-    assert spec["replicas"] == 1, "tern is single-node until clustering lands"
+    assert spec["replicas"] == 3, "a three-broker cluster"
     for key in (("Service", "tern-headless"), ("Service", "tern"), ("PodDisruptionBudget", "tern")):
         sel = objs[key]["spec"]["selector"]
         sel = sel.get("matchLabels", sel)
         assert sel.items() <= labels.items(), f"{key} selects {sel}, pods are {labels}"
-    assert "maxUnavailable" in objs[("PodDisruptionBudget", "tern")]["spec"]
+    assert objs[("PodDisruptionBudget", "tern")]["spec"].get("maxUnavailable") == 1, "one broker down at a time"
 
     pod = spec["template"]["spec"]
     (c,) = pod["containers"]
@@ -336,6 +363,20 @@ def test_k8s_manifests_hang_together(env_vars):
     for e in c["env"]:
         if e["name"].startswith("TERN_"):
             assert e["name"] in env_vars, f"unknown variable {e['name']}"
+    env = {e["name"]: e for e in c["env"]}
+    assert "TERN_NODE_ID" not in env, "the node id comes from the pod ordinal, set by the container command"
+    # Kubernetes expands $(VAR) only for variables defined earlier in the list.
+    names = [e["name"] for e in c["env"]]
+    for e in c["env"]:
+        for ref in re.findall(r"\$\((\w+)\)", e.get("value", "")):
+            assert ref in names[: names.index(e["name"])], f"{e['name']} uses $({ref}) before it is defined"
+    etcd_sts = objs[("StatefulSet", "etcd")]
+    etcd_svc = etcd_sts["spec"]["serviceName"]
+    client_port = {p["name"]: p["port"] for p in objs[("Service", etcd_svc)]["spec"]["ports"]}["client"]
+    assert client_port == 2379
+    expected = [f"http://etcd-{i}.{etcd_svc}.$(POD_NAMESPACE).svc.cluster.local:{client_port}"
+                for i in range(etcd_sts["spec"]["replicas"])]
+    assert etcd_endpoints(env["TERN_ETCD"]["value"]) == expected
 
     cm = objs[("ConfigMap", "tern-config")]
     config = tomllib.loads(cm["data"]["tern.toml"])
@@ -353,18 +394,52 @@ def test_k8s_manifests_hang_together(env_vars):
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
 
 
-def test_etcd_manifest_is_marked_for_cluster_mode():
+def test_etcd_manifest_is_deployed_and_matches_tern_etcd(env_vars):
+    """etcd.yaml is applied with the rest, and its members are exactly the endpoints the
+    brokers are given: one per replica, named after the pod, on the headless Service."""
+    assert "TERN_ETCD" in env_vars
     text = (K8S / "etcd.yaml").read_text()
-    assert "UPCOMING CLUSTER MODE" in text
+    assert "UPCOMING" not in text.upper(), "etcd.yaml is in use, not a placeholder"
     kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
-    assert "etcd.yaml" not in kustomization["resources"]
-    assert "etcd" not in " ".join(serve_env_vars()).lower(), \
-        "tern now has etcd options: wire etcd.yaml into kustomization.yaml and the StatefulSet"
+    assert "etcd.yaml" in kustomization["resources"]
+    assert all((K8S / r).exists() for r in kustomization["resources"])
+
+    objs = k8s_objects()
+    etcd = objs[("StatefulSet", "etcd")]
+    spec = etcd["spec"]
+    replicas = spec["replicas"]
+    assert replicas >= 3 and replicas % 2 == 1, "an odd member count, at least 3, for a quorum that survives one loss"
+    headless = objs[("Service", spec["serviceName"])]
+    assert headless["spec"]["clusterIP"] == "None"
+    assert headless["spec"]["selector"].items() <= spec["template"]["metadata"]["labels"].items()
+    assert {p["name"]: p["port"] for p in headless["spec"]["ports"]} == {"client": 2379, "peer": 2380}
+    pdb = objs[("PodDisruptionBudget", "etcd")]["spec"]
+    assert pdb["maxUnavailable"] == 1 and pdb["selector"]["matchLabels"].items() <= \
+        spec["template"]["metadata"]["labels"].items()
+    (c,) = spec["template"]["spec"]["containers"]
+    script = c["args"][0]
+    # The member's name is its pod name (etcd-N), its client URL the one TERN_ETCD lists,
+    # and the initial cluster has exactly `replicas` members.
+    assert '--name "${POD_NAME}"' in script
+    assert f"http://${{POD_NAME}}.{spec['serviceName']}.${{POD_NAMESPACE}}.svc.cluster.local:2379" in script
+    loop = re.search(r"for i in ([\d ]+); do", script)
+    assert loop and loop.group(1).split() == [str(i) for i in range(replicas)], script
+
+    (tern_c,) = objs[("StatefulSet", "tern")]["spec"]["template"]["spec"]["containers"]
+    tern_etcd = {e["name"]: e.get("value") for e in tern_c["env"]}["TERN_ETCD"]
+    members = [re.fullmatch(r"http://([a-z0-9-]+)\.([a-z0-9-]+)\.\$\(POD_NAMESPACE\)\.svc\.cluster\.local:(\d+)", u)
+               for u in etcd_endpoints(tern_etcd)]
+    assert all(members), tern_etcd
+    assert [m.group(1) for m in members] == [f"{etcd['metadata']['name']}-{i}" for i in range(replicas)]
+    assert {m.group(2) for m in members} == {spec["serviceName"]}
+    assert {int(m.group(3)) for m in members} == {2379}
 
 
-def _entrypoint(tmp_path: Path, pod_name: str) -> tuple[TernProcess, int, int]:
+def _entrypoint(tmp_path: Path, pod_name: str, etcd) -> tuple[TernProcess, int, int]:
     """Runs the StatefulSet's container command as a pod would, with the ConfigMap's tern.toml,
-    the binary from target/ and 127.0.0.1 addresses (TERN_* variables override the file)."""
+    the binary from target/ and 127.0.0.1 addresses (TERN_* variables override the file), in
+    cluster mode: TERN_ETCD is the test etcd (the manifest's in-cluster URLs do not resolve
+    here) and the cluster id is unique to the test, so no other broker shares its node ids."""
     objs = k8s_objects()
     (c,) = objs[("StatefulSet", "tern")]["spec"]["template"]["spec"]["containers"]
     toml = tmp_path / "tern.toml"
@@ -374,27 +449,37 @@ def _entrypoint(tmp_path: Path, pod_name: str) -> tuple[TernProcess, int, int]:
     port, mport = free_port(), free_port()
     env = {"PATH": "/usr/bin:/bin", "POD_NAME": pod_name, "POD_NAMESPACE": "test",
            "TERN_ADVERTISE": f"127.0.0.1:{port}", "TERN_LISTEN": f"127.0.0.1:{port}",
-           "TERN_METRICS": f"127.0.0.1:{mport}", "TERN_DATA_DIR": str(tmp_path / "data")}
+           "TERN_METRICS": f"127.0.0.1:{mport}", "TERN_DATA_DIR": str(tmp_path / "data"),
+           "TERN_ETCD": etcd.endpoint, "TERN_CLUSTER_ID": f"k8s-{tmp_path.name}"}
+    assert "TERN_ETCD" in {e["name"] for e in c["env"]}, "the StatefulSet runs tern in cluster mode"
     return TernProcess([*c["command"], script], env=env, log_path=tmp_path / "tern.log"), port, mport
 
 
 @pytest.mark.timeout(60)
-def test_k8s_entrypoint_takes_node_id_from_ordinal(tmp_path):
-    proc, port, mport = _entrypoint(tmp_path, "tern-2")
+def test_k8s_entrypoint_takes_node_id_from_ordinal(tmp_path, etcd):
+    proc, port, mport = _entrypoint(tmp_path, "tern-2", etcd)
     try:
         proc.wait_http(f"http://127.0.0.1:{mport}/ready")
         assert http_get(f"http://127.0.0.1:{mport}/health")[0] == 200
         assert kafka_broker_ids(f"127.0.0.1:{port}") == [(2, f"127.0.0.1:{port}")]
+        # In cluster mode for real: registered in etcd under its cluster id, as node 2.
+        prefix = f"/tern/k8s-{tmp_path.name}/"
+        brokers = {k: v for k, v in etcd_get_prefix(etcd.endpoint, prefix).items() if "/brokers/" in k}
+        assert list(brokers) == [prefix + "brokers/2"], brokers
+        info = json.loads(brokers[prefix + "brokers/2"])
+        assert (info["node_id"], info["host"], info["port"]) == (2, "127.0.0.1", port), info
         grace = k8s_objects()[("StatefulSet", "tern")]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
         rc, took = proc.terminate(timeout=grace)  # the exec'd tern gets the SIGTERM itself
     finally:
         proc.kill()
     assert rc == 0, proc.log()
     assert took < grace / 2
+    # A clean shutdown leaves the cluster at once (its lease revoked, not left to expire).
+    assert not [k for k in etcd_get_prefix(etcd.endpoint, prefix) if "/brokers/" in k]
 
 
-def test_k8s_entrypoint_refuses_a_name_without_ordinal(tmp_path):
-    proc, _, _ = _entrypoint(tmp_path, "tern")
+def test_k8s_entrypoint_refuses_a_name_without_ordinal(tmp_path, etcd):
+    proc, _, _ = _entrypoint(tmp_path, "tern", etcd)
     try:
         rc = proc.proc.wait(timeout=20)
     finally:
@@ -515,14 +600,62 @@ def test_compose_file(env_vars):
     text = (DEPLOY / "docker-compose.yml").read_text()
     compose = yaml.safe_load(text)
     services = compose["services"]
-    assert set(services) == {"tern", "prometheus", "grafana"}
-    assert re.search(r"three-broker \+ etcd", text), "the marked note about the three-broker + etcd variant"
-    tern = services["tern"]
-    build = tern["build"]
-    assert (DEPLOY / build["context"] / build["dockerfile"]).resolve() == (DEPLOY / "Dockerfile").resolve()
-    for name in tern["environment"]:
-        assert name in env_vars, f"compose sets unknown variable {name}"
-    assert tern["stop_signal"] == "SIGTERM"
+    assert set(services) == {"etcd", "tern-1", "tern-2", "tern-3", "prometheus", "grafana"}
+    assert "NOT YET" not in text, "the cluster is here: no placeholder note"
+    assert re.search(r"kcat -b 127\.0\.0\.1:9092 -L", text), "copy-paste usage listing the brokers"
+    assert re.search(r"not\s+(#\s*)?copied", text, re.I), "say that moved partitions' data is not copied"
+
+    etcd = services["etcd"]
+    assert etcd["build"]["target"] == "etcd"
+    assert (DEPLOY / etcd["build"]["context"] / etcd["build"]["dockerfile"]).resolve() == (DEPLOY / "Dockerfile").resolve()
+    assert "etcd" in [st[0] for st in dockerfile_stages()]
+    etcd_flags = dict(a.removeprefix("--").split("=", 1) for a in etcd["command"])
+    assert etcd_flags["advertise-client-urls"] == "http://etcd:2379"
+    assert etcd_flags["listen-client-urls"].endswith(":2379")
+    assert etcd_flags["initial-cluster"].split("=", 1)[0] == etcd_flags["name"], "a single member, itself"
+    assert "," not in etcd_flags["initial-cluster"]
+    (etcd_volume,) = [v for v in etcd["volumes"] if not v.startswith(".")]
+    assert etcd_flags["data-dir"].startswith(etcd_volume.split(":")[1] + "/"), "etcd data on its named volume"
+    assert "healthcheck" in etcd, "the brokers wait for a healthy etcd"
+
+    brokers = compose_brokers(compose)
+    assert list(brokers) == ["tern-1", "tern-2", "tern-3"]
+    node_ids, listen_ports, data_volumes = [], [], []
+    for name, tern in brokers.items():
+        build = tern["build"]
+        assert (DEPLOY / build["context"] / build["dockerfile"]).resolve() == (DEPLOY / "Dockerfile").resolve()
+        assert build.get("target", "runtime") == "runtime", f"{name} builds the broker image"
+        env = tern["environment"]
+        for var in env:
+            assert var in env_vars, f"{name}: compose sets unknown variable {var}"
+        assert etcd_endpoints(env["TERN_ETCD"]) == ["http://etcd:2379"], f"{name}: TERN_ETCD names the etcd service"
+        # tern exits when no etcd answers at start: wait for etcd's healthcheck, not its start.
+        assert tern["depends_on"]["etcd"]["condition"] == "service_healthy", f"{name} starts after etcd is healthy"
+        node_ids.append(int(env["TERN_NODE_ID"]))
+        listen_host, listen_port = env["TERN_LISTEN"].rsplit(":", 1)
+        adv_host, adv_port = env["TERN_ADVERTISE"].rsplit(":", 1)
+        assert listen_host == "0.0.0.0", f"{name} listens on all interfaces of its container"
+        assert adv_host == "127.0.0.1"
+        published = {}
+        for p in tern["ports"]:
+            host_ip, host_port, container_port = str(p).split(":")
+            published[int(container_port)] = (host_ip, int(host_port))
+        # Host clients connect to the advertised address: it must be the published host
+        # port, forwarded to the same port the broker listens on in its container.
+        assert adv_port == listen_port and published[int(listen_port)] == ("127.0.0.1", int(adv_port)), \
+            f"{name}: advertise {env['TERN_ADVERTISE']}, listen {env['TERN_LISTEN']}, ports {tern['ports']}"
+        listen_ports.append(int(listen_port))
+        metrics_host, metrics_port = env["TERN_METRICS"].rsplit(":", 1)
+        assert metrics_host == "0.0.0.0" and published[int(metrics_port)][0] == "127.0.0.1"
+        (data,) = [v for v in tern["volumes"] if v.split(":")[1] == env["TERN_DATA_DIR"]]
+        data_volumes.append(data.split(":")[0])
+        assert tern["stop_signal"] == "SIGTERM"
+    assert len(set(node_ids)) == len(node_ids) == 3, f"node ids must be distinct: {node_ids}"
+    assert len(set(listen_ports)) == 3, f"each broker on its own port: {listen_ports}"
+    assert len(set(data_volumes)) == 3, f"each broker on its own volume: {data_volumes}"
+    host_ports = [str(p).split(":")[1] for svc in services.values() for p in svc.get("ports", [])]
+    assert len(host_ports) == len(set(host_ports)), f"a host port published twice: {host_ports}"
+    assert set(brokers) <= set(services["prometheus"]["depends_on"])
     for svc in services.values():
         for v in svc.get("volumes", []):
             src = v.split(":", 1)[0]
@@ -539,6 +672,20 @@ def test_compose_file(env_vars):
         assert prom_mounts.get(f"./{rf}") == f"/etc/prometheus/{rf}", f"rule file {rf} not mounted next to the config"
     provisioning = {v.split(":")[1] for v in services["grafana"]["volumes"] if v.startswith("../grafana/provisioning")}
     assert provisioning == {"/etc/grafana/provisioning/datasources", "/etc/grafana/provisioning/dashboards"}
+
+
+def test_compose_etcd_healthcheck_probes_health(etcd):
+    """The compose etcd's healthcheck (bash /dev/tcp to /health, no etcdctl in the image)
+    succeeds against a real etcd and fails against a closed port."""
+    hc = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())["services"]["etcd"]["healthcheck"]["test"]
+    assert hc[0] == "CMD" and hc[1] == "bash" and "2379" in hc[-1]
+    port = etcd.endpoint.rsplit(":", 1)[1]
+    ok = run([*hc[1:-1], hc[-1].replace("2379", port)], timeout=10)
+    assert ok.returncode == 0, ok.stderr.decode()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    assert run([*hc[1:-1], hc[-1].replace("2379", str(closed))], timeout=10).returncode != 0
 
 
 def test_readme_has_a_section_per_deliverable():
