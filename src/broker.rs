@@ -89,6 +89,15 @@ impl Broker {
                     source,
                 })?;
         let metrics_addr = metrics_listener.local_addr()?;
+        let (http_address, http_explicit) = config.http;
+        let http_listener =
+            crate::metrics::bind_side_listener(http_address, http_explicit, "HTTP API")
+                .await
+                .map_err(|source| BrokerError::Bind {
+                    address: http_address,
+                    source,
+                })?;
+        let http_addr = http_listener.local_addr()?;
         let mut server = config.server.clone();
         if server.advertised_port == 0 {
             server.advertised_port = i32::from(local_addr.port());
@@ -162,6 +171,11 @@ impl Broker {
             Arc::clone(&readiness),
             shutdown.clone(),
         ));
+        background.spawn(crate::http::serve(
+            http_listener,
+            crate::http::HttpApi::new(Arc::clone(&services), shutdown.clone()),
+            shutdown.clone(),
+        ));
         background.spawn(run_sampler(
             Arc::clone(&services),
             config.data_dir.clone(),
@@ -178,6 +192,7 @@ impl Broker {
             cluster_id = %services.store.cluster_id(),
             topics = loaded,
             %metrics_addr,
+            %http_addr,
             "tern is serving Kafka"
         );
         readiness.set_ready();

@@ -51,6 +51,8 @@ serve_args! {
     data_dir: PathBuf = PathBuf::from("./data"), "TERN_DATA_DIR";
     /// Kafka listener address [default: 127.0.0.1:9092]
     listen: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 9092)), "TERN_LISTEN";
+    /// HTTP publish/subscribe API listener; when not given and the default port is taken, an ephemeral port is used and logged [default: 127.0.0.1:8082]
+    http: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 8082)), "TERN_HTTP";
     /// Prometheus /metrics, /health and /ready listener; when not given and the default
     /// port is taken, an ephemeral port is used and logged [default: 127.0.0.1:9644]
     metrics: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 9644)), "TERN_METRICS";
@@ -131,6 +133,8 @@ pub struct Config {
     pub groups: GroupsConfig,
     /// The metrics listener, and whether the operator chose it (no fallback then).
     pub metrics: (SocketAddr, bool),
+    /// The HTTP API listener, and whether the operator chose it.
+    pub http: (SocketAddr, bool),
 }
 
 /// Consumer-group coordinator settings.
@@ -299,6 +303,7 @@ impl Config {
                 a.metrics.unwrap_or_else(defaults::metrics),
                 a.metrics.is_some(),
             ),
+            http: (a.http.unwrap_or_else(defaults::http), a.http.is_some()),
             groups: GroupsConfig {
                 coordinator: crate::group::coordinator::CoordinatorConfig {
                     limits: crate::group::state::GroupLimits {

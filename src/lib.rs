@@ -17,6 +17,7 @@ pub mod broker;
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod http;
 pub mod log;
 pub mod metrics;
 pub mod model;

@@ -64,6 +64,10 @@ pub const OFFLINE_PARTITIONS: &str = "tern_offline_partitions";
 pub const UNDER_MIN_ISR_PARTITIONS: &str = "tern_under_min_isr_partitions";
 /// 1 when this broker is the active controller.
 pub const CONTROLLER_ACTIVE: &str = "tern_controller_active";
+/// HTTP API requests, by `route` and HTTP `status`.
+pub const HTTP_REQUESTS_TOTAL: &str = "tern_http_requests_total";
+/// HTTP API request latency (a long poll's wait included), by `route`.
+pub const HTTP_REQUEST_DURATION_SECONDS: &str = "tern_http_request_duration_seconds";
 /// Live brokers in the cluster, as this broker sees them.
 pub const CLUSTER_BROKERS: &str = "tern_cluster_brokers";
 /// 1 while this broker's etcd session (its lease) is alive by its own clock; only in

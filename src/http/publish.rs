@@ -1,0 +1,224 @@
+//! `POST /create_topic`, `POST /publish_message`, `GET /message_status`.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::Json;
+use serde_json::json;
+
+use super::{params, ApiError, ApiResult, ApiState, Fields, MessageId, Params};
+use crate::log::batch::testing::{encode_batch, TestRecord};
+use crate::metrics as m;
+use crate::model::now_ms;
+use crate::topics::{CreateTopic, TopicError, MAX_PARTITIONS_PER_TOPIC};
+
+pub async fn create_topic(State(api): ApiState, body: Body) -> ApiResult {
+    let body = super::json_body(body).await?;
+    let fields = Fields::Body(&body);
+    fields.int("publisher_id")?;
+    let name = fields.string("topic_name")?;
+    let partitions = fields.ranged("partitions", 1..=i64::from(MAX_PARTITIONS_PER_TOPIC))?;
+    let replication_factor = fields.ranged("replication_factor", 1..=i64::from(i16::MAX))?;
+    if crate::topics::is_internal(&name) {
+        return Err(ApiError::bad(
+            "topic_name",
+            "internal topics cannot be created",
+        ));
+    }
+    let request = CreateTopic {
+        name: name.clone(),
+        partitions: partitions.map_or(-1, |p| p as i32),
+        replication_factor: replication_factor.map_or(-1, |r| r as i16),
+        assignments: Vec::new(),
+        configs: BTreeMap::new(),
+    };
+    let (spec, created) = match api.services.topics.create(&request).await {
+        Ok(spec) => (spec, true),
+        Err(TopicError::AlreadyExists(_)) => {
+            let spec = api.services.store.topic(&name).await.ok_or_else(|| {
+                ApiError::unavailable(format!("topic '{name}' is being deleted; retry"))
+            })?;
+            (spec, false)
+        }
+        Err(TopicError::InvalidName(reason)) => return Err(ApiError::bad("topic_name", reason)),
+        Err(TopicError::InvalidPartitions(reason)) => {
+            return Err(ApiError::bad("partitions", reason))
+        }
+        Err(TopicError::InvalidReplicationFactor(reason)) => {
+            return Err(ApiError::bad("replication_factor", reason))
+        }
+        Err(other) => return Err(ApiError::unavailable(other.to_string())),
+    };
+    Ok(Json(json!({
+        "status": "ok",
+        "topic_id": spec.numeric_id,
+        "topic_name": spec.name,
+        "partitions": spec.partitions,
+        "created": created,
+    })))
+}
+
+pub async fn publish_message(State(api): ApiState, body: Body) -> ApiResult {
+    let body = super::json_body(body).await?;
+    let fields = Fields::Body(&body);
+    let topic_id = fields.int("topic_id")?;
+    let content = fields.string("message_content")?;
+    let key = fields.opt_string("key")?;
+    let (spec, topic) = api.topic(topic_id).await?;
+    let index = match &key {
+        Some(key) => (murmur2(key.as_bytes()) & 0x7fff_ffff) % spec.partitions.max(1),
+        None => {
+            // Unkeyed messages rotate over the partitions this broker leads.
+            let led: Vec<i32> = (0..spec.partitions)
+                .filter(|&i| topic.partition(i).is_ok())
+                .collect();
+            if led.is_empty() {
+                return Err(ApiError::unavailable(format!(
+                    "this broker leads no partition of '{}'",
+                    spec.name
+                )));
+            }
+            led[api.next_partition.fetch_add(1, Ordering::Relaxed) % led.len()]
+        }
+    };
+    let partition = api.led(&topic, index)?;
+    if !api.services.store.may_lead() {
+        return Err(ApiError::unavailable(
+            "this broker's cluster session has lapsed; retry",
+        ));
+    }
+    let now = now_ms();
+    let record = TestRecord {
+        key: key.map(String::into_bytes),
+        value: Some(content.into_bytes()),
+        headers: Vec::new(),
+        timestamp_delta: 0,
+    };
+    let batch = encode_batch(&[record], now, (-1, -1, -1));
+    let info = partition
+        .append(&batch, now)
+        .map_err(|e| ApiError::unavailable(e.to_string()))?;
+    partition
+        .wait_durable(info.last_offset)
+        .await
+        .map_err(|e| ApiError::unavailable(e.to_string()))?;
+    metrics::counter!(m::TOPIC_BYTES_IN_TOTAL, "topic" => spec.name.clone())
+        .increment(batch.len() as u64);
+    metrics::counter!(m::TOPIC_MESSAGES_IN_TOTAL, "topic" => spec.name.clone()).increment(1);
+    let id = MessageId {
+        topic_id,
+        partition: index,
+        offset: info.base_offset,
+    };
+    let message_id = id
+        .encode()
+        .ok_or_else(|| ApiError::unavailable(format!("{id:?} does not fit a message id")))?;
+    Ok(Json(json!({
+        "status": "ok",
+        "message_id": message_id,
+        "topic_id": topic_id,
+        "partition": index,
+        "offset": info.base_offset,
+        "created_at": now,
+    })))
+}
+
+pub async fn message_status(State(api): ApiState, query: Params) -> ApiResult {
+    let query = params(query)?;
+    let message_id = Fields::Query(&query).int("message_id")?;
+    let unknown = || ApiError::not_found(format!("no message with message_id {message_id}"));
+    let id = MessageId::decode(message_id).ok_or_else(unknown)?;
+    let (spec, topic) = api.topic(id.topic_id).await.map_err(|_| unknown())?;
+    if id.partition >= spec.partitions {
+        return Err(unknown());
+    }
+    let partition = api.led(&topic, id.partition)?;
+    let (log_start, _, log_end) = partition.offsets();
+    if id.offset >= log_end {
+        return Err(unknown());
+    }
+    let stored = super::subscribe::read_from(&partition, id.offset, 1)
+        .messages
+        .into_iter()
+        .find(|m| m.offset == id.offset);
+    let created_at = stored.as_ref().map_or(-1, |m| m.timestamp);
+    let subscriptions = api.subscriptions_of(&spec.name, id.partition);
+    let recipients = subscriptions
+        .iter()
+        .filter(|s| s.position > id.offset)
+        .count();
+    let at_publish: Vec<_> = subscriptions
+        .iter()
+        .filter(|s| created_at >= 0 && s.subscribe_at <= created_at)
+        .collect();
+    let message_status = if id.offset < log_start || (stored.is_none() && created_at < 0) {
+        "expired"
+    } else if !at_publish.is_empty() && at_publish.iter().all(|s| s.position > id.offset) {
+        "delivered"
+    } else {
+        "pending"
+    };
+    Ok(Json(json!({
+        "status": "ok",
+        "message_id": message_id,
+        "topic_id": id.topic_id,
+        "partition": id.partition,
+        "offset": id.offset,
+        "message_status": message_status,
+        "created_at": created_at,
+        "num_recipients": recipients,
+    })))
+}
+
+/// Kafka's murmur2, as its default partitioner hashes keys, so that HTTP and Kafka
+/// producers put a key in the same partition.
+pub fn murmur2(data: &[u8]) -> i32 {
+    const SEED: u32 = 0x9747_b28c;
+    const M: u32 = 0x5bd1_e995;
+    let mut h: u32 = SEED ^ data.len() as u32;
+    let mut chunks = data.chunks_exact(4);
+    for chunk in &mut chunks {
+        let mut k = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
+        k = k.wrapping_mul(M);
+        k ^= k >> 24;
+        k = k.wrapping_mul(M);
+        h = h.wrapping_mul(M);
+        h ^= k;
+    }
+    let tail = chunks.remainder();
+    if tail.len() == 3 {
+        h ^= u32::from(tail[2]) << 16;
+    }
+    if tail.len() >= 2 {
+        h ^= u32::from(tail[1]) << 8;
+    }
+    if !tail.is_empty() {
+        h ^= u32::from(tail[0]);
+        h = h.wrapping_mul(M);
+    }
+    h ^= h >> 13;
+    h = h.wrapping_mul(M);
+    h ^= h >> 15;
+    h as i32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::murmur2;
+
+    #[test]
+    fn murmur2_matches_kafkas_reference_values() {
+        // From Apache Kafka's UtilsTest.testMurmur2.
+        assert_eq!(murmur2(b"21"), -973932308);
+        assert_eq!(murmur2(b"foobar"), -790332482);
+        assert_eq!(murmur2(b"a-little-bit-long-string"), -985981536);
+        assert_eq!(murmur2(b"a-little-bit-longer-string"), -1486304829);
+        assert_eq!(
+            murmur2(b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8"),
+            -58897971
+        );
+        assert_eq!(murmur2(b"abc"), 479470107);
+    }
+}

@@ -1,0 +1,476 @@
+//! `POST /subscribe`, `POST /unsubscribe`, `GET /message`, `POST /ack`, `GET /stream`.
+//!
+//! A subscription of consumer C to topic T is the consumer group `http-C` with a
+//! committed offset on every partition of T; the commit metadata records when it
+//! subscribed (`{"subscribe_at": ms}`), which `message_status` needs. Reads start at
+//! the committed offsets. `GET /message` remembers where what it returned ends and
+//! commits that when the same consumer asks again (or on `POST /ack`): at-least-once.
+//! `GET /stream` commits each message once the next one is asked of it.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::Json;
+use futures::Stream;
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+use super::{group_of, params, ApiError, ApiResult, ApiState, Fields, HttpApi, MessageId, Params};
+use crate::cluster::TopicSpec;
+use crate::group::coordinator::{CommitError, OffsetCommit};
+use crate::group::offsets::CommittedOffset;
+use crate::log::batch;
+use crate::model::now_ms;
+use crate::replication::{Partition, TopicReplicas};
+
+/// A message as stored.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    pub offset: i64,
+    pub timestamp: i64,
+    pub key: Option<String>,
+    pub value: String,
+}
+
+/// What one read of a partition found, and where the next read starts.
+#[derive(Debug, Default)]
+pub struct Read {
+    pub messages: Vec<Stored>,
+    pub next: i64,
+}
+
+/// Up to `max` messages of `partition` from offset `from`. Batches compressed by Kafka
+/// producers cannot be read here (the broker never decompresses): they are skipped
+/// with a warning, so that a subscriber never sticks on them.
+pub fn read_from(partition: &Partition, from: i64, max: usize) -> Read {
+    let (log_start, _, _) = partition.offsets();
+    let from = from.max(log_start);
+    let mut out = Read {
+        messages: Vec::new(),
+        next: from,
+    };
+    let Ok(result) = partition.read(from, 1024 * 1024, true) else {
+        return out;
+    };
+    let Some(bytes) = result.records else {
+        return out;
+    };
+    for header in batch::batches(&bytes) {
+        let Ok(header) = header else { break };
+        let Some(records) = header.records() else {
+            tracing::warn!(
+                partition = %partition.id(),
+                offset = header.base_offset(),
+                "skipping a compressed batch: the HTTP API reads uncompressed batches only"
+            );
+            out.next = out.next.max(header.last_offset() + 1);
+            continue;
+        };
+        for record in records.into_iter().filter(|r| r.offset >= from) {
+            if out.messages.len() >= max {
+                return out;
+            }
+            out.next = record.offset + 1;
+            out.messages.push(Stored {
+                offset: record.offset,
+                timestamp: record.timestamp,
+                key: record.key.map(|k| String::from_utf8_lossy(k).into_owned()),
+                value: String::from_utf8_lossy(record.value.unwrap_or_default()).into_owned(),
+            });
+        }
+    }
+    out
+}
+
+/// One subscription's position on one partition.
+#[derive(Debug, Clone)]
+pub struct Subscription {
+    pub position: i64,
+    pub subscribe_at: i64,
+}
+
+fn subscribe_at(offset: &CommittedOffset) -> i64 {
+    offset
+        .metadata
+        .as_deref()
+        .and_then(|m| serde_json::from_str::<Value>(m).ok())
+        .and_then(|v| v.get("subscribe_at").and_then(Value::as_i64))
+        .unwrap_or(0)
+}
+
+fn commit_error(error: CommitError) -> ApiError {
+    ApiError::unavailable(format!("committing the subscription's position: {error}"))
+}
+
+fn message_json(topic_id: i64, partition: i32, message: &Stored) -> Value {
+    let id = MessageId {
+        topic_id,
+        partition,
+        offset: message.offset,
+    };
+    json!({
+        "message_id": id.encode(),
+        "message_content": message.value,
+        "key": message.key,
+        "created_at": message.timestamp,
+        "partition": partition,
+        "offset": message.offset,
+    })
+}
+
+impl HttpApi {
+    /// Every HTTP subscription's position on `topic`'s partition `partition`.
+    pub(super) fn subscriptions_of(&self, topic: &str, partition: i32) -> Vec<Subscription> {
+        let groups = &self.services.groups;
+        let wanted = [(topic.to_string(), vec![partition])];
+        groups
+            .list()
+            .into_iter()
+            .filter(|(id, _, _)| id.starts_with("http-"))
+            .filter_map(|(group, _, _)| {
+                let (_, _, offset) = groups.fetch_offsets(&group, Some(&wanted)).pop()?;
+                let offset = offset?;
+                Some(Subscription {
+                    position: offset.offset,
+                    subscribe_at: subscribe_at(&offset),
+                })
+            })
+            .collect()
+    }
+
+    /// The subscription's committed offsets by partition; `None` when not subscribed.
+    fn positions(
+        &self,
+        consumer_id: i64,
+        spec: &TopicSpec,
+    ) -> Result<Option<BTreeMap<i32, CommittedOffset>>, ApiError> {
+        let group = group_of(consumer_id);
+        if !self.services.groups.is_coordinator_for(&group) {
+            return Err(ApiError::unavailable(format!(
+                "group '{group}' is coordinated by another broker"
+            )));
+        }
+        let wanted = [(spec.name.clone(), (0..spec.partitions).collect())];
+        let found: BTreeMap<i32, CommittedOffset> = self
+            .services
+            .groups
+            .fetch_offsets(&group, Some(&wanted))
+            .into_iter()
+            .filter_map(|(_, p, o)| o.map(|o| (p, o)))
+            .collect();
+        Ok((!found.is_empty()).then_some(found))
+    }
+
+    /// Commits `advances` (partition, next offset) where they move a position forward,
+    /// keeping the subscription's metadata.
+    async fn advance(
+        &self,
+        consumer_id: i64,
+        spec: &TopicSpec,
+        advances: &[(i32, i64)],
+    ) -> Result<(), ApiError> {
+        let Some(positions) = self.positions(consumer_id, spec)? else {
+            return Ok(());
+        };
+        let commits: Vec<OffsetCommit> = advances
+            .iter()
+            .filter_map(|&(partition, next)| {
+                let current = positions.get(&partition)?;
+                (next > current.offset).then(|| OffsetCommit {
+                    topic: spec.name.clone(),
+                    partition,
+                    offset: next,
+                    leader_epoch: -1,
+                    metadata: current.metadata.clone(),
+                })
+            })
+            .collect();
+        if commits.is_empty() {
+            return Ok(());
+        }
+        self.services
+            .groups
+            .commit(&group_of(consumer_id), "", None, -1, commits)
+            .await
+            .map_err(commit_error)
+    }
+
+    /// Commits what the previous `GET /message` of this consumer and topic returned.
+    async fn commit_delivered(&self, consumer_id: i64, spec: &TopicSpec) -> Result<(), ApiError> {
+        let delivered = self
+            .delivered
+            .lock()
+            .remove(&(consumer_id, spec.numeric_id));
+        match delivered {
+            Some(advances) => self.advance(consumer_id, spec, &advances).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Up to `max` messages after `positions`, fairly over the partitions led here.
+    fn collect(
+        &self,
+        topic: &TopicReplicas,
+        positions: &BTreeMap<i32, CommittedOffset>,
+        max: usize,
+    ) -> (Vec<(i32, Stored)>, super::Advances) {
+        let mut messages = Vec::new();
+        let mut ends = Vec::new();
+        let count = topic.spec.partitions.max(1);
+        let start = (now_ms().rem_euclid(i64::from(count))) as i32;
+        for step in 0..count {
+            let index = (start + step) % count;
+            let (Some(position), Ok(partition)) = (positions.get(&index), topic.partition(index))
+            else {
+                continue;
+            };
+            if messages.len() >= max {
+                break;
+            }
+            let read = read_from(partition, position.offset, max - messages.len());
+            if read.next > position.offset {
+                ends.push((index, read.next));
+            }
+            messages.extend(read.messages.into_iter().map(|m| (index, m)));
+        }
+        (messages, ends)
+    }
+}
+
+/// Log-end watches of the partitions of `topic` led here, taken before a read so that
+/// an append between the read and the wait still wakes the waiter.
+fn watch_led(topic: &TopicReplicas) -> Vec<watch::Receiver<i64>> {
+    topic.led().map(|p| p.watch_log_end()).collect()
+}
+
+/// Waits until any watched partition grows, `deadline` passes or the broker stops.
+async fn wait_for_append(
+    mut watches: Vec<watch::Receiver<i64>>,
+    deadline: tokio::time::Instant,
+    shutdown: &tokio_util::sync::CancellationToken,
+) {
+    if watches.is_empty() {
+        tokio::select! {
+            _ = tokio::time::sleep_until(deadline) => {}
+            _ = shutdown.cancelled() => {}
+        }
+        return;
+    }
+    let changed = futures::future::select_all(watches.iter_mut().map(|w| Box::pin(w.changed())));
+    tokio::select! {
+        _ = changed => {}
+        _ = tokio::time::sleep_until(deadline) => {}
+        _ = shutdown.cancelled() => {}
+    }
+}
+
+pub async fn subscribe(State(api): ApiState, body: Body) -> ApiResult {
+    let body = super::json_body(body).await?;
+    let fields = Fields::Body(&body);
+    let consumer_id = fields.int("consumer_id")?;
+    let topic_id = fields.int("topic_id")?;
+    let (spec, topic) = api.topic(topic_id).await?;
+    let group = group_of(consumer_id);
+    if let Some(positions) = api.positions(consumer_id, &spec)? {
+        let at = positions.values().map(subscribe_at).min().unwrap_or(0);
+        return Ok(Json(
+            json!({"status": "ok", "subscribe_at": at, "group": group}),
+        ));
+    }
+    let now = now_ms();
+    let metadata = json!({ "subscribe_at": now }).to_string();
+    let mut commits = Vec::with_capacity(spec.partitions as usize);
+    for index in 0..spec.partitions {
+        let (_, _, log_end) = api.led(&topic, index)?.offsets();
+        commits.push(OffsetCommit {
+            topic: spec.name.clone(),
+            partition: index,
+            offset: log_end,
+            leader_epoch: -1,
+            metadata: Some(metadata.clone()),
+        });
+    }
+    api.services
+        .groups
+        .commit(&group, "", None, -1, commits)
+        .await
+        .map_err(commit_error)?;
+    Ok(Json(
+        json!({"status": "ok", "subscribe_at": now, "group": group}),
+    ))
+}
+
+pub async fn unsubscribe(State(api): ApiState, body: Body) -> ApiResult {
+    let body = super::json_body(body).await?;
+    let fields = Fields::Body(&body);
+    let consumer_id = fields.int("consumer_id")?;
+    let topic_id = fields.int("topic_id")?;
+    let (spec, _) = api.topic(topic_id).await?;
+    let group = group_of(consumer_id);
+    let Some(positions) = api.positions(consumer_id, &spec)? else {
+        return Err(ApiError::not_found(format!(
+            "consumer {consumer_id} is not subscribed to topic {topic_id}"
+        )));
+    };
+    let partitions: Vec<(String, i32)> =
+        positions.keys().map(|&p| (spec.name.clone(), p)).collect();
+    let groups = &api.services.groups;
+    groups
+        .delete_offsets(&group, &partitions)
+        .await
+        .map_err(commit_error)?;
+    api.delivered.lock().remove(&(consumer_id, topic_id));
+    if groups.fetch_offsets(&group, None).is_empty() {
+        // Its last topic: the group goes too (it may already be gone).
+        let _ = groups.delete_group(&group).await;
+    }
+    Ok(Json(json!({"status": "ok", "unsubscribe_at": now_ms()})))
+}
+
+pub async fn message(State(api): ApiState, query: Params) -> ApiResult {
+    let query = params(query)?;
+    let fields = Fields::Query(&query);
+    let consumer_id = fields.int("consumer_id")?;
+    let topic_id = fields.int("topic_id")?;
+    let wait_ms = fields.ranged("wait_ms", 0..=super::MAX_WAIT.as_millis() as i64)?;
+    let max = fields.ranged("max", 1..=1000)?;
+    let (spec, topic) = api.topic(topic_id).await?;
+    api.commit_delivered(consumer_id, &spec).await?;
+    let not_subscribed = || {
+        ApiError::not_found(format!(
+            "consumer {consumer_id} is not subscribed to topic {topic_id}"
+        ))
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms.unwrap_or(0) as u64);
+    let (messages, ends) = loop {
+        let positions = api
+            .positions(consumer_id, &spec)?
+            .ok_or_else(not_subscribed)?;
+        let watches = watch_led(&topic);
+        let (messages, ends) = api.collect(&topic, &positions, max.unwrap_or(1) as usize);
+        if !messages.is_empty()
+            || tokio::time::Instant::now() >= deadline
+            || api.shutdown.is_cancelled()
+        {
+            break (messages, ends);
+        }
+        wait_for_append(watches, deadline, &api.shutdown).await;
+    };
+    if !ends.is_empty() {
+        api.delivered.lock().insert((consumer_id, topic_id), ends);
+    }
+    let rendered: Vec<Value> = messages
+        .iter()
+        .map(|(p, m)| message_json(topic_id, *p, m))
+        .collect();
+    if max.is_some() {
+        return Ok(Json(json!({"status": "ok", "messages": rendered})));
+    }
+    Ok(Json(match rendered.into_iter().next() {
+        Some(mut one) => {
+            one["status"] = json!("ok");
+            one
+        }
+        None => json!({"status": "empty"}),
+    }))
+}
+
+pub async fn ack(State(api): ApiState, body: Body) -> ApiResult {
+    let body = super::json_body(body).await?;
+    let fields = Fields::Body(&body);
+    let consumer_id = fields.int("consumer_id")?;
+    let topic_id = fields.int("topic_id")?;
+    let message_id = fields.int("message_id")?;
+    let id = MessageId::decode(message_id)
+        .ok_or_else(|| ApiError::bad("message_id", "not a message id"))?;
+    if id.topic_id != topic_id {
+        return Err(ApiError::bad(
+            "message_id",
+            format!("message {message_id} belongs to topic {}", id.topic_id),
+        ));
+    }
+    let (spec, _) = api.topic(topic_id).await?;
+    if api.positions(consumer_id, &spec)?.is_none() {
+        return Err(ApiError::not_found(format!(
+            "consumer {consumer_id} is not subscribed to topic {topic_id}"
+        )));
+    }
+    api.advance(consumer_id, &spec, &[(id.partition, id.offset + 1)])
+        .await?;
+    if let Some(pending) = api.delivered.lock().get_mut(&(consumer_id, topic_id)) {
+        pending.retain(|&(p, next)| p != id.partition || next > id.offset + 1);
+    }
+    Ok(Json(json!({"status": "ok"})))
+}
+
+/// What a push stream carries between polls.
+struct StreamState {
+    api: Arc<HttpApi>,
+    consumer_id: i64,
+    topic_id: i64,
+    buffer: VecDeque<(i32, Stored)>,
+    /// The last message sent, committed when the next one is asked for.
+    sent: Option<(i32, i64)>,
+}
+
+pub async fn stream(
+    State(api): ApiState,
+    query: Params,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let query = params(query)?;
+    let fields = Fields::Query(&query);
+    let consumer_id = fields.int("consumer_id")?;
+    let topic_id = fields.int("topic_id")?;
+    let (spec, _) = api.topic(topic_id).await?;
+    if api.positions(consumer_id, &spec)?.is_none() {
+        return Err(ApiError::not_found(format!(
+            "consumer {consumer_id} is not subscribed to topic {topic_id}"
+        )));
+    }
+    let state = StreamState {
+        api,
+        consumer_id,
+        topic_id,
+        buffer: VecDeque::new(),
+        sent: None,
+    };
+    let events = futures::stream::unfold(state, next_event);
+    Ok(Sse::new(events).keep_alive(KeepAlive::default()))
+}
+
+/// The stream's next event; `None` ends it (unsubscribed, topic gone, broker stopping).
+async fn next_event(mut st: StreamState) -> Option<(Result<Event, Infallible>, StreamState)> {
+    loop {
+        if st.api.shutdown.is_cancelled() {
+            return None;
+        }
+        let (spec, topic) = st.api.topic(st.topic_id).await.ok()?;
+        if let Some((partition, next)) = st.sent.take() {
+            st.api
+                .advance(st.consumer_id, &spec, &[(partition, next)])
+                .await
+                .ok()?;
+        }
+        if let Some((partition, message)) = st.buffer.pop_front() {
+            st.sent = Some((partition, message.offset + 1));
+            let data = message_json(st.topic_id, partition, &message).to_string();
+            let event = Event::default().event("message").data(data);
+            return Some((Ok(event), st));
+        }
+        let positions = st.api.positions(st.consumer_id, &spec).ok()??;
+        let watches = watch_led(&topic);
+        let (messages, _) = st.api.collect(&topic, &positions, 100);
+        if messages.is_empty() {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+            wait_for_append(watches, deadline, &st.api.shutdown).await;
+            continue;
+        }
+        // Per partition in offset order, as read.
+        st.buffer.extend(messages);
+    }
+}
