@@ -13,12 +13,17 @@ known traffic, shared by the whole session:
   refused with NOT_ENOUGH_REPLICAS (19), and the partition counts as under min ISR.
 - A fetch far past the end of ORDERS partition 0: OFFSET_OUT_OF_RANGE (1).
 - RAW_CONNECTIONS plain TCP connections held open until the connection gauge shows them.
+- HTTP API: topic HTTP_TOPIC created over HTTP, one subscriber, HTTP_MESSAGES published and
+  read back, and one bad request (400).
 """
 
 from __future__ import annotations
 
+import json
 import socket
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -36,6 +41,8 @@ N_LATER = 37
 N_SEGMENTS = 40
 PAYLOAD = 100
 RAW_CONNECTIONS = 3
+HTTP_TOPIC = "ops-http"
+HTTP_MESSAGES = 5
 
 BROKER_ARGS = (*tern_harness.GROUP_ARGS, "--offsets-topic-num-partitions", str(OFFSETS_PARTITIONS))
 # Requests whose non-waiting time exceeds 1 ms count as slow (tern_slow_requests_total),
@@ -68,10 +75,11 @@ def etcd(tmp_path_factory):
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory, etcd):
     work = tmp_path_factory.mktemp("broker")
-    metrics_port = free_port()
+    metrics_port, http_port = free_port(), free_port()
     b = tern_harness.Broker(data_dir=work / "data", log_dir=work / "logs",
                             extra_args=[*broker_args(), "--metrics", f"127.0.0.1:{metrics_port}",
-                                        "--etcd", etcd.endpoint])
+                                        "--http", f"127.0.0.1:{http_port}", "--etcd", etcd.endpoint])
+    b.http_url = f"http://127.0.0.1:{http_port}"
     b.metrics_port = metrics_port
     b.metrics_url = f"http://127.0.0.1:{metrics_port}"
     try:
@@ -178,4 +186,23 @@ def traffic(broker, prometheus):
         for s in socks:
             s.close()
     facts["kcat_runs"] = 7
+
+    # HTTP API: create, subscribe, publish, read back, one 400.
+    def post(path: str, body: dict) -> tuple[int, dict]:
+        req = urllib.request.Request(broker.http_url + path, data=json.dumps(body).encode(), method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                return resp.status, json.loads(resp.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    status, created = post("/create_topic", {"publisher_id": 1, "topic_name": HTTP_TOPIC})
+    assert status == 200, created
+    topic_id = created["topic_id"]
+    assert post("/subscribe", {"consumer_id": 1, "topic_id": topic_id})[0] == 200
+    for i in range(HTTP_MESSAGES):
+        assert post("/publish_message", {"topic_id": topic_id, "message_content": f"m{i}"})[0] == 200
+    status, text = http_get(f"{broker.http_url}/message?consumer_id=1&topic_id={topic_id}&max=100")
+    assert status == 200 and len(json.loads(text)["messages"]) == HTTP_MESSAGES, text
+    assert post("/publish_message", {"topic_id": topic_id})[0] == 400
     return facts
