@@ -10,12 +10,13 @@ if ((${#need[@]})); then apt-get update -qq && apt-get install -y -qq "${need[@]
 (cd bench && cargo build --release --quiet)
 LOAD=bench/target/release/tern-bench
 PORT=${BENCH_PORT:-19990}
+HTTP_PORT=${BENCH_HTTP_PORT:-19991}
 WORK=$(mktemp -d /tmp/tern-bench.XXXXXX)
 COUNT_1K=${BENCH_COUNT_1K:-1000000}
 COUNT_100=${BENCH_COUNT_100:-3000000}
 
 "$ROOT/target/release/tern" serve --data-dir "$WORK/data" --listen 127.0.0.1:$PORT --num-partitions 8 \
-  >"$WORK/broker.log" 2>&1 &
+  --http 127.0.0.1:$HTTP_PORT >"$WORK/broker.log" 2>&1 &
 BROKER=$!
 trap 'kill $BROKER 2>/dev/null; wait $BROKER 2>/dev/null; rm -rf "$WORK"' EXIT
 for _ in $(seq 1 100); do (echo > /dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break; sleep 0.1; done
@@ -50,3 +51,7 @@ $LOAD --mode consume --brokers 127.0.0.1:$PORT --topic b1k-all --count "$COUNT_1
 $LOAD --mode consume --brokers 127.0.0.1:$PORT --topic b100-all --count "$COUNT_100" --timeout-s 120
 printf '%s  rss_anon=%dMB\n' "$($LOAD --mode latency --brokers 127.0.0.1:$PORT --topic lat --size 100 --rate 10000 --count 100000 --acks all --timeout-s 60)" "$(( $(rss_anon_kb) / 1024 ))"
 printf '%s  rss_anon=%dMB\n' "$($LOAD --mode latency --brokers 127.0.0.1:$PORT --topic lat1 --size 100 --rate 10000 --count 100000 --acks 1 --timeout-s 60)" "$(( $(rss_anon_kb) / 1024 ))"
+
+# The HTTP API on the same broker: publish (each durable before its answer) and GET /message.
+echo "== HTTP API (bench/http_bench.py: stdlib client, keep-alive connections)"
+python3 "$(dirname "$0")/http_bench.py" --url "http://127.0.0.1:$HTTP_PORT" --messages 5000 --threads 8 --timeout 120
