@@ -726,16 +726,49 @@ def test_stream_delivers_50_in_order(hb, topic):
             p = by_id[e["message_id"]]
             assert (e["partition"], e["offset"], e["created_at"], e["key"]) == (
                 p["partition"], p["offset"], p["created_at"], None), (e, p)
+        # Each event is committed once written: with the stream still open, the subscription's
+        # position gets past all 50.
+        last = {}
+        for p in pubs:
+            last[p["partition"]] = p
+        for p in last.values():
+            wait_until(lambda p=p: h.status(p["message_id"])["message_status"] == "delivered", 5,
+                       what=f"message {p['message_id']} (the last on partition {p['partition']}) delivered "
+                            f"while the stream is open")
     finally:
         reader.close()
-    # Each event was committed once written: the subscription's position is past all 50.
-    last = {}
-    for p in pubs:
-        last[p["partition"]] = p
-    for p in last.values():
-        wait_until(lambda p=p: h.status(p["message_id"])["message_status"] == "delivered", 5,
-                   what=f"message {p['message_id']} delivered after the stream")
     assert h.next_message(31, tid, wait_ms=0) == {"status": "empty"}
+
+
+def test_stream_commits_what_it_wrote_before_the_client_left(hb, topic):
+    """A client that closes the stream right after reading its last event: that event was
+    written to the connection, so it is committed (not redelivered by GET /message)."""
+    h = hb.http
+    tid = h.create_topic(topic)["topic_id"]
+    h.subscribe(32, tid)
+    lost = []
+    for cycle in range(8):
+        reader = SseReader(hb.http_port, 32, tid, want=3)
+        reader.start()
+        try:
+            reader.connected.wait(5)
+            pubs = [h.publish(tid, f"c{cycle}-{i}") for i in range(3)]
+            reader.join(timeout=20)
+            assert reader.status == 200 and reader.error is None, (reader.status, reader.error_body, reader.error)
+            assert [e["message_content"] for e in reader.events] == [f"c{cycle}-{i}" for i in range(3)], reader.events
+        finally:
+            reader.close()  # right after the last event arrived
+        try:
+            wait_until(lambda: h.status(pubs[-1]["message_id"])["message_status"] == "delivered", 3,
+                       what="the last event's message delivered after the client left")
+        except AssertionError:
+            m = h.next_message(32, tid, wait_ms=0)
+            lost.append(f"cycle {cycle}: 'c{cycle}-2' (offset {pubs[-1]['offset']}) not "
+                        f"delivered 3 s after the client left; GET /message then returned {m.get('message_content')!r}")
+            if m["status"] == "ok":
+                h.ack(32, tid, m["message_id"])
+    assert not lost, ("the last event written before the client closed the stream was not committed in "
+                      f"{len(lost)} of 8 cycles:\n" + "\n".join(lost))
 
 
 # ---------------------------------------------------------------------------- durability, groups
