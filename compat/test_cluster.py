@@ -13,6 +13,8 @@ Figures (failover times, partitions moved) are printed; run with -s to see them.
 
 from __future__ import annotations
 
+import json
+import socket
 import subprocess
 import threading
 import time
@@ -37,11 +39,11 @@ class Cluster:
         for node in range(1, brokers + 1):
             self.add(node, start=False)
 
-    def add(self, node: int, start: bool = True) -> Broker:
+    def add(self, node: int, start: bool = True, etcd_endpoint: str | None = None) -> Broker:
         b = Broker(
             data_dir=self.tmp / f"data-{node}", log_dir=self.tmp / f"logs-{node}", port=free_port(),
             node_id=node,
-            extra_args=["--etcd", self.etcd.endpoint, "--etcd-lease-ttl-secs", str(LEASE_TTL_S),
+            extra_args=["--etcd", etcd_endpoint or self.etcd.endpoint, "--etcd-lease-ttl-secs", str(LEASE_TTL_S),
                         "--metrics", f"127.0.0.1:{free_port()}",
                         "--group-initial-rebalance-delay-ms", "300"],
         )
@@ -133,6 +135,13 @@ def test_kcat_produces_through_one_broker_and_consumes_through_another(cluster, 
     assert sorted(kv for _, kv in got) == sorted(lines)
     used = {int(p) for p, _ in got}
     assert len(used) >= 10, f"keyed messages spread over the partitions (and so the brokers): {sorted(used)}"
+    # The admin CLI asks each partition's leader for its offsets, whichever broker it starts from.
+    third = list(cluster.brokers.values())[2]
+    out = subprocess.run([str(third.binary), "topic", "describe", topic, "--json", "-b", third.address],
+                         capture_output=True, timeout=30, check=True).stdout
+    described = json.loads(out)
+    assert sum(p["latest_offset"] for p in described["partitions"]) == len(lines), described
+    assert {p["leader"] for p in described["partitions"]} == set(cluster.brokers)
 
 
 def test_confluent_kafka_produces_acks_all_and_a_group_consumes_everything(cluster, topic):
@@ -291,3 +300,129 @@ def test_an_etcd_restart_under_load_kills_no_broker_and_fails_no_write(cluster, 
     cluster.create_topic(topic + "-after", 3)
     total = sum(1 for line in kcat("-b", cluster.bootstrap(), "-C", "-t", topic, "-e", "-q").splitlines() if line)
     assert total == sent
+
+
+class CuttableProxy:
+    """A TCP proxy to etcd on 127.0.0.1 that the test can cut (every connection dropped,
+    new ones refused at once) and heal: a network partition between one broker and etcd."""
+
+    def __init__(self, target_port: int):
+        self.target_port = target_port
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.port = self.listener.getsockname()[1]
+        self.cut_off = threading.Event()
+        self.closed = threading.Event()
+        self.conns: list[socket.socket] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _accept(self) -> None:
+        while not self.closed.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if self.cut_off.is_set():
+                client.close()
+                continue
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
+            except OSError:
+                client.close()
+                continue
+            with self.lock:
+                self.conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.close()
+            except OSError:
+                pass
+
+    def cut(self) -> None:
+        self.cut_off.set()
+        with self.lock:
+            for c in self.conns:
+                try:
+                    c.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            self.conns.clear()
+
+    def heal(self) -> None:
+        self.cut_off.clear()
+
+    def close(self) -> None:
+        self.closed.set()
+        self.cut()
+        self.listener.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_broker_cut_off_from_etcd_stops_taking_writes_and_loses_its_partitions(tmp_path, topic):
+    """Jepsen's Bufstream finding, on one host: broker 3 reaches etcd through a proxy the
+    test cuts. Within the lease TTL its partitions are led elsewhere; the cut-off broker,
+    whose cache still says it leads them, refuses writes by its own clock (nothing it
+    acknowledges could be lost), stays up, and rejoins when etcd is reachable again."""
+    c = Cluster(tmp_path, brokers=2)
+    c.etcd.start()
+    proxy = CuttableProxy(c.etcd.client_port)
+    try:
+        c.add(3, start=False, etcd_endpoint=proxy.endpoint)
+        for b in c.brokers.values():
+            b.start()
+        wait_until(lambda: len(c.metadata().brokers) == 3, 20, what="three brokers")
+        c.create_topic(topic, 6)
+        isolated = c.brokers[3]
+        its_partitions = [p for p, l in c.leaders(topic).items() if l == 3]
+        assert its_partitions, "broker 3 leads some partitions"
+        proxy.cut()
+        t0 = time.monotonic()
+
+        def moved():
+            md = c.metadata(via=c.brokers[1], topic=topic)
+            leaders = {p.id: p.leader for p in md.topics[topic].partitions.values()}
+            return 3 not in md.brokers and all(l in (1, 2) for l in leaders.values())
+
+        wait_until(moved, FAILOVER_BOUND_S + 5, interval=0.05, what="broker 3's partitions to move")
+        elapsed = time.monotonic() - t0
+        print(f"\nbroker 3 cut off from etcd -> its partitions led elsewhere after {elapsed:.2f}s")
+        assert elapsed <= FAILOVER_BOUND_S
+        assert isolated.alive(), "losing etcd must not kill the broker"
+        # Broker 3 still believes it leads its partitions (its watch is cut), but its
+        # session has lapsed by its own clock: a write sent straight to it is refused.
+        r = subprocess.run(["kcat", "-b", isolated.address, "-P", "-t", topic, "-p", str(its_partitions[0]),
+                            "-X", "message.timeout.ms=3000", "-X", "acks=all"],
+                           input=b"must-not-be-acknowledged\n", capture_output=True, timeout=30)
+        assert r.returncode != 0, "the cut-off broker acknowledged a write"
+        assert c.metric(isolated, 'tern_partition_errors_total{api="Produce",error="6"}') > 0
+        out = kcat("-b", c.brokers[1].address, "-C", "-t", topic, "-p", str(its_partitions[0]), "-e", "-q")
+        assert "must-not-be-acknowledged" not in out
+        # The majority side takes writes for every partition meanwhile.
+        reports = ck.produce_all(c.brokers[1].address, topic,
+                                 [{"value": b"majority", "partition": p} for p in range(6)], {"acks": "all"})
+        assert all(err is None for _, err, _, _ in reports)
+        proxy.heal()
+        wait_until(lambda: len(c.metadata().brokers) == 3, 20, what="broker 3 to rejoin")
+        assert all(b.alive() for b in c.brokers.values())
+        assert c.metric(isolated, "tern_etcd_session_expirations_total") + \
+            c.metric(isolated, "tern_etcd_watch_resyncs_total") >= 1
+    finally:
+        c.stop()
+        proxy.close()

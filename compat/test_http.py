@@ -387,7 +387,7 @@ BAD_CREATE = [
     ({"publisher_id": 1, "topic_name": "x" * 250}, "topic_name"),
     ({"publisher_id": 1, "topic_name": "t", "partitions": 0}, "partitions"),
     ({"publisher_id": 1, "topic_name": "t", "partitions": -1}, "partitions"),
-    ({"publisher_id": 1, "topic_name": "t", "partitions": 10001}, "partitions"),
+    ({"publisher_id": 1, "topic_name": "t", "partitions": 8193}, "partitions"),
     ({"publisher_id": 1, "topic_name": "t", "partitions": "3"}, "partitions"),
     ({"publisher_id": 1, "topic_name": "t", "partitions": 1.5}, "partitions"),
     ({"publisher_id": 1, "topic_name": "t", "replication_factor": 0}, "replication_factor"),
@@ -466,6 +466,10 @@ def test_unknown_topic_message_subscription_is_404(hb, topic):
     assert_error(h.post("/unsubscribe", {"consumer_id": 9, "topic_id": tid}), 404)
     assert_error(h.get("/stream", consumer_id=9, topic_id=tid), 404)
     assert_error(h.get("/message", consumer_id=9, topic_id=unknown, wait_ms=0), 404)
+    # Unknown endpoints and wrong methods answer JSON errors too.
+    assert_error(h.get("/no_such_endpoint"), 404)
+    assert_error(h.request("PUT", "/ack", {"consumer_id": 9}), 405)
+    assert_error(h.request("DELETE", "/publish_message"), 405)
 
 
 def test_body_over_1mib_is_413(hb, topic):

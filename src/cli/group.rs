@@ -5,10 +5,8 @@ use std::collections::BTreeMap;
 
 use anyhow::Context;
 use bytes::Buf;
-use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{
-    DescribeGroupsRequest, FindCoordinatorRequest, GroupId, ListGroupsRequest, ListOffsetsRequest,
-    OffsetFetchRequest, TopicName,
+    DescribeGroupsRequest, FindCoordinatorRequest, GroupId, ListGroupsRequest, OffsetFetchRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 use serde_json::json;
@@ -160,23 +158,9 @@ async fn describe(client: &mut Client, group: &str, as_json: bool) -> anyhow::Re
     }
     let mut log_end: BTreeMap<(String, i32), i64> = BTreeMap::new();
     for (t, partitions) in &by_topic {
-        let request = ListOffsetsRequest::default()
-            .with_replica_id((-1).into())
-            .with_topics(vec![ListOffsetsTopic::default()
-                .with_name(TopicName(StrBytes::from_string(t.clone())))
-                .with_partitions(
-                    partitions
-                        .iter()
-                        .map(|&p| {
-                            ListOffsetsPartition::default()
-                                .with_partition_index(p)
-                                .with_timestamp(-1)
-                        })
-                        .collect(),
-                )]);
-        let (_, response) = client.send(request, 7).await?;
-        for p in response.topics.iter().flat_map(|x| x.partitions.iter()) {
-            log_end.insert((t.clone(), p.partition_index), p.offset);
+        let ends = super::client::offsets_from_leaders(client, t, partitions, -1).await?;
+        for (p, offset) in ends {
+            log_end.insert((t.clone(), p), offset);
         }
     }
     let mut keys: Vec<(String, i32)> = committed.keys().chain(owners.keys()).cloned().collect();

@@ -9,12 +9,10 @@ use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
-use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
     CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
-    IncrementalAlterConfigsRequest, ListOffsetsRequest, MetadataRequest, MetadataResponse,
-    TopicName,
+    IncrementalAlterConfigsRequest, MetadataRequest, MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use serde_json::json;
@@ -98,39 +96,21 @@ async fn list(client: &mut Client, as_json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `(earliest, latest)` offsets of each partition.
+/// `(earliest, latest)` offsets of each partition, from each partition's leader.
 async fn offsets(
     client: &mut Client,
     topic: &str,
     partitions: &[i32],
 ) -> anyhow::Result<BTreeMap<i32, (i64, i64)>> {
-    let mut out: BTreeMap<i32, (i64, i64)> = BTreeMap::new();
-    for (slot, timestamp) in [(0, -2i64), (1, -1i64)] {
-        let request = ListOffsetsRequest::default()
-            .with_replica_id((-1).into())
-            .with_topics(vec![ListOffsetsTopic::default()
-                .with_name(name(topic))
-                .with_partitions(
-                    partitions
-                        .iter()
-                        .map(|&p| {
-                            ListOffsetsPartition::default()
-                                .with_partition_index(p)
-                                .with_timestamp(timestamp)
-                        })
-                        .collect(),
-                )]);
-        let (_, response) = client.send(request, 7).await?;
-        for p in response.topics.iter().flat_map(|t| t.partitions.iter()) {
-            let entry = out.entry(p.partition_index).or_insert((-1, -1));
-            if slot == 0 {
-                entry.0 = p.offset;
-            } else {
-                entry.1 = p.offset;
-            }
-        }
-    }
-    Ok(out)
+    let earliest = super::client::offsets_from_leaders(client, topic, partitions, -2).await?;
+    let latest = super::client::offsets_from_leaders(client, topic, partitions, -1).await?;
+    Ok(partitions
+        .iter()
+        .map(|p| {
+            let found = |m: &BTreeMap<i32, i64>| m.get(p).copied().unwrap_or(-1);
+            (*p, (found(&earliest), found(&latest)))
+        })
+        .collect())
 }
 
 async fn describe(client: &mut Client, topic: &str, as_json: bool) -> anyhow::Result<()> {

@@ -54,6 +54,15 @@ const READ_YOUR_WRITES_WAIT: Duration = Duration::from_secs(5);
 /// First producer id handed out by a new cluster.
 const FIRST_PRODUCER_ID: i64 = 1000;
 
+/// Whether etcd answered that a lease no longer exists (it expired).
+fn lease_gone(error: &etcd_client::Error) -> bool {
+    match error {
+        etcd_client::Error::LeaseKeepAliveError(message) => message.contains("not found"),
+        etcd_client::Error::GRpcStatus(status) => status.message().contains("not found"),
+        _ => false,
+    }
+}
+
 fn etcd_error(error: etcd_client::Error) -> MetadataError {
     MetadataError::Etcd(error.to_string())
 }
@@ -512,29 +521,39 @@ impl EtcdStore {
             self.register(None).await?;
         }
         let lease = self.lease.load(Ordering::Acquire);
-        let period = self.lease_ttl / 3;
-        let (mut keeper, mut responses) = self
-            .client
-            .clone()
-            .lease_keep_alive(lease)
-            .await
-            .map_err(etcd_error)?;
-        loop {
-            let sent_at = monotonic_ms();
-            keeper.keep_alive().await.map_err(etcd_error)?;
-            let response = tokio::time::timeout(period, responses.message())
-                .await
-                .map_err(|_| MetadataError::Etcd("keep-alive unanswered".into()))?
-                .map_err(etcd_error)?
-                .ok_or_else(|| MetadataError::Etcd("keep-alive stream ended".into()))?;
-            if response.ttl() <= 0 {
+        match self.renew(lease).await {
+            // etcd says the lease is gone either with a TTL of 0 or with an error.
+            Err(error) if lease_gone(&error) => {
                 self.lease.store(0, Ordering::Release);
                 self.alive_until_ms.store(0, Ordering::Release);
                 metrics::counter!(m::ETCD_SESSION_EXPIRATIONS_TOTAL).increment(1);
                 metrics::gauge!(m::ETCD_SESSION_UP).set(0.0);
-                return Err(MetadataError::Etcd(format!(
+                Err(MetadataError::Etcd(format!(
                     "lease {lease} expired: this broker left the cluster and rejoins"
-                )));
+                )))
+            }
+            Err(error) => Err(etcd_error(error)),
+            Ok(()) => Ok(()),
+        }
+    }
+
+    /// Renews `lease` every third of its TTL until something fails.
+    async fn renew(&self, lease: i64) -> Result<(), etcd_client::Error> {
+        let period = self.lease_ttl / 3;
+        let (mut keeper, mut responses) = self.client.clone().lease_keep_alive(lease).await?;
+        loop {
+            let sent_at = monotonic_ms();
+            keeper.keep_alive().await?;
+            let response = tokio::time::timeout(period, responses.message())
+                .await
+                .map_err(|_| etcd_client::Error::LeaseKeepAliveError("unanswered".into()))?
+                .and_then(|r| {
+                    r.ok_or_else(|| etcd_client::Error::LeaseKeepAliveError("stream ended".into()))
+                })?;
+            if response.ttl() <= 0 {
+                return Err(etcd_client::Error::LeaseKeepAliveError(
+                    "lease not found".into(),
+                ));
             }
             self.alive_until_ms.store(
                 sent_at + self.ttl_ms() - self.margin_ms(),

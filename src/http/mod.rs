@@ -202,6 +202,8 @@ impl MessageId {
     const OFFSET_BITS: u32 = 36;
     const PARTITION_BITS: u32 = 13;
     const TOPIC_BITS: u32 = 14;
+    /// Partitions a topic may have for all its messages to have ids.
+    pub const MAX_PARTITIONS: i64 = 1 << Self::PARTITION_BITS;
 
     /// The packed id; `None` when a part does not fit.
     pub fn encode(&self) -> Option<i64> {
@@ -301,6 +303,7 @@ pub fn router(api: Arc<HttpApi>) -> Router {
         .route("/stream", get(subscribe::stream))
         .route("/openapi.json", get(openapi))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn(record_metrics))
         .with_state(api)
 }
@@ -315,6 +318,14 @@ async fn openapi() -> Response {
 
 async fn not_found() -> ApiError {
     ApiError::not_found("no such endpoint")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError {
+        code: StatusCode::METHOD_NOT_ALLOWED,
+        message: "method not allowed on this endpoint".into(),
+        field: None,
+    }
 }
 
 /// Counts and times every request by route and status.

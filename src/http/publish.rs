@@ -19,7 +19,9 @@ pub async fn create_topic(State(api): ApiState, body: Body) -> ApiResult {
     let fields = Fields::Body(&body);
     fields.int("publisher_id")?;
     let name = fields.string("topic_name")?;
-    let partitions = fields.ranged("partitions", 1..=i64::from(MAX_PARTITIONS_PER_TOPIC))?;
+    // Message ids have room for partitions below 8192.
+    let max_partitions = i64::from(MAX_PARTITIONS_PER_TOPIC).min(MessageId::MAX_PARTITIONS);
+    let partitions = fields.ranged("partitions", 1..=max_partitions)?;
     let replication_factor = fields.ranged("replication_factor", 1..=i64::from(i16::MAX))?;
     if crate::topics::is_internal(&name) {
         return Err(ApiError::bad(

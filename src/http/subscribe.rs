@@ -414,8 +414,31 @@ struct StreamState {
     consumer_id: i64,
     topic_id: i64,
     buffer: VecDeque<(i32, Stored)>,
-    /// The last message sent, committed when the next one is asked for.
+    /// The last message handed to the connection, committed when the next one is
+    /// asked for or when the stream ends (the client left after reading it).
     sent: Option<(i32, i64)>,
+}
+
+impl Drop for StreamState {
+    fn drop(&mut self) {
+        let Some((partition, next)) = self.sent.take() else {
+            return;
+        };
+        let (api, consumer_id, topic_id) = (Arc::clone(&self.api), self.consumer_id, self.topic_id);
+        // Drop cannot wait: the commit finishes on its own.
+        tokio::spawn(async move {
+            if let Ok((spec, _)) = api.topic(topic_id).await {
+                if let Err(error) = api.advance(consumer_id, &spec, &[(partition, next)]).await {
+                    tracing::warn!(
+                        consumer_id,
+                        topic_id,
+                        ?error,
+                        "stream commit on close failed"
+                    );
+                }
+            }
+        });
+    }
 }
 
 pub async fn stream(
@@ -450,11 +473,14 @@ async fn next_event(mut st: StreamState) -> Option<(Result<Event, Infallible>, S
             return None;
         }
         let (spec, topic) = st.api.topic(st.topic_id).await.ok()?;
-        if let Some((partition, next)) = st.sent.take() {
+        if let Some((partition, next)) = st.sent {
+            // Cleared only once committed: if this step is cancelled (the client
+            // left), `Drop` commits it instead.
             st.api
                 .advance(st.consumer_id, &spec, &[(partition, next)])
                 .await
                 .ok()?;
+            st.sent = None;
         }
         if let Some((partition, message)) = st.buffer.pop_front() {
             st.sent = Some((partition, message.offset + 1));
