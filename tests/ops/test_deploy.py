@@ -449,7 +449,7 @@ def _entrypoint(tmp_path: Path, pod_name: str, etcd) -> tuple[TernProcess, int, 
     port, mport = free_port(), free_port()
     env = {"PATH": "/usr/bin:/bin", "POD_NAME": pod_name, "POD_NAMESPACE": "test",
            "TERN_ADVERTISE": f"127.0.0.1:{port}", "TERN_LISTEN": f"127.0.0.1:{port}",
-           "TERN_METRICS": f"127.0.0.1:{mport}", "TERN_DATA_DIR": str(tmp_path / "data"),
+           "TERN_METRICS": f"127.0.0.1:{mport}", "TERN_HTTP": f"127.0.0.1:{free_port()}", "TERN_DATA_DIR": str(tmp_path / "data"),
            "TERN_ETCD": etcd.endpoint, "TERN_CLUSTER_ID": f"k8s-{tmp_path.name}"}
     assert "TERN_ETCD" in {e["name"] for e in c["env"]}, "the StatefulSet runs tern in cluster mode"
     return TernProcess([*c["command"], script], env=env, log_path=tmp_path / "tern.log"), port, mport
