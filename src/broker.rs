@@ -69,9 +69,32 @@ fn try_flock(file: &File) -> i32 {
     unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }
 }
 
+/// Raises the soft open-file limit to the hard one: every partition keeps its segment
+/// and index files open, and a soft limit of 1024 runs out at a few hundred partitions.
+#[allow(unsafe_code)]
+fn raise_open_file_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read and write only the struct passed to them.
+    let raised = unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0
+            && limit.rlim_cur < limit.rlim_max
+            && {
+                limit.rlim_cur = limit.rlim_max;
+                libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0
+            }
+    };
+    if raised {
+        tracing::debug!(open_files = limit.rlim_cur, "raised the open-file limit");
+    }
+}
+
 impl Broker {
     pub async fn start(config: Config) -> Result<Self, BrokerError> {
         let lock = lock_data_dir(&config)?;
+        raise_open_file_limit();
         crate::metrics::install();
         let listener = TcpListener::bind(config.server.listen)
             .await
