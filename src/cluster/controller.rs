@@ -148,8 +148,10 @@ fn moved_leaders(previous: Option<&TopicAssignment>, desired: &TopicAssignment) 
 }
 
 /// The placement of `spec` on `ring`, keeping what `previous` can keep: the leader of
-/// each partition by bounded-load consistent hashing, its replicas the next distinct
-/// brokers on its ring walk, and a leader epoch bumped whenever the leader changes.
+/// each partition by bounded-load consistent hashing, its followers the next distinct
+/// brokers on its ring walk under the same kind of bound (replica counts, leaders
+/// included, at most each broker's fair share rounded up), and a leader epoch bumped
+/// whenever the leader changes.
 pub fn assign_topic(
     ring: &Ring,
     spec: &TopicSpec,
@@ -161,20 +163,12 @@ pub fn assign_topic(
     let previous_leaders: Option<Vec<i32>> =
         previous.map(|a| a.partitions.iter().map(|p| p.leader).collect());
     let leaders = place(ring, &keys, previous_leaders.as_deref());
-    let replication_factor = usize::try_from(spec.replication_factor).unwrap_or(1).max(1);
+    let replicas = place_followers(ring, spec, &keys, &leaders, previous);
     let partitions = leaders
         .iter()
-        .zip(&keys)
+        .zip(replicas)
         .enumerate()
-        .map(|(index, (&leader, &key))| {
-            let replicas = if leader < 0 {
-                Vec::new()
-            } else {
-                std::iter::once(leader)
-                    .chain(ring.walk(key).into_iter().filter(|&b| b != leader))
-                    .take(replication_factor)
-                    .collect()
-            };
+        .map(|(index, (&leader, replicas))| {
             let leader_epoch = match previous.and_then(|a| a.partitions.get(index)) {
                 Some(old) if old.leader == leader => old.leader_epoch,
                 Some(old) => old.leader_epoch + 1,
@@ -190,6 +184,113 @@ pub fn assign_topic(
     TopicAssignment {
         topic_id: spec.topic_id,
         partitions,
+    }
+}
+
+/// Each partition's replica list: its leader, then followers. A follower stays where
+/// it was if its broker is live and under its bound; free slots go to the first
+/// brokers on the partition's ring walk with room, and only if none has room to the
+/// first ones not yet holding it.
+fn place_followers(
+    ring: &Ring,
+    spec: &TopicSpec,
+    keys: &[u64],
+    leaders: &[i32],
+    previous: Option<&TopicAssignment>,
+) -> Vec<Vec<i32>> {
+    let brokers: Vec<i32> = ring.brokers().collect();
+    let factor = usize::try_from(spec.replication_factor)
+        .unwrap_or(1)
+        .clamp(1, brokers.len().max(1));
+    let caps = ring.caps(keys.len() * factor);
+    let mut load: std::collections::HashMap<i32, usize> = brokers.iter().map(|&b| (b, 0)).collect();
+    for leader in leaders.iter().filter(|&&l| l >= 0) {
+        *load.entry(*leader).or_default() += 1;
+    }
+    let has_room = |load: &std::collections::HashMap<i32, usize>, b: i32| {
+        load.get(&b).copied().unwrap_or(0) < caps.get(&b).copied().unwrap_or(0)
+    };
+    let mut all: Vec<Vec<i32>> = leaders
+        .iter()
+        .map(|&l| if l >= 0 { vec![l] } else { Vec::new() })
+        .collect();
+    // Followers that can stay, first, so that moving ones never crowd them out.
+    for (index, replicas) in all.iter_mut().enumerate() {
+        let Some(old) = previous.and_then(|a| a.partitions.get(index)) else {
+            continue;
+        };
+        // The old leader, if it lost leadership, may stay on as a follower.
+        for &follower in &old.replicas {
+            if replicas.is_empty() || replicas.len() >= factor {
+                break;
+            }
+            if !replicas.contains(&follower)
+                && load.contains_key(&follower)
+                && has_room(&load, follower)
+            {
+                replicas.push(follower);
+                *load.entry(follower).or_default() += 1;
+            }
+        }
+    }
+    for (replicas, &key) in all.iter_mut().zip(keys) {
+        if replicas.is_empty() {
+            continue;
+        }
+        let walk = ring.walk(key);
+        for pass in [true, false] {
+            for &broker in &walk {
+                if replicas.len() >= factor {
+                    break;
+                }
+                if !replicas.contains(&broker) && (!pass || has_room(&load, broker)) {
+                    replicas.push(broker);
+                    *load.entry(broker).or_default() += 1;
+                }
+            }
+        }
+    }
+    rebalance_followers(&mut all, &mut load, &caps);
+    all
+}
+
+/// Greedy filling can leave a broker over its bound when the only brokers with room
+/// already hold a partition; move single followers from over-bound brokers to brokers
+/// with room until none is over (each move lowers the excess by one, so this ends).
+fn rebalance_followers(
+    all: &mut [Vec<i32>],
+    load: &mut std::collections::HashMap<i32, usize>,
+    caps: &std::collections::HashMap<i32, usize>,
+) {
+    let cap = |b: &i32| caps.get(b).copied().unwrap_or(0);
+    loop {
+        let mut over: Vec<i32> = load
+            .iter()
+            .filter(|(b, l)| **l > cap(b))
+            .map(|(b, _)| *b)
+            .collect();
+        let mut under: Vec<i32> = load
+            .iter()
+            .filter(|(b, l)| **l < cap(b))
+            .map(|(b, _)| *b)
+            .collect();
+        over.sort_unstable();
+        under.sort_unstable();
+        let swap = over.iter().find_map(|&from| {
+            under.iter().find_map(|&to| {
+                all.iter()
+                    .position(|r| r.iter().skip(1).any(|&f| f == from) && !r.contains(&to))
+                    .map(|index| (index, from, to))
+            })
+        });
+        let Some((index, from, to)) = swap else {
+            return;
+        };
+        if let Some(slot) = all[index].iter_mut().skip(1).find(|f| **f == from) {
+            *slot = to;
+        }
+        *load.entry(from).or_default() -= 1;
+        *load.entry(to).or_default() += 1;
     }
 }
 
@@ -253,6 +354,78 @@ mod tests {
         }
         assert_eq!(moved, 6, "the newcomer takes its fair share of 24 / 4");
         assert_eq!(moved_leaders(Some(&first), &grown), 6);
+    }
+
+    fn replica_max_over_mean(assignment: &TopicAssignment, brokers: usize) -> f64 {
+        let mut load: std::collections::HashMap<i32, usize> = std::collections::HashMap::new();
+        let mut total = 0;
+        for p in &assignment.partitions {
+            for r in &p.replicas {
+                *load.entry(*r).or_default() += 1;
+                total += 1;
+            }
+        }
+        let max = load.values().copied().max().unwrap_or(0) as f64;
+        max / (total as f64 / brokers as f64)
+    }
+
+    #[test]
+    fn replicas_are_balanced_within_ten_percent_too() {
+        for partitions in [100, 256, 1000] {
+            for n in 3..=10 {
+                let ids: Vec<i32> = (1..=n).collect();
+                let topic = spec(partitions, 3);
+                let placed = assign_topic(&ring(&ids), &topic, None);
+                let ratio = replica_max_over_mean(&placed, n as usize);
+                assert!(
+                    ratio <= 1.10 + 1e-9,
+                    "{n} brokers, {partitions} partitions, rf 3: replica max/mean {ratio:.3}"
+                );
+                for p in &placed.partitions {
+                    let mut distinct = p.replicas.clone();
+                    distinct.sort_unstable();
+                    distinct.dedup();
+                    assert_eq!(distinct.len(), 3);
+                    assert_eq!(p.replicas[0], p.leader);
+                }
+                assert_eq!(
+                    assign_topic(&ring(&ids), &topic, Some(&placed)),
+                    placed,
+                    "stable"
+                );
+                // A join keeps replicas balanced and moves few of them.
+                let grown_ids: Vec<i32> = (1..=n + 1).collect();
+                let grown = assign_topic(&ring(&grown_ids), &topic, Some(&placed));
+                let ratio = replica_max_over_mean(&grown, n as usize + 1);
+                assert!(
+                    ratio <= 1.10 + 1e-9,
+                    "after a join {n}->{}: {ratio:.3}",
+                    n + 1
+                );
+                let moved: usize = placed
+                    .partitions
+                    .iter()
+                    .zip(&grown.partitions)
+                    .map(|(a, b)| {
+                        b.replicas
+                            .iter()
+                            .filter(|r| !a.replicas.contains(r))
+                            .count()
+                    })
+                    .sum();
+                let ideal = (partitions * 3) as f64 / f64::from(n + 1);
+                println!(
+                    "rf 3, {partitions} partitions, {n}->{}: replica max/mean {ratio:.3}, {moved} replicas moved ({:.2}x ideal)",
+                    n + 1,
+                    moved as f64 / ideal
+                );
+                assert!(
+                    moved as f64 <= 1.25 * ideal,
+                    "join {n}->{}: {moved} replicas moved, ideal {ideal:.0}",
+                    n + 1
+                );
+            }
+        }
     }
 
     #[test]

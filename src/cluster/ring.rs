@@ -84,7 +84,7 @@ impl Ring {
     }
 
     /// Each broker's bound for `partitions` partitions: its fair share rounded up.
-    fn caps(&self, partitions: usize) -> HashMap<i32, usize> {
+    pub fn caps(&self, partitions: usize) -> HashMap<i32, usize> {
         let total: u64 = self.weights.values().map(|w| u64::from(*w)).sum();
         self.weights
             .iter()
