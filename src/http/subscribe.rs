@@ -24,7 +24,7 @@ use super::{group_of, params, ApiError, ApiResult, ApiState, Fields, HttpApi, Me
 use crate::cluster::TopicSpec;
 use crate::group::coordinator::{CommitError, OffsetCommit};
 use crate::group::offsets::CommittedOffset;
-use crate::log::batch;
+use crate::log::{batch, compression};
 use crate::model::now_ms;
 use crate::replication::{Partition, TopicReplicas};
 
@@ -44,9 +44,12 @@ pub struct Read {
     pub next: i64,
 }
 
-/// Up to `max` messages of `partition` from offset `from`. Batches compressed by Kafka
-/// producers cannot be read here (the broker never decompresses): they are skipped
-/// with a warning, so that a subscriber never sticks on them.
+/// Largest decompressed records section read for one batch.
+const MAX_DECOMPRESSED_BYTES: usize = 64 * 1024 * 1024;
+
+/// Up to `max` messages of `partition` from offset `from`. Batches Kafka producers
+/// compressed are decompressed here (the log stores them as sent); one that cannot be
+/// is skipped with a warning, so that a subscriber never sticks on it.
 pub fn read_from(partition: &Partition, from: i64, max: usize) -> Read {
     let (log_start, _, _) = partition.offsets();
     let from = from.max(log_start);
@@ -62,12 +65,22 @@ pub fn read_from(partition: &Partition, from: i64, max: usize) -> Read {
     };
     for header in batch::batches(&bytes) {
         let Ok(header) = header else { break };
-        let Some(records) = header.records() else {
-            tracing::warn!(
-                partition = %partition.id(),
-                offset = header.base_offset(),
-                "skipping a compressed batch: the HTTP API reads uncompressed batches only"
-            );
+        let decompressed = match compression::decompress(
+            header.compression(),
+            header.records_section(),
+            MAX_DECOMPRESSED_BYTES,
+        ) {
+            Ok(body) => body,
+            Err(error) => {
+                tracing::warn!(partition = %partition.id(), offset = header.base_offset(), %error,
+                    "skipping a batch the HTTP API cannot decompress");
+                out.next = out.next.max(header.last_offset() + 1);
+                continue;
+            }
+        };
+        let Some(records) = header.parse_records(&decompressed) else {
+            tracing::warn!(partition = %partition.id(), offset = header.base_offset(),
+                "skipping a malformed batch");
             out.next = out.next.max(header.last_offset() + 1);
             continue;
         };

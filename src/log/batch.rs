@@ -312,13 +312,24 @@ impl<'a> BatchHeader<'a> {
             return None;
         }
         let bytes: &'a [u8] = self.bytes;
+        self.parse_records(bytes.get(HEADER_BYTES..)?)
+    }
+
+    /// The records section after the header, as stored (compressed or not).
+    pub fn records_section(&self) -> &'a [u8] {
+        self.bytes.get(HEADER_BYTES..).unwrap_or_default()
+    }
+
+    /// Parses this batch's records from `body`: the records section itself when the
+    /// batch is uncompressed, or its decompressed form.
+    pub fn parse_records<'b>(&self, body: &'b [u8]) -> Option<Vec<RecordView<'b>>> {
         let mut out = Vec::with_capacity(self.record_count().clamp(0, 4096) as usize);
-        let mut at = HEADER_BYTES;
+        let mut at = 0;
         for _ in 0..self.record_count() {
-            let (length, n) = read_varint(bytes.get(at..)?)?;
+            let (length, n) = read_varint(body.get(at..)?)?;
             at += n;
             let end = at + usize::try_from(length).ok()?;
-            let record = bytes.get(..end)?;
+            let record = body.get(..end)?;
             let mut cursor = at + 1; // attributes
             let (timestamp_delta, n) = read_varint(record.get(cursor..)?)?;
             cursor += n;

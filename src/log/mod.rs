@@ -15,6 +15,7 @@
 //! log end offset; no reader is ever handed bytes past a segment's committed size.
 
 pub mod batch;
+pub mod compression;
 pub mod index;
 mod mmap;
 pub mod producer_state;
