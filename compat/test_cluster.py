@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import socket
+import struct
 import subprocess
 import threading
 import time
@@ -302,6 +303,40 @@ def test_an_etcd_restart_under_load_kills_no_broker_and_fails_no_write(cluster, 
     assert total == sent
 
 
+def java_hash(s: str) -> int:
+    h = 0
+    for ch in s:  # ASCII group ids: one UTF-16 unit each
+        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def offsets_partition_of(group: str, partitions: int = 50) -> int:
+    """Kafka's placement of a group on __consumer_offsets: abs(hashCode) % partitions."""
+    h = java_hash(group)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+def raw_offset_commit(address: str, group: str, topic: str, partition: int, offset: int) -> int:
+    """One OffsetCommit v2 on its own connection (no client retries): the error code."""
+    def s16(text: str) -> bytes:
+        b = text.encode()
+        return struct.pack(">h", len(b)) + b
+    body = (s16(group) + struct.pack(">i", -1) + s16("") + struct.pack(">q", -1)
+            + struct.pack(">i", 1) + s16(topic) + struct.pack(">i", 1)
+            + struct.pack(">iqh", partition, offset, -1))
+    header = struct.pack(">hhi", 8, 2, 7) + s16("tern-test")
+    frame = header + body
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(struct.pack(">i", len(frame)) + frame)
+        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+        data = sock.recv(size, socket.MSG_WAITALL)
+    at = 4 + 4  # correlation id, topic count
+    name_len = struct.unpack_from(">h", data, at)[0]
+    at += 2 + name_len + 4  # topic name, partition count
+    return struct.unpack_from(">h", data, at + 4)[0]
+
+
 class CuttableProxy:
     """A TCP proxy to etcd on 127.0.0.1 that the test can cut (every connection dropped,
     new ones refused at once) and heal: a network partition between one broker and etcd."""
@@ -392,6 +427,10 @@ def test_a_broker_cut_off_from_etcd_stops_taking_writes_and_loses_its_partitions
         isolated = c.brokers[3]
         its_partitions = [p for p, l in c.leaders(topic).items() if l == 3]
         assert its_partitions, "broker 3 leads some partitions"
+        offsets_leaders = c.leaders("__consumer_offsets")
+        group = next(g for g in (f"cut-group-{i}" for i in range(10000))
+                     if offsets_leaders[offsets_partition_of(g)] == 3)
+        assert raw_offset_commit(isolated.address, group, topic, 0, 1) == 0, "broker 3 coordinates the group"
         proxy.cut()
         t0 = time.monotonic()
 
@@ -414,6 +453,8 @@ def test_a_broker_cut_off_from_etcd_stops_taking_writes_and_loses_its_partitions
         assert c.metric(isolated, 'tern_partition_errors_total{api="Produce",error="6"}') > 0
         out = kcat("-b", c.brokers[1].address, "-C", "-t", topic, "-p", str(its_partitions[0]), "-e", "-q")
         assert "must-not-be-acknowledged" not in out
+        # Nor does it accept offset commits for the groups it coordinated: NOT_COORDINATOR (16).
+        assert raw_offset_commit(isolated.address, group, topic, 0, 2) == 16
         # The majority side takes writes for every partition meanwhile.
         reports = ck.produce_all(c.brokers[1].address, topic,
                                  [{"value": b"majority", "partition": p} for p in range(6)], {"acks": "all"})

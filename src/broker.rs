@@ -153,10 +153,10 @@ impl Broker {
         let offsets_topic = topics
             .ensure_internal(OFFSETS_TOPIC, config.groups.offsets_topic_partitions)
             .await?;
-        let groups = Arc::new(GroupCoordinator::new(
-            offsets_topic.spec.partitions,
-            config.groups.coordinator,
-        ));
+        let groups = Arc::new(
+            GroupCoordinator::new(offsets_topic.spec.partitions, config.groups.coordinator)
+                .with_session(Arc::clone(&store)),
+        );
         groups.follow_leadership(&offsets_topic);
         let services = Arc::new(Services {
             node,

@@ -105,6 +105,9 @@ pub struct GroupCoordinator {
     /// The offsets partitions this broker leads, indexed by partition number.
     partitions: parking_lot::RwLock<Vec<Option<Arc<Partition>>>>,
     config: CoordinatorConfig,
+    /// The cluster session: when it has lapsed (by this broker's clock) another broker
+    /// may already coordinate these groups, so every group request is refused.
+    session: Option<Arc<dyn crate::cluster::MetadataStore>>,
 }
 
 fn monotonic_ms() -> u64 {
@@ -129,7 +132,16 @@ impl GroupCoordinator {
             ticks: std::sync::atomic::AtomicU64::new(0),
             partitions: parking_lot::RwLock::new(vec![None; count]),
             config,
+            session: None,
         }
+    }
+
+    /// Refuses every group request while `store`'s session says this broker may not
+    /// act as a leader (a broker cut off from etcd must not accept commits that a new
+    /// coordinator elsewhere would not see).
+    pub fn with_session(mut self, store: Arc<dyn crate::cluster::MetadataStore>) -> Self {
+        self.session = Some(store);
+        self
     }
 
     /// Makes the coordinator lead exactly the offsets partitions `topic` says this
@@ -209,9 +221,11 @@ impl GroupCoordinator {
         self.partitions.read().get(index).cloned().flatten()
     }
 
-    /// Whether this broker coordinates `group_id` (it leads the group's partition).
+    /// Whether this broker coordinates `group_id` (it leads the group's partition and
+    /// its cluster session holds).
     pub fn is_coordinator_for(&self, group_id: &str) -> bool {
-        self.partition_of(group_id).is_some()
+        let lapsed = self.session.as_ref().is_some_and(|s| !s.may_lead());
+        !lapsed && self.partition_of(group_id).is_some()
     }
 
     fn partition_of(&self, group_id: &str) -> Option<Arc<Partition>> {
