@@ -39,6 +39,7 @@ use super::{
     BrokerInfo, MetadataError, MetadataEvent, MetadataStore, NewTopic, TopicAssignment, TopicSpec,
 };
 use crate::metrics as m;
+use crate::model::monotonic_ms;
 
 /// How to reach etcd and how long this broker's session lasts.
 #[derive(Debug, Clone)]
@@ -69,14 +70,6 @@ fn etcd_error(error: etcd_client::Error) -> MetadataError {
 
 fn corrupt(key: &str, error: serde_json::Error) -> MetadataError {
     MetadataError::Corrupt(format!("{key}: {error}"))
-}
-
-fn monotonic_ms() -> u64 {
-    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-    START
-        .get_or_init(std::time::Instant::now)
-        .elapsed()
-        .as_millis() as u64
 }
 
 /// The key layout (see the module docs).
@@ -346,6 +339,17 @@ impl EtcdStore {
 
     async fn txn(&self, txn: Txn) -> Result<TxnResponse, MetadataError> {
         self.client.clone().txn(txn).await.map_err(etcd_error)
+    }
+
+    /// Runs `txn`; when it succeeded, returns only once this broker's cache has it
+    /// (read-your-writes).
+    async fn txn_seen(&self, txn: Txn) -> Result<TxnResponse, MetadataError> {
+        let response = self.txn(txn).await?;
+        if response.succeeded() {
+            self.wait_applied(response.header().map_or(0, |h| h.revision()))
+                .await;
+        }
+        Ok(response)
     }
 
     async fn get(&self, key: &str) -> Result<Option<KeyValue>, MetadataError> {
@@ -686,10 +690,7 @@ impl EtcdStore {
                     revision,
                 )])
                 .and_then([TxnOp::put(key.clone(), value, None)]);
-            let response = self.txn(txn).await?;
-            if response.succeeded() {
-                self.wait_applied(response.header().map_or(0, |h| h.revision()))
-                    .await;
+            if self.txn_seen(txn).await?.succeeded() {
                 return Ok(spec);
             }
         }
@@ -753,10 +754,8 @@ impl MetadataStore for EtcdStore {
                     TxnOp::put(counter.clone(), (numeric_id + 1).to_string(), None),
                 ])
                 .or_else([TxnOp::get(key.clone(), None)]);
-            let response = self.txn(txn).await?;
+            let response = self.txn_seen(txn).await?;
             if response.succeeded() {
-                self.wait_applied(response.header().map_or(0, |h| h.revision()))
-                    .await;
                 return Ok(spec);
             }
             if let Some(revision) = found_existing(&response) {
@@ -782,10 +781,7 @@ impl MetadataStore for EtcdStore {
                     TxnOp::delete(key.clone(), None),
                     TxnOp::delete(self.keys.assignment(name), None),
                 ]);
-            let response = self.txn(txn).await?;
-            if response.succeeded() {
-                self.wait_applied(response.header().map_or(0, |h| h.revision()))
-                    .await;
+            if self.txn_seen(txn).await?.succeeded() {
                 return Ok(spec);
             }
         }

@@ -23,7 +23,7 @@ use super::state::{
     SyncResult,
 };
 use crate::log::batch;
-use crate::model::now_ms;
+use crate::model::{monotonic_ms, now_ms};
 use crate::replication::{Partition, PartitionError, TopicReplicas};
 
 /// Offsets partitions smaller than this are never compacted.
@@ -108,14 +108,6 @@ pub struct GroupCoordinator {
     /// The cluster session: when it has lapsed (by this broker's clock) another broker
     /// may already coordinate these groups, so every group request is refused.
     session: Option<Arc<dyn crate::cluster::MetadataStore>>,
-}
-
-fn monotonic_ms() -> u64 {
-    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-    START
-        .get_or_init(std::time::Instant::now)
-        .elapsed()
-        .as_millis() as u64
 }
 
 impl GroupCoordinator {

@@ -179,6 +179,20 @@ impl HttpApi {
         Ok((!found.is_empty()).then_some(found))
     }
 
+    /// The subscription's committed offsets, or a 404 when there is none.
+    fn subscribed(
+        &self,
+        consumer_id: i64,
+        spec: &TopicSpec,
+    ) -> Result<BTreeMap<i32, CommittedOffset>, ApiError> {
+        self.positions(consumer_id, spec)?.ok_or_else(|| {
+            ApiError::not_found(format!(
+                "consumer {consumer_id} is not subscribed to topic {}",
+                spec.numeric_id
+            ))
+        })
+    }
+
     /// Commits `advances` (partition, next offset) where they move a position forward,
     /// keeping the subscription's metadata.
     async fn advance(
@@ -325,11 +339,7 @@ pub async fn unsubscribe(State(api): ApiState, body: Body) -> ApiResult {
     let topic_id = fields.int("topic_id")?;
     let (spec, _) = api.topic(topic_id).await?;
     let group = group_of(consumer_id);
-    let Some(positions) = api.positions(consumer_id, &spec)? else {
-        return Err(ApiError::not_found(format!(
-            "consumer {consumer_id} is not subscribed to topic {topic_id}"
-        )));
-    };
+    let positions = api.subscribed(consumer_id, &spec)?;
     let partitions: Vec<(String, i32)> =
         positions.keys().map(|&p| (spec.name.clone(), p)).collect();
     let groups = &api.services.groups;
@@ -354,16 +364,9 @@ pub async fn message(State(api): ApiState, query: Params) -> ApiResult {
     let max = fields.ranged("max", 1..=1000)?;
     let (spec, topic) = api.topic(topic_id).await?;
     api.commit_delivered(consumer_id, &spec).await?;
-    let not_subscribed = || {
-        ApiError::not_found(format!(
-            "consumer {consumer_id} is not subscribed to topic {topic_id}"
-        ))
-    };
     let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms.unwrap_or(0) as u64);
     let (messages, ends) = loop {
-        let positions = api
-            .positions(consumer_id, &spec)?
-            .ok_or_else(not_subscribed)?;
+        let positions = api.subscribed(consumer_id, &spec)?;
         let watches = watch_led(&topic);
         let (messages, ends) = api.collect(&topic, &positions, max.unwrap_or(1) as usize);
         if !messages.is_empty()
@@ -408,11 +411,7 @@ pub async fn ack(State(api): ApiState, body: Body) -> ApiResult {
         ));
     }
     let (spec, _) = api.topic(topic_id).await?;
-    if api.positions(consumer_id, &spec)?.is_none() {
-        return Err(ApiError::not_found(format!(
-            "consumer {consumer_id} is not subscribed to topic {topic_id}"
-        )));
-    }
+    api.subscribed(consumer_id, &spec)?;
     api.advance(consumer_id, &spec, &[(id.partition, id.offset + 1)])
         .await?;
     if let Some(pending) = api.delivered.lock().get_mut(&(consumer_id, topic_id)) {
@@ -463,11 +462,7 @@ pub async fn stream(
     let consumer_id = fields.int("consumer_id")?;
     let topic_id = fields.int("topic_id")?;
     let (spec, _) = api.topic(topic_id).await?;
-    if api.positions(consumer_id, &spec)?.is_none() {
-        return Err(ApiError::not_found(format!(
-            "consumer {consumer_id} is not subscribed to topic {topic_id}"
-        )));
-    }
+    api.subscribed(consumer_id, &spec)?;
     let state = StreamState {
         api,
         consumer_id,
