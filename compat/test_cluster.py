@@ -87,7 +87,11 @@ class Cluster:
     def create_topic(self, topic: str, partitions: int) -> None:
         admin = AdminClient({"bootstrap.servers": self.bootstrap()})
         admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(15)
-        wait_until(lambda: all(l > 0 for l in self.leaders(topic).values()), 10, what="leaders for every partition")
+        # Each broker learns of the topic through its own etcd watch: wait until every one of
+        # them knows a leader for every partition, so no test races a broker's cache.
+        for b in self.live():
+            wait_until(lambda b=b: all(l > 0 for l in self.leaders(topic, via=b).values()), 10,
+                       what=f"broker {b} to know a leader for every partition")
 
     def metric(self, broker: Broker, name: str) -> float:
         """Sum of a metric's samples on one broker's /metrics."""
@@ -430,7 +434,10 @@ def test_a_broker_cut_off_from_etcd_stops_taking_writes_and_loses_its_partitions
         offsets_leaders = c.leaders("__consumer_offsets")
         group = next(g for g in (f"cut-group-{i}" for i in range(10000))
                      if offsets_leaders[offsets_partition_of(g)] == 3)
-        assert raw_offset_commit(isolated.address, group, topic, 0, 1) == 0, "broker 3 coordinates the group"
+        # Broker 3 learns of the topic and of its coordinator role through its own etcd watch,
+        # which may lag broker 1's view by a moment (Kafka's metadata cache lags the same way).
+        wait_until(lambda: raw_offset_commit(isolated.address, group, topic, 0, 1) == 0, 10,
+                   what="broker 3 to coordinate the group and know the topic")
         proxy.cut()
         t0 = time.monotonic()
 
