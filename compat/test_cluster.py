@@ -22,10 +22,11 @@ import time
 import urllib.request
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import ConsumerGroupTopicPartitions, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import ck
+from http_client import Http
 from tern_harness import Broker, Etcd, free_port, wait_until
 
 LEASE_TTL_S = 3
@@ -45,7 +46,7 @@ class Cluster:
             data_dir=self.tmp / f"data-{node}", log_dir=self.tmp / f"logs-{node}", port=free_port(),
             node_id=node,
             extra_args=["--etcd", etcd_endpoint or self.etcd.endpoint, "--etcd-lease-ttl-secs", str(LEASE_TTL_S),
-                        "--metrics", f"127.0.0.1:{free_port()}",
+                        "--metrics", f"127.0.0.1:{free_port()}", "--http", f"127.0.0.1:{free_port()}",
                         "--group-initial-rebalance-delay-ms", "300"],
         )
         self.brokers[node] = b
@@ -92,6 +93,11 @@ class Cluster:
         for b in self.live():
             wait_until(lambda b=b: all(l > 0 for l in self.leaders(topic, via=b).values()), 10,
                        what=f"broker {b} to know a leader for every partition")
+
+    def http(self, node: int) -> Http:
+        """The HTTP API of broker `node`."""
+        args = self.brokers[node].extra_args
+        return Http(int(args[args.index("--http") + 1].rsplit(":", 1)[1]))
 
     def metric(self, broker: Broker, name: str) -> float:
         """Sum of a metric's samples on one broker's /metrics."""
@@ -474,3 +480,95 @@ def test_a_broker_cut_off_from_etcd_stops_taking_writes_and_loses_its_partitions
     finally:
         c.stop()
         proxy.close()
+
+
+@pytest.mark.timeout(150)
+def test_the_http_api_answers_every_call_on_any_broker_of_the_cluster(cluster, topic):
+    """Issue 5 in a cluster: each call goes to whichever broker, whatever leads the
+    partition or coordinates the subscription's group; that broker reaches the others
+    over Kafka (Produce acks=all, Fetch, ListOffsets, OffsetFetch/Commit/Delete)."""
+    http = {n: cluster.http(n) for n in cluster.brokers}
+    created = http[1].ok(http[1].post("/create_topic", {"publisher_id": 1, "topic_name": topic, "partitions": 12}))
+    topic_id = created["topic_id"]
+    for b in cluster.brokers.values():
+        wait_until(lambda b=b: all(l > 0 for l in cluster.leaders(topic, via=b).values()), 10,
+                   what=f"broker {b} to know the topic's leaders")
+    leaders = cluster.leaders(topic)
+    assert set(leaders.values()) == {1, 2, 3}, leaders
+    # Consumers 7 and 8 subscribe through different brokers; their groups' coordinators
+    # are wherever __consumer_offsets places them.
+    for consumer, node in ((7, 2), (8, 3)):
+        doc = http[node].ok(http[node].post("/subscribe", {"consumer_id": consumer, "topic_id": topic_id}))
+        assert doc["group"] == f"http-{consumer}"
+    # Keyed publishes through broker 1 land on every partition, led by all three brokers.
+    published = {}
+    published_keyed = []  # partition of key k{i}
+    for i in range(60):
+        doc = http[1].ok(http[1].post("/publish_message",
+                                      {"topic_id": topic_id, "message_content": f"keyed-{i}", "key": f"k{i}"}))
+        published[doc["message_id"]] = (doc["partition"], f"keyed-{i}")
+        published_keyed.append(doc["partition"])
+    # Unkeyed ones through broker 3 too.
+    for i in range(12):
+        doc = http[3].ok(http[3].post("/publish_message", {"topic_id": topic_id, "message_content": f"plain-{i}"}))
+        published[doc["message_id"]] = (doc["partition"], f"plain-{i}")
+    remote = [p for p, _ in published.values() if leaders[p] != 1]
+    assert remote, "some keyed publishes were forwarded to another leader"
+    # Kafka sees exactly what HTTP acknowledged, in the partitions HTTP named.
+    out = kcat("-b", cluster.bootstrap(), "-C", "-t", topic, "-e", "-q", "-f", "%p %s\n")
+    got = sorted(tuple(line.split(" ", 1)) for line in out.splitlines() if line)
+    assert got == sorted((str(p), v) for p, v in published.values())
+    # Consumer 7 reads everything through broker 3, wherever its group and partitions are.
+    seen = {}
+    deadline = time.monotonic() + 30
+    while len(seen) < len(published) and time.monotonic() < deadline:
+        doc = http[3].ok(http[3].get("/message", consumer_id=7, topic_id=topic_id, max=25, wait_ms=500))
+        for m in doc["messages"]:
+            seen[m["message_id"]] = m["message_content"]
+    assert seen == {mid: v for mid, (_, v) in published.items()}
+    # Its next request commits what it was given: the group's offsets cover every message.
+    doc = http[3].ok(http[3].get("/message", consumer_id=7, topic_id=topic_id, max=25))
+    assert doc["messages"] == []
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+    committed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("http-7")])["http-7"].result(15)
+    assert sum(tp.offset for tp in committed.topic_partitions if tp.topic == topic) == len(published)
+    # message_status asked of a broker that neither leads the partition nor coordinates
+    # the groups counts both subscriptions over the cluster: 7 has passed it, 8 has not.
+    mid, (partition, _) = next((m, v) for m, v in published.items() if leaders[v[0]] != 2)
+    status = http[2].ok(http[2].get("/message_status", message_id=mid))
+    assert (status["message_status"], status["num_recipients"]) == ("pending", 1), status
+    # Consumer 8 reads through broker 1 and acknowledges each message explicitly.
+    acked = 0
+    deadline = time.monotonic() + 30
+    while acked < len(published) and time.monotonic() < deadline:
+        for m in http[1].ok(http[1].get("/message", consumer_id=8, topic_id=topic_id, max=100,
+                                        wait_ms=500))["messages"]:
+            http[1].ok(http[1].post("/ack", {"consumer_id": 8, "topic_id": topic_id,
+                                             "message_id": m["message_id"]}))
+            acked += 1
+    assert acked == len(published)
+    status = http[2].ok(http[2].get("/message_status", message_id=mid))
+    assert (status["message_status"], status["num_recipients"]) == ("delivered", 2), status
+    # A long poll on one broker wakes for a message published through another into a
+    # partition a third leads.
+    key = next(f"k{i}" for i in range(60) if leaders[published_keyed[i]] == 3)
+    result = {}
+
+    def poll():
+        t0 = time.monotonic()
+        result["doc"] = http[1].ok(http[1].get("/message", consumer_id=7, topic_id=topic_id, wait_ms=10000,
+                                               timeout=30))
+        result["after"] = time.monotonic() - t0
+
+    t = threading.Thread(target=poll)
+    t.start()
+    time.sleep(0.5)
+    http[2].ok(http[2].post("/publish_message", {"topic_id": topic_id, "message_content": "wake", "key": key}))
+    t.join(30)
+    assert result["doc"]["message_content"] == "wake", result
+    assert result["after"] < 2.0, result
+    # Unsubscribing through a broker that does not coordinate the group removes it.
+    http[2].ok(http[2].post("/unsubscribe", {"consumer_id": 8, "topic_id": topic_id}))
+    wait_until(lambda: "http-8" not in {g.group_id for g in admin.list_consumer_groups().result(10).valid},
+               10, what="group http-8 to be gone")
+    assert http[3].get("/message", consumer_id=8, topic_id=topic_id).status == 404

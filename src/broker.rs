@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::api::context::Services;
+use crate::cluster::peers::Peers;
 use crate::cluster::{
     BrokerInfo, EmbeddedStore, EtcdStore, MetadataError, MetadataEvent, MetadataStore,
 };
@@ -162,6 +163,7 @@ impl Broker {
             node,
             producer_ids: ProducerIdAllocator::new(Arc::clone(&store)),
             groups: Arc::clone(&groups),
+            peers: Peers::new(Arc::clone(&store)),
             store,
             replicas: Arc::clone(&replicas),
             topics,

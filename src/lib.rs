@@ -15,6 +15,7 @@ pub mod alloc;
 pub mod api;
 pub mod broker;
 pub mod cli;
+pub mod client;
 pub mod cluster;
 pub mod config;
 pub mod http;

@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use crate::cluster::peers::Peers;
 use crate::cluster::{BrokerInfo, MetadataStore};
 use crate::config::ServerConfig;
 use crate::group::coordinator::GroupCoordinator;
@@ -26,6 +27,8 @@ pub struct Services {
     pub topics: TopicService,
     pub producer_ids: ProducerIdAllocator,
     pub groups: Arc<GroupCoordinator>,
+    /// Connections to the other brokers, for what only their partitions or groups answer.
+    pub peers: Peers,
     pub server: ServerConfig,
 }
 

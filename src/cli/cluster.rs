@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use kafka_protocol::messages::DescribeClusterRequest;
 use serde_json::json;
 
-use super::{check, output, topic, Client, ClusterCommand, Connection};
+use super::{check, client, output, topic, ClusterCommand, Connection};
 
 pub async fn run(connection: &Connection, command: ClusterCommand) -> anyhow::Result<()> {
-    let mut client = Client::connect(&connection.bootstrap).await?;
+    let mut client = client::connect(&connection.bootstrap).await?;
     let ClusterCommand::Describe = command;
     let (_, cluster) = client.send(DescribeClusterRequest::default(), 1).await?;
     check(

@@ -2,7 +2,7 @@
 //! any broker, tern or Apache Kafka, and print tables or, with `--json`, JSON for
 //! scripts. This is an edge of the program: errors are `anyhow`.
 
-mod client;
+pub mod client;
 mod cluster;
 mod group;
 mod output;

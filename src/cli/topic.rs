@@ -17,14 +17,14 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use serde_json::json;
 
-use super::{check, key_value, output, Client, Connection, TopicCommand};
+use super::{check, client, key_value, output, Client, Connection, TopicCommand};
 
 fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_string()))
 }
 
 pub async fn run(connection: &Connection, command: TopicCommand) -> anyhow::Result<()> {
-    let mut client = Client::connect(&connection.bootstrap).await?;
+    let mut client = client::connect(&connection.bootstrap).await?;
     match command {
         TopicCommand::List => list(&mut client, connection.json).await,
         TopicCommand::Describe { name } => describe(&mut client, &name, connection.json).await,

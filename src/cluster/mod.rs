@@ -11,6 +11,7 @@
 pub mod controller;
 pub mod embedded;
 pub mod etcd;
+pub mod peers;
 pub mod ring;
 pub mod topic_config;
 

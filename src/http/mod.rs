@@ -5,6 +5,8 @@
 //! - `publish.rs`: `create_topic`, `publish_message`, `message_status`.
 //! - `subscribe.rs`: `subscribe`, `unsubscribe`, `message` (long poll), `ack`, `stream`
 //!   (Server-Sent Events).
+//! - `place.rs`: where a partition or a subscription's group is served, and reaching
+//!   it there (directly here, over Kafka requests elsewhere).
 //!
 //! Mapping onto Kafka: a topic is addressed by the small numeric id kept beside it in
 //! the metadata store; a message id packs topic id, partition and offset
@@ -13,10 +15,15 @@
 //! Delivery is at-least-once: what `GET /message` returned is committed when the same
 //! consumer asks again for that topic, or on `POST /ack`.
 //!
+//! In a cluster any broker answers every call: what another broker leads or
+//! coordinates is asked of it over Kafka (`place.rs`).
+//!
 //! Every response is JSON with a `status`; bad input is a 400 naming the field,
-//! unknown things 404, bodies over [`MAX_BODY_BYTES`] 413, and what this broker cannot
-//! serve right now (a partition or group led elsewhere, storage trouble) 503.
+//! unknown things 404, bodies over [`MAX_BODY_BYTES`] 413, and what cannot be served
+//! right now (no leader or coordinator at the moment, a broker unreachable, storage
+//! trouble) 503.
 
+mod place;
 mod publish;
 mod subscribe;
 
@@ -38,7 +45,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::context::Services;
 use crate::cluster::TopicSpec;
 use crate::metrics as m;
-use crate::replication::{NotServed, Partition, TopicReplicas};
+use crate::replication::TopicReplicas;
 
 /// Largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -260,29 +267,6 @@ impl HttpApi {
             .map_err(|e| ApiError::unavailable(e.to_string()))?
             .ok_or_else(unknown)?;
         Ok((spec, replicas))
-    }
-
-    /// Partition `index` of `topic` if this broker leads it, else a 503 naming the leader.
-    fn led(&self, topic: &TopicReplicas, index: i32) -> Result<Arc<Partition>, ApiError> {
-        match topic.partition(index) {
-            Ok(partition) => Ok(Arc::clone(partition)),
-            Err(NotServed::Unknown) => Err(ApiError::not_found(format!(
-                "topic '{}' has no partition {index}",
-                topic.spec.name
-            ))),
-            Err(NotServed::NotLeader) => {
-                let leader = self
-                    .services
-                    .store
-                    .assignment(&topic.spec)
-                    .and_then(|a| a.partition(index).map(|p| p.leader))
-                    .unwrap_or(-1);
-                Err(ApiError::unavailable(format!(
-                    "partition {index} of '{}' is led by broker {leader}, not this one",
-                    topic.spec.name
-                )))
-            }
-        }
     }
 }
 

@@ -10,7 +10,6 @@ use serde_json::json;
 
 use super::{params, ApiError, ApiResult, ApiState, Fields, MessageId, Params};
 use crate::log::batch::testing::{encode_batch, TestRecord};
-use crate::metrics as m;
 use crate::model::now_ms;
 use crate::topics::{CreateTopic, TopicError, MAX_PARTITIONS_PER_TOPIC};
 
@@ -72,25 +71,18 @@ pub async fn publish_message(State(api): ApiState, body: Body) -> ApiResult {
     let index = match &key {
         Some(key) => (murmur2(key.as_bytes()) & 0x7fff_ffff) % spec.partitions.max(1),
         None => {
-            // Unkeyed messages rotate over the partitions this broker leads.
+            // Unkeyed messages rotate over the partitions this broker leads, if any
+            // (no hop to another broker), else over all of them.
             let led: Vec<i32> = (0..spec.partitions)
                 .filter(|&i| topic.partition(i).is_ok())
                 .collect();
-            if led.is_empty() {
-                return Err(ApiError::unavailable(format!(
-                    "this broker leads no partition of '{}'",
-                    spec.name
-                )));
+            let turn = api.next_partition.fetch_add(1, Ordering::Relaxed);
+            match led.len() {
+                0 => (turn % spec.partitions.max(1) as usize) as i32,
+                n => led[turn % n],
             }
-            led[api.next_partition.fetch_add(1, Ordering::Relaxed) % led.len()]
         }
     };
-    let partition = api.led(&topic, index)?;
-    if !api.services.store.may_lead() {
-        return Err(ApiError::unavailable(
-            "this broker's cluster session has lapsed; retry",
-        ));
-    }
     let now = now_ms();
     let record = TestRecord {
         key: key.map(String::into_bytes),
@@ -99,20 +91,11 @@ pub async fn publish_message(State(api): ApiState, body: Body) -> ApiResult {
         timestamp_delta: 0,
     };
     let batch = encode_batch(&[record], now, (-1, -1, -1));
-    let info = partition
-        .append(&batch, now)
-        .map_err(|e| ApiError::unavailable(e.to_string()))?;
-    partition
-        .wait_durable(info.last_offset)
-        .await
-        .map_err(|e| ApiError::unavailable(e.to_string()))?;
-    metrics::counter!(m::TOPIC_BYTES_IN_TOTAL, "topic" => spec.name.clone())
-        .increment(batch.len() as u64);
-    metrics::counter!(m::TOPIC_MESSAGES_IN_TOTAL, "topic" => spec.name.clone()).increment(1);
+    let base_offset = api.append(&topic, index, batch.into(), now).await?;
     let id = MessageId {
         topic_id,
         partition: index,
-        offset: info.base_offset,
+        offset: base_offset,
     };
     let message_id = id
         .encode()
@@ -122,7 +105,7 @@ pub async fn publish_message(State(api): ApiState, body: Body) -> ApiResult {
         "message_id": message_id,
         "topic_id": topic_id,
         "partition": index,
-        "offset": info.base_offset,
+        "offset": base_offset,
         "created_at": now,
     })))
 }
@@ -136,17 +119,20 @@ pub async fn message_status(State(api): ApiState, query: Params) -> ApiResult {
     if id.partition >= spec.partitions {
         return Err(unknown());
     }
-    let partition = api.led(&topic, id.partition)?;
-    let (log_start, _, log_end) = partition.offsets();
+    let found = api
+        .read_partition(&topic, id.partition, id.offset, 1)
+        .await?;
+    let (log_start, log_end) = (found.log_start, found.log_end);
     if id.offset >= log_end {
         return Err(unknown());
     }
-    let stored = super::subscribe::read_from(&partition, id.offset, 1)
+    let stored = found
+        .read
         .messages
         .into_iter()
         .find(|m| m.offset == id.offset);
     let created_at = stored.as_ref().map_or(-1, |m| m.timestamp);
-    let subscriptions = api.subscriptions_of(&spec.name, id.partition);
+    let subscriptions = api.subscriptions_of(&spec, id.partition).await?;
     let recipients = subscriptions
         .iter()
         .filter(|s| s.position > id.offset)

@@ -22,10 +22,11 @@ use tokio::sync::watch;
 
 use super::{group_of, params, ApiError, ApiResult, ApiState, Fields, HttpApi, MessageId, Params};
 use crate::cluster::TopicSpec;
-use crate::group::coordinator::{CommitError, OffsetCommit};
+use crate::group::coordinator::OffsetCommit;
 use crate::group::offsets::CommittedOffset;
 use crate::log::{batch, compression};
 use crate::model::now_ms;
+use crate::replication::ReadResult;
 use crate::replication::{Partition, TopicReplicas};
 
 /// A message as stored.
@@ -53,17 +54,26 @@ const MAX_DECOMPRESSED_BYTES: usize = 64 * 1024 * 1024;
 pub fn read_from(partition: &Partition, from: i64, max: usize) -> Read {
     let (log_start, _, _) = partition.offsets();
     let from = from.max(log_start);
+    match partition.read(from, 1024 * 1024, true) {
+        Ok(ReadResult {
+            records: Some(bytes),
+            ..
+        }) => parse_messages(&bytes, from, max, &partition.id().to_string()),
+        _ => Read {
+            messages: Vec::new(),
+            next: from,
+        },
+    }
+}
+
+/// Up to `max` messages at or after `from` in `bytes` (whole record batches, as a
+/// partition or a Fetch response holds them); `partition` names them in warnings.
+pub fn parse_messages(bytes: &[u8], from: i64, max: usize, partition: &str) -> Read {
     let mut out = Read {
         messages: Vec::new(),
         next: from,
     };
-    let Ok(result) = partition.read(from, 1024 * 1024, true) else {
-        return out;
-    };
-    let Some(bytes) = result.records else {
-        return out;
-    };
-    for header in batch::batches(&bytes) {
+    for header in batch::batches(bytes) {
         let Ok(header) = header else { break };
         let decompressed = match compression::decompress(
             header.compression(),
@@ -72,15 +82,18 @@ pub fn read_from(partition: &Partition, from: i64, max: usize) -> Read {
         ) {
             Ok(body) => body,
             Err(error) => {
-                tracing::warn!(partition = %partition.id(), offset = header.base_offset(), %error,
+                tracing::warn!(partition, offset = header.base_offset(), %error,
                     "skipping a batch the HTTP API cannot decompress");
                 out.next = out.next.max(header.last_offset() + 1);
                 continue;
             }
         };
         let Some(records) = header.parse_records(&decompressed) else {
-            tracing::warn!(partition = %partition.id(), offset = header.base_offset(),
-                "skipping a malformed batch");
+            tracing::warn!(
+                partition,
+                offset = header.base_offset(),
+                "skipping a malformed batch"
+            );
             out.next = out.next.max(header.last_offset() + 1);
             continue;
         };
@@ -107,6 +120,15 @@ pub struct Subscription {
     pub subscribe_at: i64,
 }
 
+impl Subscription {
+    pub fn of(offset: &CommittedOffset) -> Self {
+        Self {
+            position: offset.offset,
+            subscribe_at: subscribe_at(offset),
+        }
+    }
+}
+
 fn subscribe_at(offset: &CommittedOffset) -> i64 {
     offset
         .metadata
@@ -114,10 +136,6 @@ fn subscribe_at(offset: &CommittedOffset) -> i64 {
         .and_then(|m| serde_json::from_str::<Value>(m).ok())
         .and_then(|v| v.get("subscribe_at").and_then(Value::as_i64))
         .unwrap_or(0)
-}
-
-fn commit_error(error: CommitError) -> ApiError {
-    ApiError::unavailable(format!("committing the subscription's position: {error}"))
 }
 
 fn message_json(topic_id: i64, partition: i32, message: &Stored) -> Value {
@@ -137,8 +155,9 @@ fn message_json(topic_id: i64, partition: i32, message: &Stored) -> Value {
 }
 
 impl HttpApi {
-    /// Every HTTP subscription's position on `topic`'s partition `partition`.
-    pub(super) fn subscriptions_of(&self, topic: &str, partition: i32) -> Vec<Subscription> {
+    /// The position on `topic`'s partition `partition` of every HTTP subscription this
+    /// broker coordinates.
+    pub(super) fn local_subscriptions_of(&self, topic: &str, partition: i32) -> Vec<Subscription> {
         let groups = &self.services.groups;
         let wanted = [(topic.to_string(), vec![partition])];
         groups
@@ -147,45 +166,28 @@ impl HttpApi {
             .filter(|(id, _, _)| id.starts_with("http-"))
             .filter_map(|(group, _, _)| {
                 let (_, _, offset) = groups.fetch_offsets(&group, Some(&wanted)).pop()?;
-                let offset = offset?;
-                Some(Subscription {
-                    position: offset.offset,
-                    subscribe_at: subscribe_at(&offset),
-                })
+                Some(Subscription::of(&offset?))
             })
             .collect()
     }
 
     /// The subscription's committed offsets by partition; `None` when not subscribed.
-    fn positions(
+    async fn positions(
         &self,
         consumer_id: i64,
         spec: &TopicSpec,
     ) -> Result<Option<BTreeMap<i32, CommittedOffset>>, ApiError> {
-        let group = group_of(consumer_id);
-        if !self.services.groups.is_coordinator_for(&group) {
-            return Err(ApiError::unavailable(format!(
-                "group '{group}' is coordinated by another broker"
-            )));
-        }
-        let wanted = [(spec.name.clone(), (0..spec.partitions).collect())];
-        let found: BTreeMap<i32, CommittedOffset> = self
-            .services
-            .groups
-            .fetch_offsets(&group, Some(&wanted))
-            .into_iter()
-            .filter_map(|(_, p, o)| o.map(|o| (p, o)))
-            .collect();
+        let found = self.committed(&group_of(consumer_id), spec).await?;
         Ok((!found.is_empty()).then_some(found))
     }
 
     /// The subscription's committed offsets, or a 404 when there is none.
-    fn subscribed(
+    async fn subscribed(
         &self,
         consumer_id: i64,
         spec: &TopicSpec,
     ) -> Result<BTreeMap<i32, CommittedOffset>, ApiError> {
-        self.positions(consumer_id, spec)?.ok_or_else(|| {
+        self.positions(consumer_id, spec).await?.ok_or_else(|| {
             ApiError::not_found(format!(
                 "consumer {consumer_id} is not subscribed to topic {}",
                 spec.numeric_id
@@ -201,7 +203,7 @@ impl HttpApi {
         spec: &TopicSpec,
         advances: &[(i32, i64)],
     ) -> Result<(), ApiError> {
-        let Some(positions) = self.positions(consumer_id, spec)? else {
+        let Some(positions) = self.positions(consumer_id, spec).await? else {
             return Ok(());
         };
         let commits: Vec<OffsetCommit> = advances
@@ -220,11 +222,7 @@ impl HttpApi {
         if commits.is_empty() {
             return Ok(());
         }
-        self.services
-            .groups
-            .commit(&group_of(consumer_id), "", None, -1, commits)
-            .await
-            .map_err(commit_error)
+        self.commit(&group_of(consumer_id), commits).await
     }
 
     /// Commits what the previous `GET /message` of this consumer and topic returned.
@@ -239,48 +237,89 @@ impl HttpApi {
         }
     }
 
-    /// Up to `max` messages after `positions`, fairly over the partitions led here.
-    fn collect(
+    /// Up to `max` messages after `positions`, fairly over the partitions (starting
+    /// at a different one each time), wherever they are led. A partition that cannot be
+    /// read right now is passed over; only when nothing could be read is that an error.
+    async fn collect(
         &self,
         topic: &TopicReplicas,
         positions: &BTreeMap<i32, CommittedOffset>,
         max: usize,
-    ) -> (Vec<(i32, Stored)>, super::Advances) {
+    ) -> Result<(Vec<(i32, Stored)>, super::Advances), ApiError> {
         let mut messages = Vec::new();
         let mut ends = Vec::new();
+        let mut failure = None;
+        let mut read_any = false;
         let count = topic.spec.partitions.max(1);
         let start = (now_ms().rem_euclid(i64::from(count))) as i32;
         for step in 0..count {
             let index = (start + step) % count;
-            let (Some(position), Ok(partition)) = (positions.get(&index), topic.partition(index))
-            else {
+            let Some(position) = positions.get(&index) else {
                 continue;
             };
             if messages.len() >= max {
                 break;
             }
-            let read = read_from(partition, position.offset, max - messages.len());
+            let read = match self
+                .read_partition(topic, index, position.offset, max - messages.len())
+                .await
+            {
+                Ok(partition) => partition.read,
+                Err(error) => {
+                    failure.get_or_insert(error);
+                    continue;
+                }
+            };
+            read_any = true;
             if read.next > position.offset {
                 ends.push((index, read.next));
             }
             messages.extend(read.messages.into_iter().map(|m| (index, m)));
         }
-        (messages, ends)
+        match failure {
+            Some(error) if !read_any => Err(error),
+            _ => Ok((messages, ends)),
+        }
     }
 }
 
-/// Log-end watches of the partitions of `topic` led here, taken before a read so that
-/// an append between the read and the wait still wakes the waiter.
-fn watch_led(topic: &TopicReplicas) -> Vec<watch::Receiver<i64>> {
-    topic.led().map(|p| p.watch_log_end()).collect()
+/// How often a waiting reader looks again at partitions led by other brokers (their
+/// appends wake nothing here).
+const REMOTE_POLL: Duration = Duration::from_millis(100);
+
+/// What a waiting reader waits on: log-end watches of the partitions of `topic` led
+/// here, taken before a read so that an append between the read and the wait still
+/// wakes it, and whether some partition is led elsewhere and must be polled.
+struct Appends {
+    watches: Vec<watch::Receiver<i64>>,
+    poll_remote: bool,
 }
 
-/// Waits until any watched partition grows, `deadline` passes or the broker stops.
+fn watch_appends(topic: &TopicReplicas) -> Appends {
+    let watches: Vec<_> = topic.led().map(|p| p.watch_log_end()).collect();
+    let poll_remote = watches.len() < topic.spec.partitions.max(0) as usize;
+    Appends {
+        watches,
+        poll_remote,
+    }
+}
+
+/// Waits until a partition led here grows, `deadline` passes or the broker stops;
+/// with partitions led elsewhere, at most [`REMOTE_POLL`].
 async fn wait_for_append(
-    mut watches: Vec<watch::Receiver<i64>>,
+    appends: Appends,
     deadline: tokio::time::Instant,
     shutdown: &tokio_util::sync::CancellationToken,
 ) {
+    let Appends {
+        mut watches,
+        poll_remote,
+    } = appends;
+    let deadline = if poll_remote {
+        deadline.min(tokio::time::Instant::now() + REMOTE_POLL)
+    } else {
+        deadline
+    };
     if watches.is_empty() {
         tokio::select! {
             _ = tokio::time::sleep_until(deadline) => {}
@@ -303,7 +342,7 @@ pub async fn subscribe(State(api): ApiState, body: Body) -> ApiResult {
     let topic_id = fields.int("topic_id")?;
     let (spec, topic) = api.topic(topic_id).await?;
     let group = group_of(consumer_id);
-    if let Some(positions) = api.positions(consumer_id, &spec)? {
+    if let Some(positions) = api.positions(consumer_id, &spec).await? {
         let at = positions.values().map(subscribe_at).min().unwrap_or(0);
         return Ok(Json(
             json!({"status": "ok", "subscribe_at": at, "group": group}),
@@ -313,20 +352,15 @@ pub async fn subscribe(State(api): ApiState, body: Body) -> ApiResult {
     let metadata = json!({ "subscribe_at": now }).to_string();
     let mut commits = Vec::with_capacity(spec.partitions as usize);
     for index in 0..spec.partitions {
-        let (_, _, log_end) = api.led(&topic, index)?.offsets();
         commits.push(OffsetCommit {
             topic: spec.name.clone(),
             partition: index,
-            offset: log_end,
+            offset: api.log_end(&topic, index).await?,
             leader_epoch: -1,
             metadata: Some(metadata.clone()),
         });
     }
-    api.services
-        .groups
-        .commit(&group, "", None, -1, commits)
-        .await
-        .map_err(commit_error)?;
+    api.commit(&group, commits).await?;
     Ok(Json(
         json!({"status": "ok", "subscribe_at": now, "group": group}),
     ))
@@ -338,20 +372,14 @@ pub async fn unsubscribe(State(api): ApiState, body: Body) -> ApiResult {
     let consumer_id = fields.int("consumer_id")?;
     let topic_id = fields.int("topic_id")?;
     let (spec, _) = api.topic(topic_id).await?;
-    let group = group_of(consumer_id);
-    let positions = api.subscribed(consumer_id, &spec)?;
-    let partitions: Vec<(String, i32)> =
-        positions.keys().map(|&p| (spec.name.clone(), p)).collect();
-    let groups = &api.services.groups;
-    groups
-        .delete_offsets(&group, &partitions)
-        .await
-        .map_err(commit_error)?;
+    let positions = api.subscribed(consumer_id, &spec).await?;
+    api.forget(
+        &group_of(consumer_id),
+        &spec,
+        positions.into_keys().collect(),
+    )
+    .await?;
     api.delivered.lock().remove(&(consumer_id, topic_id));
-    if groups.fetch_offsets(&group, None).is_empty() {
-        // Its last topic: the group goes too (it may already be gone).
-        let _ = groups.delete_group(&group).await;
-    }
     Ok(Json(json!({"status": "ok", "unsubscribe_at": now_ms()})))
 }
 
@@ -366,16 +394,18 @@ pub async fn message(State(api): ApiState, query: Params) -> ApiResult {
     api.commit_delivered(consumer_id, &spec).await?;
     let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms.unwrap_or(0) as u64);
     let (messages, ends) = loop {
-        let positions = api.subscribed(consumer_id, &spec)?;
-        let watches = watch_led(&topic);
-        let (messages, ends) = api.collect(&topic, &positions, max.unwrap_or(1) as usize);
+        let positions = api.subscribed(consumer_id, &spec).await?;
+        let appends = watch_appends(&topic);
+        let (messages, ends) = api
+            .collect(&topic, &positions, max.unwrap_or(1) as usize)
+            .await?;
         if !messages.is_empty()
             || tokio::time::Instant::now() >= deadline
             || api.shutdown.is_cancelled()
         {
             break (messages, ends);
         }
-        wait_for_append(watches, deadline, &api.shutdown).await;
+        wait_for_append(appends, deadline, &api.shutdown).await;
     };
     if !ends.is_empty() {
         api.delivered.lock().insert((consumer_id, topic_id), ends);
@@ -411,7 +441,7 @@ pub async fn ack(State(api): ApiState, body: Body) -> ApiResult {
         ));
     }
     let (spec, _) = api.topic(topic_id).await?;
-    api.subscribed(consumer_id, &spec)?;
+    api.subscribed(consumer_id, &spec).await?;
     api.advance(consumer_id, &spec, &[(id.partition, id.offset + 1)])
         .await?;
     if let Some(pending) = api.delivered.lock().get_mut(&(consumer_id, topic_id)) {
@@ -462,7 +492,7 @@ pub async fn stream(
     let consumer_id = fields.int("consumer_id")?;
     let topic_id = fields.int("topic_id")?;
     let (spec, _) = api.topic(topic_id).await?;
-    api.subscribed(consumer_id, &spec)?;
+    api.subscribed(consumer_id, &spec).await?;
     let state = StreamState {
         api,
         consumer_id,
@@ -496,12 +526,16 @@ async fn next_event(mut st: StreamState) -> Option<(Result<Event, Infallible>, S
             let event = Event::default().event("message").data(data);
             return Some((Ok(event), st));
         }
-        let positions = st.api.positions(st.consumer_id, &spec).ok()??;
-        let watches = watch_led(&topic);
-        let (messages, _) = st.api.collect(&topic, &positions, 100);
+        let positions = st.api.positions(st.consumer_id, &spec).await.ok()??;
+        let appends = watch_appends(&topic);
+        let messages = match st.api.collect(&topic, &positions, 100).await {
+            Ok((messages, _)) => messages,
+            // Nothing readable right now (leaders moving): wait and look again.
+            Err(_) => Vec::new(),
+        };
         if messages.is_empty() {
             let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-            wait_for_append(watches, deadline, &st.api.shutdown).await;
+            wait_for_append(appends, deadline, &st.api.shutdown).await;
             continue;
         }
         // Per partition in offset order, as read.
