@@ -106,7 +106,7 @@ def stop_broker(proc: subprocess.Popen) -> None:
 def run(host: str, port: int, args: argparse.Namespace) -> int:
     deadline = time.monotonic() + args.timeout
     admin = Conn(host, port, 30)
-    topic = f"http-bench-{os.getpid()}-{int(time.time())}"
+    topic = f"http-bench-{os.getpid()}-{time.time_ns()}"
     status, doc = admin.call("POST", "/create_topic",
                              {"publisher_id": 1, "topic_name": topic, "partitions": args.partitions})
     if status != 200:
@@ -133,7 +133,10 @@ def run(host: str, port: int, args: argparse.Namespace) -> int:
                     errors.append(f"publisher {i}: out of time after {j} messages")
                     return
                 t = time.perf_counter()
-                st, d = c.call("POST", "/publish_message", {"topic_id": tid, "message_content": payload})
+                body = {"topic_id": tid, "message_content": payload}
+                if args.keyed:
+                    body["key"] = f"{i}-{j}"
+                st, d = c.call("POST", "/publish_message", body)
                 pub_lat[i].append(time.perf_counter() - t)
                 if st != 200:
                     errors.append(f"publish: {st} {d}")
@@ -180,7 +183,8 @@ def run(host: str, port: int, args: argparse.Namespace) -> int:
     pl = sorted(x for xs in pub_lat for x in xs)
     gl = sorted(get_lat)
     ms = lambda v: f"{v * 1000:.2f} ms"  # noqa: E731
-    print(f"topic {topic} (id {tid}, {args.partitions} partitions), {args.size} B messages, {threads} publisher threads")
+    print(f"topic {topic} (id {tid}, {args.partitions} partitions), {args.size} B "
+          f"{'keyed' if args.keyed else 'unkeyed'} messages, {threads} publisher threads")
     print(f"publish: {published}/{n} msgs in {pub_s:.2f} s = {published / pub_s if pub_s else 0:.0f} msgs/s, "
           f"p50 {ms(pct(pl, 50))}, p99 {ms(pct(pl, 99))}")
     print(f"GET /message?max=100: {got} msgs in {len(gl)} requests, {get_s:.2f} s = "
@@ -198,6 +202,9 @@ def main() -> int:
     ap.add_argument("--messages", type=int, default=2000)
     ap.add_argument("--size", type=int, default=1024, help="message size in bytes (default 1 KiB)")
     ap.add_argument("--threads", type=int, default=4)
+    ap.add_argument("--keyed", action="store_true",
+                    help="give each message its own key, so messages spread over every partition "
+                         "(in a cluster, most then go to another broker's partitions)")
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds for the whole run")
     args = ap.parse_args()

@@ -55,3 +55,8 @@ printf '%s  rss_anon=%dMB\n' "$($LOAD --mode latency --brokers 127.0.0.1:$PORT -
 # The HTTP API on the same broker: publish (each durable before its answer) and GET /message.
 echo "== HTTP API (bench/http_bench.py: stdlib client, keep-alive connections)"
 python3 "$(dirname "$0")/http_bench.py" --url "http://127.0.0.1:$HTTP_PORT" --messages 5000 --threads 8 --timeout 120
+
+# The same through one broker of a three-broker cluster on etcd (forwarding to leaders).
+echo "== HTTP API, three-broker cluster (bench/http_cluster_bench.py)"
+PY=.venv/bin/python; [ -x "$PY" ] || PY=python3
+TERN_BIN="$ROOT/target/release/tern" "$PY" bench/http_cluster_bench.py --messages 3000 --threads 8 --timeout 120
