@@ -8,6 +8,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -33,11 +34,37 @@ def tern_bin() -> Path:
     return Path(os.environ.get("TERN_BIN", str(DEFAULT_BIN)))
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port on 127.0.0.1 that nothing listens on right now, chosen below the
+    kernel's ephemeral range: the port is free between this call and the process that
+    binds it, and in that gap an outgoing connection (a broker to etcd, a client to a
+    broker) takes its local port from the ephemeral range, so it cannot take this one.
+    Ports already handed out in this process are not handed out again."""
+    low, _ = _ephemeral_range()
+    first = 20000 if low > 21000 else 1024
+    for _ in range(1000):
+        port = random.randrange(first, low)
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
+    raise RuntimeError(f"no free port in {first}..{low}")
 
 
 def port_accepts(port: int, timeout: float = 0.5) -> bool:
