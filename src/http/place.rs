@@ -35,7 +35,7 @@ use kafka_protocol::messages::produce_request::{
     PartitionProduceData, ProduceRequest, TopicProduceData,
 };
 use kafka_protocol::messages::{BrokerId, GroupId, TopicName};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
 use super::subscribe::{parse_messages, read_from, Read, Subscription};
 use super::{ApiError, HttpApi};
@@ -93,9 +93,41 @@ fn commit_error(error: CommitError) -> ApiError {
     ApiError::unavailable(format!("committing the subscription's position: {error}"))
 }
 
+/// A broker's answer for one partition, unless it left the partition out or answered
+/// it with an error.
+fn partition_answer<P>(
+    node: i32,
+    what: &str,
+    found: Option<P>,
+    error_code: impl Fn(&P) -> i16,
+) -> Result<P, ApiError> {
+    let found = found.ok_or_else(|| {
+        ApiError::unavailable(format!(
+            "broker {node} left the partition out of its {what} answer"
+        ))
+    })?;
+    match error_code(&found) {
+        0 => Ok(found),
+        code => Err(remote_error(node, what, code)),
+    }
+}
+
 impl HttpApi {
     fn node_id(&self) -> i32 {
         self.services.node.node_id
+    }
+
+    /// Sends `request` to broker `node` (at the best common version up to `preferred`).
+    async fn ask<R>(&self, node: i32, request: R, preferred: i16) -> Result<R::Response, ApiError>
+    where
+        R: Request + Encodable + HeaderVersion,
+        R::Response: Decodable + HeaderVersion,
+    {
+        self.services
+            .peers
+            .send(node, request, preferred)
+            .await
+            .map_err(|e| peer_error(node, e))
     }
 
     /// The leader of `index` of `topic`: here, another broker, or a 503 when there is
@@ -163,12 +195,7 @@ impl HttpApi {
                     .with_fetch_offset(from)
                     .with_log_start_offset(-1)
                     .with_partition_max_bytes(READ_BYTES)])]);
-        let response = self
-            .services
-            .peers
-            .send(leader, request, 12)
-            .await
-            .map_err(|e| peer_error(leader, e))?;
+        let response = self.ask(leader, request, 12).await?;
         let data = response
             .responses
             .into_iter()
@@ -212,21 +239,13 @@ impl HttpApi {
                     .with_partition_index(index)
                     .with_current_leader_epoch(-1)
                     .with_timestamp(-1)])]);
-        let response = self
-            .services
-            .peers
-            .send(leader, request, 7)
-            .await
-            .map_err(|e| peer_error(leader, e))?;
+        let response = self.ask(leader, request, 7).await?;
         let found = response
             .topics
             .iter()
             .flat_map(|t| &t.partitions)
-            .find(|p| p.partition_index == index)
-            .ok_or_else(|| remote_error(leader, "ListOffsets", -1))?;
-        if found.error_code != 0 {
-            return Err(remote_error(leader, "ListOffsets", found.error_code));
-        }
+            .find(|p| p.partition_index == index);
+        let found = partition_answer(leader, "ListOffsets", found, |p| p.error_code)?;
         Ok(found.offset)
     }
 
@@ -270,21 +289,13 @@ impl HttpApi {
                 .with_partition_data(vec![PartitionProduceData::default()
                     .with_index(index)
                     .with_records(Some(batch))])]);
-        let response = self
-            .services
-            .peers
-            .send(leader, request, 9)
-            .await
-            .map_err(|e| peer_error(leader, e))?;
+        let response = self.ask(leader, request, 9).await?;
         let answer = response
             .responses
             .iter()
             .flat_map(|t| &t.partition_responses)
-            .find(|p| p.index == index)
-            .ok_or_else(|| remote_error(leader, "Produce", -1))?;
-        if answer.error_code != 0 {
-            return Err(remote_error(leader, "Produce", answer.error_code));
-        }
+            .find(|p| p.index == index);
+        let answer = partition_answer(leader, "Produce", answer, |p| p.error_code)?;
         Ok(answer.base_offset)
     }
 
@@ -361,12 +372,7 @@ impl HttpApi {
                 })
                 .collect(),
         );
-        let response = self
-            .services
-            .peers
-            .send(node, request, 8)
-            .await
-            .map_err(|e| peer_error(node, e))?;
+        let response = self.ask(node, request, 8).await?;
         response
             .groups
             .into_iter()
@@ -415,12 +421,7 @@ impl HttpApi {
                     })
                     .collect(),
             );
-        let response = self
-            .services
-            .peers
-            .send(node, request, 8)
-            .await
-            .map_err(|e| peer_error(node, e))?;
+        let response = self.ask(node, request, 8).await?;
         let failed = response
             .topics
             .iter()
@@ -468,11 +469,7 @@ impl HttpApi {
                         .map(|p| OffsetDeleteRequestPartition::default().with_partition_index(p))
                         .collect(),
                 )]);
-        let peers = &self.services.peers;
-        let response = peers
-            .send(node, request, 0)
-            .await
-            .map_err(|e| peer_error(node, e))?;
+        let response = self.ask(node, request, 0).await?;
         if response.error_code != 0 {
             return Err(remote_error(node, "OffsetDelete", response.error_code));
         }
@@ -482,7 +479,7 @@ impl HttpApi {
         if left.iter().all(|(_, offsets)| offsets.is_empty()) {
             let request = DeleteGroupsRequest::default().with_groups_names(vec![group_id(group)]);
             // Best effort, as here: the group may already be gone.
-            let _ = peers.send(node, request, 2).await;
+            let _ = self.ask(node, request, 2).await;
         }
         Ok(())
     }
@@ -500,12 +497,10 @@ impl HttpApi {
                 continue;
             }
             let node = broker.node_id;
-            let listed = self
-                .services
-                .peers
-                .send(node, ListGroupsRequest::default(), 4)
-                .await
-                .map_err(|e| peer_error(node, e))?;
+            let listed = self.ask(node, ListGroupsRequest::default(), 4).await?;
+            if listed.error_code != 0 {
+                return Err(remote_error(node, "ListGroups", listed.error_code));
+            }
             let groups: Vec<_> = listed
                 .groups
                 .iter()
