@@ -131,3 +131,30 @@ class Http:
         doc = self.ok(self.get("/message_status", message_id=message_id))
         assert doc["status"] == "ok", doc
         return doc
+
+
+class KeepAlive:
+    """One keep-alive HTTP/1.1 connection: calls follow each other with no connection set-up
+    in between, as a busy client's do (urllib opens a connection per request)."""
+
+    def __init__(self, port: int, timeout: float = 30.0):
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+
+    def call(self, method: str, path: str, body: object = None) -> tuple[int, object]:
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Content-Type": "application/json"} if data is not None else {}
+        self.conn.request(method, path, body=data, headers=headers)
+        r = self.conn.getresponse()
+        raw = r.read()
+        try:
+            return r.status, json.loads(raw)
+        except ValueError:
+            return r.status, raw
+
+    def ok(self, method: str, path: str, body: object = None) -> dict:
+        status, doc = self.call(method, path, body)
+        assert status == 200 and isinstance(doc, dict), (method, path, body, status, doc)
+        return doc
+
+    def close(self) -> None:
+        self.conn.close()

@@ -26,7 +26,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import ck
-from http_client import Http
+from http_client import Http, KeepAlive
 from tern_harness import Broker, Etcd, free_port, wait_until
 
 LEASE_TTL_S = 3
@@ -488,6 +488,22 @@ def test_the_http_api_answers_every_call_on_any_broker_of_the_cluster(cluster, t
     partition or coordinates the subscription's group; that broker reaches the others
     over Kafka (Produce acks=all, Fetch, ListOffsets, OffsetFetch/Commit/Delete)."""
     http = {n: cluster.http(n) for n in cluster.brokers}
+    # First calls on a fresh cluster, each right after the one before: the new topic
+    # and __consumer_offsets (created by the first subscription) are not yet served by
+    # every broker. Every call still succeeds: a broker retries its peers' retriable
+    # Kafka errors (UNKNOWN_TOPIC_OR_PARTITION, NOT_COORDINATOR, ...) as a Kafka client
+    # would, for a bounded time.
+    c = KeepAlive(http[1].port)
+    early = c.ok("POST", "/create_topic", {"publisher_id": 1, "topic_name": f"{topic}-early", "partitions": 12})
+    for consumer in range(100, 106):
+        c.ok("POST", "/subscribe", {"consumer_id": consumer, "topic_id": early["topic_id"]})
+    for k in range(12):
+        c.ok("POST", "/publish_message", {"topic_id": early["topic_id"], "message_content": "early", "key": f"k{k}"})
+    got, deadline = [], time.monotonic() + 20
+    while len(got) < 12 and time.monotonic() < deadline:
+        got += c.ok("GET", f"/message?consumer_id=100&topic_id={early['topic_id']}&max=100&wait_ms=500")["messages"]
+    assert [m["message_content"] for m in got] == ["early"] * 12
+    c.close()
     created = http[1].ok(http[1].post("/create_topic", {"publisher_id": 1, "topic_name": topic, "partitions": 12}))
     topic_id = created["topic_id"]
     for b in cluster.brokers.values():

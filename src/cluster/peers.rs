@@ -23,6 +23,10 @@ use crate::client::{Client, ClientError};
 pub enum PeerError {
     #[error("broker {0} is not a live member of the cluster")]
     UnknownBroker(i32),
+    /// No connection could be made: the request was not sent.
+    #[error("connecting: {0}")]
+    Connect(ClientError),
+    /// The exchange failed: the request may or may not have been carried out.
     #[error(transparent)]
     Client(#[from] ClientError),
 }
@@ -100,7 +104,9 @@ impl Peers {
         let mut connection = pool.take().await;
         let client = match connection.take() {
             Some(client) if client.address() == address => client,
-            _ => Client::connect(&address, "tern-broker").await?,
+            _ => Client::connect(&address, "tern-broker")
+                .await
+                .map_err(PeerError::Connect)?,
         };
         let client = connection.insert(client);
         match client.send(request, preferred).await {

@@ -71,11 +71,15 @@ pub struct HttpApi {
 type ApiState = State<Arc<HttpApi>>;
 
 /// A failed request, as JSON: `{"status":"error","error":..., "field":...}`.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ApiError {
     code: StatusCode,
     message: String,
     field: Option<&'static str>,
+    /// Whether the same call may well succeed in a moment (the cluster is catching up:
+    /// a new topic not yet known to its leaders, leadership or coordination moving), so
+    /// that [`HttpApi::retrying`] tries again before answering 503.
+    transient: bool,
 }
 
 impl ApiError {
@@ -84,6 +88,7 @@ impl ApiError {
             code: StatusCode::BAD_REQUEST,
             message: message.into(),
             field: Some(field),
+            transient: false,
         }
     }
     fn not_found(message: impl Into<String>) -> Self {
@@ -91,6 +96,7 @@ impl ApiError {
             code: StatusCode::NOT_FOUND,
             message: message.into(),
             field: None,
+            transient: false,
         }
     }
     fn unavailable(message: impl Into<String>) -> Self {
@@ -98,6 +104,14 @@ impl ApiError {
             code: StatusCode::SERVICE_UNAVAILABLE,
             message: message.into(),
             field: None,
+            transient: false,
+        }
+    }
+    /// A 503 worth retrying at once (see `transient`).
+    fn transient(message: impl Into<String>) -> Self {
+        Self {
+            transient: true,
+            ..Self::unavailable(message)
         }
     }
 }
@@ -122,6 +136,7 @@ async fn json_body(body: Body) -> Result<Value, ApiError> {
             code: StatusCode::PAYLOAD_TOO_LARGE,
             message: format!("request body is over {MAX_BODY_BYTES} bytes (or unreadable)"),
             field: None,
+            transient: false,
         })?;
     let value: Value = serde_json::from_slice(&bytes)
         .map_err(|e| ApiError::bad("body", format!("body is not JSON: {e}")))?;
@@ -309,6 +324,7 @@ async fn method_not_allowed() -> ApiError {
         code: StatusCode::METHOD_NOT_ALLOWED,
         message: "method not allowed on this endpoint".into(),
         field: None,
+        transient: false,
     }
 }
 

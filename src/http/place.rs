@@ -13,6 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::delete_groups_request::DeleteGroupsRequest;
@@ -39,6 +40,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, Str
 
 use super::subscribe::{parse_messages, read_from, Read, Subscription};
 use super::{ApiError, HttpApi};
+use crate::cluster::peers::PeerError;
 use crate::cluster::TopicSpec;
 use crate::group::coordinator::{CommitError, OffsetCommit};
 use crate::group::offsets::{self, CommittedOffset, OFFSETS_TOPIC};
@@ -64,6 +66,22 @@ pub struct PartitionRead {
 /// (`None`: all it has).
 type GroupQuery<'a> = (String, Option<(&'a TopicSpec, Vec<i32>)>);
 
+/// What one Fetch found for one partition.
+#[derive(Debug)]
+enum Fetched {
+    Read(PartitionRead),
+    /// The position lies below the partition's log start (retention removed it): the
+    /// offset it starts at now.
+    Expired(i64),
+    Failed(ApiError),
+}
+
+/// Kafka's OFFSET_OUT_OF_RANGE error code.
+const OFFSET_OUT_OF_RANGE: i16 = 1;
+
+/// How long a call failing with transient errors is retried before its 503.
+const RETRY_FOR: Duration = Duration::from_secs(3);
+
 /// How long one Produce to a leader may wait for its acknowledgement.
 const PRODUCE_TIMEOUT_MS: i32 = 30_000;
 /// Bytes asked of a remote leader per partition read (as a local read takes).
@@ -77,16 +95,31 @@ fn group_id(group: &str) -> GroupId {
     GroupId(StrBytes::from_string(group.to_string()))
 }
 
-/// A Kafka error code from another broker, as a 503 (it is always worth a retry:
-/// leadership or coordination moved, or the broker is loading).
+/// Kafka errors that mean "not yet, or not here any more": the broker has not caught
+/// up with a new topic, or leadership or coordination is moving (UNKNOWN_TOPIC_OR_
+/// PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER, COORDINATOR_LOAD_IN_PROGRESS,
+/// COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR). The request was not carried out.
+const RETRIABLE: [i16; 6] = [3, 5, 6, 14, 15, 16];
+
+/// A Kafka error code from another broker, as a 503.
 fn remote_error(node: i32, what: &str, code: i16) -> ApiError {
-    ApiError::unavailable(format!(
-        "broker {node} answered {what} with Kafka error {code}"
-    ))
+    let message = format!("broker {node} answered {what} with Kafka error {code}");
+    if RETRIABLE.contains(&code) {
+        ApiError::transient(message)
+    } else {
+        ApiError::unavailable(message)
+    }
 }
 
-fn peer_error(node: i32, error: impl std::fmt::Display) -> ApiError {
-    ApiError::unavailable(format!("reaching broker {node}: {error}"))
+/// A failed exchange with another broker. Only one that never reached it is worth
+/// retrying at once: a request that may have been carried out (a Produce) must not be
+/// sent twice behind the caller's back.
+fn peer_error(node: i32, error: PeerError) -> ApiError {
+    let message = format!("reaching broker {node}: {error}");
+    match error {
+        PeerError::UnknownBroker(_) | PeerError::Connect(_) => ApiError::transient(message),
+        PeerError::Client(_) => ApiError::unavailable(message),
+    }
 }
 
 fn commit_error(error: CommitError) -> ApiError {
@@ -130,6 +163,30 @@ impl HttpApi {
             .map_err(|e| peer_error(node, e))
     }
 
+    /// `call`, tried again while it fails with a transient error, for at most
+    /// [`RETRY_FOR`]: what a Kafka client does for its retriable errors, so that an
+    /// HTTP caller does not see the cluster catching up (a topic created a moment ago,
+    /// a leader that just moved).
+    pub(super) async fn retrying<T, F, Fut>(&self, call: F) -> Result<T, ApiError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T, ApiError>>,
+    {
+        let deadline = tokio::time::Instant::now() + RETRY_FOR;
+        let mut backoff = Duration::from_millis(20);
+        loop {
+            match call().await {
+                Err(error)
+                    if error.transient && tokio::time::Instant::now() + backoff < deadline =>
+                {
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_millis(500));
+                }
+                result => return result,
+            }
+        }
+    }
+
     /// The leader of `index` of `topic`: here, another broker, or a 503 when there is
     /// none right now (or the store says here but this broker has not caught up yet).
     pub(super) fn partition_owner(
@@ -151,7 +208,7 @@ impl HttpApi {
                     .and_then(|a| a.partition(index).map(|p| p.leader))
                     .unwrap_or(-1);
                 if leader < 0 || leader == self.node_id() {
-                    return Err(ApiError::unavailable(format!(
+                    return Err(ApiError::transient(format!(
                         "partition {index} of '{}' has no leader right now; retry",
                         topic.spec.name
                     )));
@@ -171,8 +228,8 @@ impl HttpApi {
     ) -> Result<PartitionRead, ApiError> {
         let leader = match self.partition_owner(topic, index)? {
             Owner::Here(partition) => {
-                let read = read_from(&partition, from, max);
                 let (log_start, _, log_end) = partition.offsets();
+                let read = read_from(&partition, from, max);
                 return Ok(PartitionRead {
                     read,
                     log_start,
@@ -181,48 +238,161 @@ impl HttpApi {
             }
             Owner::Broker(leader) => leader,
         };
+        let mut found = self
+            .fetch_from(topic, leader, &[(index, from)], max)
+            .await?;
+        match found.pop() {
+            Some((_, read)) => read,
+            None => Err(remote_error(leader, "Fetch", -1)),
+        }
+    }
+
+    /// Reads of those of `wanted` (partition, from offset) that other brokers lead, each
+    /// up to `max` messages, in one Fetch per leader: per partition, its read or why it
+    /// could not be read now. Partitions led here are left to [`Self::read_partition`],
+    /// which reads only as much as is still wanted.
+    pub(super) async fn read_remote_partitions(
+        &self,
+        topic: &TopicReplicas,
+        wanted: &[(i32, i64)],
+        max: usize,
+    ) -> BTreeMap<i32, Result<PartitionRead, ApiError>> {
+        let mut by_leader: BTreeMap<i32, Vec<(i32, i64)>> = BTreeMap::new();
+        for &(index, from) in wanted {
+            if let Ok(Owner::Broker(leader)) = self.partition_owner(topic, index) {
+                by_leader.entry(leader).or_default().push((index, from));
+            }
+        }
+        let mut reads = BTreeMap::new();
+        for (leader, partitions) in by_leader {
+            match self.fetch_from(topic, leader, &partitions, max).await {
+                Ok(found) => reads.extend(found),
+                Err(error) => {
+                    reads.extend(partitions.iter().map(|&(i, _)| (i, Err(error.clone()))))
+                }
+            }
+        }
+        reads
+    }
+
+    /// One Fetch of `partitions` (partition, from offset) from broker `leader`, each
+    /// parsed into up to `max` messages. A position below a partition's log start
+    /// (retention removed it) is read again from the log start, as a local read does.
+    async fn fetch_from(
+        &self,
+        topic: &TopicReplicas,
+        leader: i32,
+        partitions: &[(i32, i64)],
+        max: usize,
+    ) -> Result<Vec<(i32, Result<PartitionRead, ApiError>)>, ApiError> {
+        let mut found = self.fetch_once(topic, leader, partitions, max).await?;
+        let expired: Vec<(i32, i64)> = found
+            .iter()
+            .filter_map(|(index, fetched)| match fetched {
+                Fetched::Expired(log_start) => Some((*index, *log_start)),
+                _ => None,
+            })
+            .collect();
+        if !expired.is_empty() {
+            let again = self.fetch_once(topic, leader, &expired, max).await?;
+            found.retain(|(_, fetched)| !matches!(fetched, Fetched::Expired(_)));
+            found.extend(again);
+        }
+        Ok(found
+            .into_iter()
+            .map(|(index, fetched)| {
+                let read = match fetched {
+                    Fetched::Read(read) => Ok(read),
+                    Fetched::Failed(error) => Err(error),
+                    // Expired again at once: retention is racing this read.
+                    Fetched::Expired(_) => Err(remote_error(leader, "Fetch", OFFSET_OUT_OF_RANGE)),
+                };
+                (index, read)
+            })
+            .collect())
+    }
+
+    /// One Fetch of `partitions` from broker `leader`.
+    async fn fetch_once(
+        &self,
+        topic: &TopicReplicas,
+        leader: i32,
+        partitions: &[(i32, i64)],
+        max: usize,
+    ) -> Result<Vec<(i32, Fetched)>, ApiError> {
+        // About `max` small messages (what is read but not handed out is read again next
+        // time), bounded; the first batch comes whole anyway.
+        let budget = (max.saturating_mul(2 * 1024)).clamp(64 * 1024, READ_BYTES as usize) as i32;
         let request = FetchRequest::default()
             .with_replica_id(BrokerId(-1))
             .with_max_wait_ms(0)
             .with_min_bytes(0)
-            .with_max_bytes(READ_BYTES)
+            .with_max_bytes(budget)
             .with_session_epoch(-1)
             .with_topics(vec![FetchTopic::default()
                 .with_topic(topic_name(&topic.spec.name))
-                .with_partitions(vec![FetchPartition::default()
-                    .with_partition(index)
-                    .with_current_leader_epoch(-1)
-                    .with_fetch_offset(from)
-                    .with_log_start_offset(-1)
-                    .with_partition_max_bytes(READ_BYTES)])]);
+                .with_partitions(
+                    partitions
+                        .iter()
+                        .map(|&(index, from)| {
+                            FetchPartition::default()
+                                .with_partition(index)
+                                .with_current_leader_epoch(-1)
+                                .with_fetch_offset(from)
+                                .with_log_start_offset(-1)
+                                .with_partition_max_bytes(budget)
+                        })
+                        .collect(),
+                )]);
         let response = self.ask(leader, request, 12).await?;
-        let data = response
+        if response.error_code != 0 {
+            return Err(remote_error(leader, "Fetch", response.error_code));
+        }
+        let mut answers: BTreeMap<i32, _> = response
             .responses
             .into_iter()
             .flat_map(|t| t.partitions)
-            .find(|p| p.partition_index == index)
-            .ok_or_else(|| remote_error(leader, "Fetch", response.error_code))?;
-        // OFFSET_OUT_OF_RANGE below the log start: read from the start, as locally.
-        if data.error_code == 1 && from < data.log_start_offset {
-            return Box::pin(self.read_partition(topic, index, data.log_start_offset, max)).await;
-        }
-        if data.error_code != 0 && data.error_code != 1 {
-            return Err(remote_error(leader, "Fetch", data.error_code));
-        }
-        let label = format!("{}-{index}", topic.spec.name);
-        let from = from.max(data.log_start_offset);
-        let read = match &data.records {
-            Some(bytes) if data.error_code == 0 => parse_messages(bytes, from, max, &label),
-            _ => Read {
-                messages: Vec::new(),
-                next: from,
-            },
-        };
-        Ok(PartitionRead {
-            read,
-            log_start: data.log_start_offset,
-            log_end: data.high_watermark,
-        })
+            .map(|p| (p.partition_index, p))
+            .collect();
+        Ok(partitions
+            .iter()
+            .map(|&(index, from)| {
+                let answer = partition_answer(leader, "Fetch", answers.remove(&index), |p| {
+                    // Sorted out below: below the log start it is Expired; above the
+                    // log end (a log that moved without its data) there is nothing yet.
+                    if p.error_code == OFFSET_OUT_OF_RANGE {
+                        0
+                    } else {
+                        p.error_code
+                    }
+                });
+                let fetched = match answer {
+                    Ok(p) if p.error_code == OFFSET_OUT_OF_RANGE && from < p.log_start_offset => {
+                        Fetched::Expired(p.log_start_offset)
+                    }
+                    Ok(p) => {
+                        let from = from.max(p.log_start_offset);
+                        let label = format!("{}-{index}", topic.spec.name);
+                        let read = match &p.records {
+                            Some(bytes) if p.error_code == 0 => {
+                                parse_messages(bytes, from, max, &label)
+                            }
+                            _ => Read {
+                                messages: Vec::new(),
+                                next: from,
+                            },
+                        };
+                        Fetched::Read(PartitionRead {
+                            read,
+                            log_start: p.log_start_offset,
+                            log_end: p.high_watermark,
+                        })
+                    }
+                    Err(error) => Fetched::Failed(error),
+                };
+                (index, fetched)
+            })
+            .collect())
     }
 
     /// The next offset partition `index` will give out.
@@ -316,7 +486,7 @@ impl HttpApi {
             None => -1,
         };
         if leader < 0 || leader == self.node_id() {
-            return Err(ApiError::unavailable(format!(
+            return Err(ApiError::transient(format!(
                 "group '{group}' has no coordinator right now; retry"
             )));
         }

@@ -91,7 +91,10 @@ pub async fn publish_message(State(api): ApiState, body: Body) -> ApiResult {
         timestamp_delta: 0,
     };
     let batch = encode_batch(&[record], now, (-1, -1, -1));
-    let base_offset = api.append(&topic, index, batch.into(), now).await?;
+    let batch = bytes::Bytes::from(batch);
+    let base_offset = api
+        .retrying(|| api.append(&topic, index, batch.clone(), now))
+        .await?;
     let id = MessageId {
         topic_id,
         partition: index,
@@ -120,7 +123,7 @@ pub async fn message_status(State(api): ApiState, query: Params) -> ApiResult {
         return Err(unknown());
     }
     let found = api
-        .read_partition(&topic, id.partition, id.offset, 1)
+        .retrying(|| api.read_partition(&topic, id.partition, id.offset, 1))
         .await?;
     let (log_start, log_end) = (found.log_start, found.log_end);
     if id.offset >= log_end {
@@ -132,7 +135,9 @@ pub async fn message_status(State(api): ApiState, query: Params) -> ApiResult {
         .into_iter()
         .find(|m| m.offset == id.offset);
     let created_at = stored.as_ref().map_or(-1, |m| m.timestamp);
-    let subscriptions = api.subscriptions_of(&spec, id.partition).await?;
+    let subscriptions = api
+        .retrying(|| api.subscriptions_of(&spec, id.partition))
+        .await?;
     let recipients = subscriptions
         .iter()
         .filter(|s| s.position > id.offset)

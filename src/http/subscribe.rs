@@ -177,7 +177,8 @@ impl HttpApi {
         consumer_id: i64,
         spec: &TopicSpec,
     ) -> Result<Option<BTreeMap<i32, CommittedOffset>>, ApiError> {
-        let found = self.committed(&group_of(consumer_id), spec).await?;
+        let group = group_of(consumer_id);
+        let found = self.retrying(|| self.committed(&group, spec)).await?;
         Ok((!found.is_empty()).then_some(found))
     }
 
@@ -222,7 +223,8 @@ impl HttpApi {
         if commits.is_empty() {
             return Ok(());
         }
-        self.commit(&group_of(consumer_id), commits).await
+        let group = group_of(consumer_id);
+        self.retrying(|| self.commit(&group, commits.clone())).await
     }
 
     /// Commits what the previous `GET /message` of this consumer and topic returned.
@@ -238,32 +240,37 @@ impl HttpApi {
     }
 
     /// Up to `max` messages after `positions`, fairly over the partitions (starting
-    /// at a different one each time), wherever they are led. A partition that cannot be
-    /// read right now is passed over; only when nothing could be read is that an error.
+    /// at a different one each time), wherever they are led: partitions of other
+    /// brokers are fetched first, one Fetch per leader; those led here are read in turn
+    /// for what room is left. A partition that cannot be read right now is passed over;
+    /// only when nothing could be read is that an error.
     async fn collect(
         &self,
         topic: &TopicReplicas,
         positions: &BTreeMap<i32, CommittedOffset>,
         max: usize,
     ) -> Result<(Vec<(i32, Stored)>, super::Advances), ApiError> {
+        let count = topic.spec.partitions.max(1);
+        let start = (now_ms().rem_euclid(i64::from(count))) as i32;
+        let wanted: Vec<(i32, i64)> = (0..count)
+            .map(|step| (start + step) % count)
+            .filter_map(|index| Some((index, positions.get(&index)?.offset)))
+            .collect();
         let mut messages = Vec::new();
         let mut ends = Vec::new();
         let mut failure = None;
         let mut read_any = false;
-        let count = topic.spec.partitions.max(1);
-        let start = (now_ms().rem_euclid(i64::from(count))) as i32;
-        for step in 0..count {
-            let index = (start + step) % count;
-            let Some(position) = positions.get(&index) else {
-                continue;
-            };
-            if messages.len() >= max {
+        let mut remote = self.read_remote_partitions(topic, &wanted, max).await;
+        for (index, from) in wanted {
+            let room = max - messages.len();
+            if room == 0 {
                 break;
             }
-            let read = match self
-                .read_partition(topic, index, position.offset, max - messages.len())
-                .await
-            {
+            let read = match remote.remove(&index) {
+                Some(read) => read,
+                None => self.read_partition(topic, index, from, room).await,
+            };
+            let read = match read {
                 Ok(partition) => partition.read,
                 Err(error) => {
                     failure.get_or_insert(error);
@@ -271,10 +278,16 @@ impl HttpApi {
                 }
             };
             read_any = true;
-            if read.next > position.offset {
-                ends.push((index, read.next));
+            // Where this partition's handed-out messages end: all of the read, or the
+            // last one that fits.
+            let next = match read.messages.get(room.saturating_sub(1)) {
+                Some(last) if read.messages.len() > room => last.offset + 1,
+                _ => read.next,
+            };
+            if next > from {
+                ends.push((index, next));
             }
-            messages.extend(read.messages.into_iter().map(|m| (index, m)));
+            messages.extend(read.messages.into_iter().take(room).map(|m| (index, m)));
         }
         match failure {
             Some(error) if !read_any => Err(error),
@@ -355,12 +368,12 @@ pub async fn subscribe(State(api): ApiState, body: Body) -> ApiResult {
         commits.push(OffsetCommit {
             topic: spec.name.clone(),
             partition: index,
-            offset: api.log_end(&topic, index).await?,
+            offset: api.retrying(|| api.log_end(&topic, index)).await?,
             leader_epoch: -1,
             metadata: Some(metadata.clone()),
         });
     }
-    api.commit(&group, commits).await?;
+    api.retrying(|| api.commit(&group, commits.clone())).await?;
     Ok(Json(
         json!({"status": "ok", "subscribe_at": now, "group": group}),
     ))
@@ -373,12 +386,10 @@ pub async fn unsubscribe(State(api): ApiState, body: Body) -> ApiResult {
     let topic_id = fields.int("topic_id")?;
     let (spec, _) = api.topic(topic_id).await?;
     let positions = api.subscribed(consumer_id, &spec).await?;
-    api.forget(
-        &group_of(consumer_id),
-        &spec,
-        positions.into_keys().collect(),
-    )
-    .await?;
+    let (group, partitions): (_, Vec<i32>) =
+        (group_of(consumer_id), positions.into_keys().collect());
+    api.retrying(|| api.forget(&group, &spec, partitions.clone()))
+        .await?;
     api.delivered.lock().remove(&(consumer_id, topic_id));
     Ok(Json(json!({"status": "ok", "unsubscribe_at": now_ms()})))
 }
