@@ -5,8 +5,9 @@
 //! - `publish.rs`: `create_topic`, `publish_message`, `message_status`.
 //! - `subscribe.rs`: `subscribe`, `unsubscribe`, `message` (long poll), `ack`, `stream`
 //!   (Server-Sent Events).
-//! - `place.rs`: where a partition or a subscription's group is served, and reaching
-//!   it there (directly here, over Kafka requests elsewhere).
+//! - `place/`: where a partition (`partitions.rs`) or a subscription's group
+//!   (`groups.rs`) is served, and reaching it there (directly here, over Kafka
+//!   requests elsewhere).
 //!
 //! Mapping onto Kafka: a topic is addressed by the small numeric id kept beside it in
 //! the metadata store; a message id packs topic id, partition and offset
@@ -16,7 +17,7 @@
 //! consumer asks again for that topic, or on `POST /ack`.
 //!
 //! In a cluster any broker answers every call: what another broker leads or
-//! coordinates is asked of it over Kafka (`place.rs`).
+//! coordinates is asked of it over Kafka (`place/`).
 //!
 //! Every response is JSON with a `status`; bad input is a 400 naming the field,
 //! unknown things 404, bodies over [`MAX_BODY_BYTES`] 413, and what cannot be served
