@@ -588,3 +588,33 @@ def test_the_http_api_answers_every_call_on_any_broker_of_the_cluster(cluster, t
     wait_until(lambda: "http-8" not in {g.group_id for g in admin.list_consumer_groups().result(10).valid},
                10, what="group http-8 to be gone")
     assert http[3].get("/message", consumer_id=8, topic_id=topic_id).status == 404
+
+
+@pytest.mark.timeout(90)
+def test_brokers_reach_each_other_at_their_peer_address(tmp_path, topic):
+    """--peer-advertise: where the other brokers reach this one, when clients are told
+    another address (docker compose: 127.0.0.1:port for the host, tern-N:port between
+    containers). Here both brokers advertise 127.0.0.9, where nothing listens, so the
+    HTTP API's requests to the other broker succeed only through the peer address."""
+    c = Cluster(tmp_path, brokers=0)
+    c.etcd.start()
+    try:
+        for node in (1, 2):
+            b = c.add(node, start=False)
+            b.extra_args += ["--advertise", f"127.0.0.9:{b.port}", "--peer-advertise", b.address]
+            b.start()
+        for b in c.brokers.values():
+            wait_until(lambda b=b: c.metric(b, "tern_cluster_brokers") == 2, 20, what="both brokers registered")
+        h = c.http(1)
+        tid = h.ok(h.post("/create_topic", {"publisher_id": 1, "topic_name": topic, "partitions": 8}))["topic_id"]
+        h.ok(h.post("/subscribe", {"consumer_id": 1, "topic_id": tid}))
+        for k in range(40):
+            h.ok(h.post("/publish_message", {"topic_id": tid, "message_content": f"m{k}", "key": f"k{k}"}))
+        assert c.metric(c.brokers[2], f'tern_topic_messages_in_total{{topic="{topic}"}}') > 0, \
+            "some keyed messages were produced to broker 2's partitions through its peer address"
+        got, deadline = [], time.monotonic() + 20
+        while len(got) < 40 and time.monotonic() < deadline:
+            got += h.ok(h.get("/message", consumer_id=1, topic_id=tid, max=100, wait_ms=500))["messages"]
+        assert sorted(m["message_content"] for m in got) == sorted(f"m{k}" for k in range(40))
+    finally:
+        c.stop()

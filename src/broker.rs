@@ -132,6 +132,7 @@ impl Broker {
             port: server.advertised_port,
             rack: None,
             weight: config.ring_weight,
+            peer_address: server.peer_address.clone(),
         };
         let shutdown = CancellationToken::new();
         let background = TaskTracker::new();

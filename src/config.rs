@@ -58,6 +58,8 @@ serve_args! {
     metrics: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 9644)), "TERN_METRICS";
     /// Address clients are told to connect to, HOST:PORT [default: the listen address]
     advertise: String = String::new(), "TERN_ADVERTISE";
+    /// Address the other brokers of a cluster reach this one's Kafka listener at, HOST:PORT, when it differs from what clients are told (e.g. a container's name while --advertise is a host address) [default: the advertised address]
+    peer_advertise: String = String::new(), "TERN_PEER_ADVERTISE";
     /// This broker's id [default: 1]
     node_id: i32 = 1, "TERN_NODE_ID";
     /// Cluster id: with --etcd, names the cluster (its etcd key prefix); alone, the id of a new data directory [default: "tern" with --etcd, else random and kept in the data dir]
@@ -150,6 +152,9 @@ pub struct ServerConfig {
     pub listen: SocketAddr,
     pub advertised_host: String,
     pub advertised_port: i32,
+    /// Where other brokers reach this one (`--peer-advertise`), when not the advertised
+    /// address.
+    pub peer_address: Option<String>,
     pub max_request_bytes: u32,
     pub max_in_flight_requests: usize,
     pub max_connections: usize,
@@ -207,6 +212,10 @@ impl Config {
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| listen.to_string());
         let (advertised_host, advertised_port) = split_host_port(&advertise)?;
+        let peer_address = a.peer_advertise.filter(|s| !s.is_empty());
+        if let Some(address) = &peer_address {
+            split_host_port(address)?;
+        }
         let positive = |name: &'static str, v: i64| {
             if v > 0 {
                 Ok(v)
@@ -256,6 +265,7 @@ impl Config {
                 listen,
                 advertised_host,
                 advertised_port,
+                peer_address,
                 max_request_bytes: a
                     .max_request_bytes
                     .unwrap_or_else(defaults::max_request_bytes),

@@ -256,6 +256,7 @@ mod tests {
             port: 9092,
             rack: None,
             weight: 1,
+            peer_address: None,
         }
     }
 

@@ -57,6 +57,18 @@ pub struct BrokerInfo {
     /// Relative share of partitions (ring points); 0 takes none.
     #[serde(default = "default_weight")]
     pub weight: u32,
+    /// Where other brokers reach this one, when not `host:port` (`--peer-advertise`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_address: Option<String>,
+}
+
+impl BrokerInfo {
+    /// The address another broker connects to.
+    pub fn peer_address(&self) -> String {
+        self.peer_address
+            .clone()
+            .unwrap_or_else(|| format!("{}:{}", self.host, self.port))
+    }
 }
 
 fn default_weight() -> u32 {

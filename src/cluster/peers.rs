@@ -93,7 +93,7 @@ impl Peers {
             .brokers()
             .into_iter()
             .find(|b| b.node_id == node)
-            .map(|b| format!("{}:{}", b.host, b.port))
+            .map(|b| b.peer_address())
             .ok_or(PeerError::UnknownBroker(node))?;
         let pool = Arc::clone(
             self.pools
