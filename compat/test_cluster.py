@@ -583,6 +583,18 @@ def test_the_http_api_answers_every_call_on_any_broker_of_the_cluster(cluster, t
     t.join(30)
     assert result["doc"]["message_content"] == "wake", result
     assert result["after"] < 2.0, result
+    # Retention on another broker's partition: records deleted there (DeleteRecords to
+    # its leader) are "expired" to message_status asked elsewhere. The Fetch below the
+    # new log start answers OFFSET_OUT_OF_RANGE, with no offsets (as Kafka's does); the
+    # broker asks the leader ListOffsets, as a Kafka client does, and reads from there.
+    p3 = next(p for p, l in leaders.items() if l == 3)
+    ids = sorted((m for m, (p, _) in published.items() if p == p3), key=lambda m: m & ((1 << 36) - 1))
+    assert len(ids) >= 2, "broker 3's partition holds at least two messages"
+    (done,) = admin.delete_records([ck.TopicPartition(topic, p3, 1)], request_timeout=10).values()
+    done.result(15)
+    expired = http[1].ok(http[1].get("/message_status", message_id=ids[0]))
+    assert expired["message_status"] == "expired", expired
+    assert http[1].ok(http[1].get("/message_status", message_id=ids[1]))["message_status"] != "expired"
     # Unsubscribing through a broker that does not coordinate the group removes it.
     http[2].ok(http[2].post("/unsubscribe", {"consumer_id": 8, "topic_id": topic_id}))
     wait_until(lambda: "http-8" not in {g.group_id for g in admin.list_consumer_groups().result(10).valid},

@@ -461,9 +461,7 @@ fn replica_health(services: &Services) -> (usize, usize) {
     let is_controller = store.controller_id() == Some(me);
     let (mut under_replicated, mut offline) = (0, 0);
     for topic in services.replicas.topics() {
-        let assignment = store
-            .assignment(&topic.spec)
-            .filter(|a| a.topic_id == topic.spec.topic_id);
+        let assignment = store.assignment(&topic.spec);
         for index in 0..topic.spec.partitions {
             let placed = assignment.as_ref().and_then(|a| a.partition(index));
             match placed {

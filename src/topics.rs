@@ -127,10 +127,7 @@ impl TopicService {
 
     /// Per partition of `spec`: the leader epoch when this broker leads it.
     fn leadership(&self, spec: &TopicSpec) -> Vec<Option<i32>> {
-        let assignment = self
-            .store
-            .assignment(spec)
-            .filter(|a| a.topic_id == spec.topic_id);
+        let assignment = self.store.assignment(spec);
         (0..spec.partitions)
             .map(|i| {
                 assignment
@@ -153,8 +150,7 @@ impl TopicService {
         let deadline = tokio::time::Instant::now() + PLACEMENT_WAIT;
         loop {
             let placed = self.store.assignment(spec).is_some_and(|a| {
-                a.topic_id == spec.topic_id
-                    && a.partitions.len() >= spec.partitions as usize
+                a.partitions.len() >= spec.partitions as usize
                     && a.partitions.iter().all(|p| p.leader >= 0)
             });
             if placed || tokio::time::Instant::now() >= deadline {

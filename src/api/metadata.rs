@@ -90,11 +90,7 @@ fn failed(name: Option<String>, error: ResponseError) -> MetadataResponseTopic {
 }
 
 fn describe(ctx: &RequestContext, spec: &TopicSpec) -> MetadataResponseTopic {
-    let assignment = ctx
-        .services
-        .store
-        .assignment(spec)
-        .filter(|a| a.topic_id == spec.topic_id);
+    let assignment = ctx.services.store.assignment(spec);
     let live: Vec<i32> = ctx
         .services
         .store

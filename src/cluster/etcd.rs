@@ -848,7 +848,9 @@ impl MetadataStore for EtcdStore {
     }
 
     fn assignment(&self, spec: &TopicSpec) -> Option<TopicAssignment> {
-        self.cache.read().assignments.get(&spec.name).cloned()
+        let cache = self.cache.read();
+        let assignment = cache.assignments.get(&spec.name)?;
+        (assignment.topic_id == spec.topic_id).then(|| assignment.clone())
     }
 
     fn may_lead(&self) -> bool {

@@ -182,8 +182,16 @@ pub trait MetadataStore: Send + Sync + Debug + 'static {
     fn brokers(&self) -> Vec<BrokerInfo>;
     /// The active controller, if there is one right now.
     fn controller_id(&self) -> Option<i32>;
-    /// Where the partitions of `spec` live; `None` until the controller has placed it.
+    /// Where the partitions of `spec` live; `None` until the controller has placed this
+    /// incarnation of it (a placement left from a deleted topic of the same name is not
+    /// returned).
     fn assignment(&self, spec: &TopicSpec) -> Option<TopicAssignment>;
+    /// The live-or-not leader of partition `index` of `spec`; `None` while unplaced.
+    fn leader_of(&self, spec: &TopicSpec, index: i32) -> Option<i32> {
+        self.assignment(spec)
+            .and_then(|a| a.partition(index).map(|p| p.leader))
+            .filter(|&leader| leader >= 0)
+    }
     /// Whether this broker may act as a leader: false once its cluster session has
     /// lapsed by its own clock, so that it stops taking writes before etcd says so.
     fn may_lead(&self) -> bool {

@@ -371,6 +371,16 @@ impl ReplayedState {
 /// The offsets partition that owns `group_id`: Kafka's `abs(hashCode) % partitions`,
 /// with Java's `String.hashCode` over UTF-16 code units, so a group lands on the same
 /// partition number as in Apache Kafka.
+/// The broker coordinating `group_id`: the leader of its `__consumer_offsets`
+/// partition, as the metadata store places it; `None` while there is none.
+pub async fn coordinator_of(
+    store: &dyn crate::cluster::MetadataStore,
+    group_id: &str,
+) -> Option<i32> {
+    let spec = store.topic(OFFSETS_TOPIC).await?;
+    store.leader_of(&spec, partition_for(group_id, spec.partitions))
+}
+
 pub fn partition_for(group_id: &str, partitions: i32) -> i32 {
     let mut hash: i32 = 0;
     for unit in group_id.encode_utf16() {

@@ -10,7 +10,7 @@ use kafka_protocol::ResponseError;
 use super::super::context::RequestContext;
 use super::super::str_bytes;
 use crate::cluster::BrokerInfo;
-use crate::group::offsets::{partition_for, OFFSETS_TOPIC};
+use crate::group::offsets;
 
 const GROUP: i8 = 0;
 
@@ -33,12 +33,8 @@ async fn coordinator_of(
             format!("no coordinator for '{key}' right now"),
         )
     };
-    let spec = store.topic(OFFSETS_TOPIC).await.ok_or_else(unavailable)?;
-    let index = partition_for(key, spec.partitions);
-    let leader = store
-        .assignment(&spec)
-        .filter(|a| a.topic_id == spec.topic_id)
-        .and_then(|a| a.partition(index).map(|p| p.leader))
+    let leader = offsets::coordinator_of(store.as_ref(), key)
+        .await
         .ok_or_else(unavailable)?;
     store
         .brokers()

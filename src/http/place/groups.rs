@@ -22,7 +22,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::{remote_error, topic_name, Owner};
 use crate::cluster::TopicSpec;
 use crate::group::coordinator::{CommitError, OffsetCommit};
-use crate::group::offsets::{self, CommittedOffset, OFFSETS_TOPIC};
+use crate::group::offsets::{self, CommittedOffset};
 use crate::http::subscribe::Subscription;
 use crate::http::{ApiError, HttpApi};
 
@@ -46,21 +46,12 @@ impl HttpApi {
         if groups.is_coordinator_for(group) {
             return Ok(Owner::Here(()));
         }
-        let index = offsets::partition_for(group, groups.partition_count());
-        let store = &self.services.store;
-        let leader = match store.topic(OFFSETS_TOPIC).await {
-            Some(spec) => store
-                .assignment(&spec)
-                .and_then(|a| a.partition(index).map(|p| p.leader))
-                .unwrap_or(-1),
-            None => -1,
-        };
-        if leader < 0 || leader == self.node_id() {
-            return Err(ApiError::transient(format!(
+        match offsets::coordinator_of(self.services.store.as_ref(), group).await {
+            Some(leader) if leader != self.node_id() => Ok(Owner::Broker(leader)),
+            _ => Err(ApiError::transient(format!(
                 "group '{group}' has no coordinator right now; retry"
-            )));
+            ))),
         }
-        Ok(Owner::Broker(leader))
     }
 
     /// `group`'s committed offsets on `spec`'s partitions.

@@ -32,14 +32,18 @@ pub struct PartitionRead {
 #[derive(Debug)]
 enum Fetched {
     Read(PartitionRead),
-    /// The position lies below the partition's log start (retention removed it): the
-    /// offset it starts at now.
-    Expired(i64),
+    /// OFFSET_OUT_OF_RANGE: the position lies below the log start (retention removed
+    /// it) or past the log end (a log that moved without its data). Kafka's answer
+    /// carries no offsets then, so the caller asks ListOffsets, as a Kafka client does.
+    OutOfRange,
     Failed(ApiError),
 }
 
 /// Kafka's OFFSET_OUT_OF_RANGE error code.
 const OFFSET_OUT_OF_RANGE: i16 = 1;
+/// ListOffsets timestamps: the log end, and the log start.
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
 
 /// How long one Produce to a leader may wait for its acknowledgement.
 const PRODUCE_TIMEOUT_MS: i32 = 30_000;
@@ -79,21 +83,13 @@ impl HttpApi {
                 "topic '{}' has no partition {index}",
                 topic.spec.name
             ))),
-            Err(NotServed::NotLeader) => {
-                let leader = self
-                    .services
-                    .store
-                    .assignment(&topic.spec)
-                    .and_then(|a| a.partition(index).map(|p| p.leader))
-                    .unwrap_or(-1);
-                if leader < 0 || leader == self.node_id() {
-                    return Err(ApiError::transient(format!(
-                        "partition {index} of '{}' has no leader right now; retry",
-                        topic.spec.name
-                    )));
-                }
-                Ok(Owner::Broker(leader))
-            }
+            Err(NotServed::NotLeader) => match self.services.store.leader_of(&topic.spec, index) {
+                Some(leader) if leader != self.node_id() => Ok(Owner::Broker(leader)),
+                _ => Err(ApiError::transient(format!(
+                    "partition {index} of '{}' has no leader right now; retry",
+                    topic.spec.name
+                ))),
+            },
         }
     }
 
@@ -156,7 +152,8 @@ impl HttpApi {
 
     /// One Fetch of `partitions` (partition, from offset) from broker `leader`, each
     /// parsed into up to `max` messages. A position below a partition's log start
-    /// (retention removed it) is read again from the log start, as a local read does.
+    /// (retention removed it) is read again from the log start, as a local read does;
+    /// one past the log end reads nothing yet.
     async fn fetch_from(
         &self,
         topic: &TopicReplicas,
@@ -165,26 +162,41 @@ impl HttpApi {
         max: usize,
     ) -> Result<Vec<(i32, Result<PartitionRead, ApiError>)>, ApiError> {
         let mut found = self.fetch_once(topic, leader, partitions, max).await?;
-        let expired: Vec<(i32, i64)> = found
+        let out_of_range: Vec<i32> = found
             .iter()
-            .filter_map(|(index, fetched)| match fetched {
-                Fetched::Expired(log_start) => Some((*index, *log_start)),
-                _ => None,
-            })
+            .filter(|(_, fetched)| matches!(fetched, Fetched::OutOfRange))
+            .map(|&(index, _)| index)
             .collect();
-        if !expired.is_empty() {
-            let again = self.fetch_once(topic, leader, &expired, max).await?;
-            found.retain(|(_, fetched)| !matches!(fetched, Fetched::Expired(_)));
-            found.extend(again);
+        if !out_of_range.is_empty() {
+            let starts = self
+                .offsets_at(topic, leader, &out_of_range, EARLIEST)
+                .await?;
+            let expired: Vec<(i32, i64)> = partitions
+                .iter()
+                .filter_map(|&(index, from)| {
+                    let start = *starts.get(&index)?;
+                    (from < start).then_some((index, start))
+                })
+                .collect();
+            found.retain(|(index, _)| !expired.iter().any(|(i, _)| i == index));
+            found.extend(self.fetch_once(topic, leader, &expired, max).await?);
         }
         Ok(found
             .into_iter()
             .map(|(index, fetched)| {
+                let from = partitions.iter().find(|p| p.0 == index).map_or(0, |p| p.1);
                 let read = match fetched {
                     Fetched::Read(read) => Ok(read),
                     Fetched::Failed(error) => Err(error),
-                    // Expired again at once: retention is racing this read.
-                    Fetched::Expired(_) => Err(remote_error(leader, "Fetch", OFFSET_OUT_OF_RANGE)),
+                    // Past the log end, or retention racing this read: nothing now.
+                    Fetched::OutOfRange => Ok(PartitionRead {
+                        read: Read {
+                            messages: Vec::new(),
+                            next: from,
+                        },
+                        log_start: -1,
+                        log_end: -1,
+                    }),
                 };
                 (index, read)
             })
@@ -237,8 +249,7 @@ impl HttpApi {
             .iter()
             .map(|&(index, from)| {
                 let answer = partition_answer(leader, "Fetch", answers.remove(&index), |p| {
-                    // Sorted out below: below the log start it is Expired; above the
-                    // log end (a log that moved without its data) there is nothing yet.
+                    // Sorted out by the caller.
                     if p.error_code == OFFSET_OUT_OF_RANGE {
                         0
                     } else {
@@ -246,17 +257,13 @@ impl HttpApi {
                     }
                 });
                 let fetched = match answer {
-                    Ok(p) if p.error_code == OFFSET_OUT_OF_RANGE && from < p.log_start_offset => {
-                        Fetched::Expired(p.log_start_offset)
-                    }
+                    Ok(p) if p.error_code == OFFSET_OUT_OF_RANGE => Fetched::OutOfRange,
                     Ok(p) => {
                         let from = from.max(p.log_start_offset);
                         let label = format!("{}-{index}", topic.spec.name);
                         let read = match &p.records {
-                            Some(bytes) if p.error_code == 0 => {
-                                parse_messages(bytes, from, max, &label)
-                            }
-                            _ => Read {
+                            Some(bytes) => parse_messages(bytes, from, max, &label),
+                            None => Read {
                                 messages: Vec::new(),
                                 next: from,
                             },
@@ -284,22 +291,47 @@ impl HttpApi {
             Owner::Here(partition) => return Ok(partition.offsets().2),
             Owner::Broker(leader) => leader,
         };
+        let found = self.offsets_at(topic, leader, &[index], LATEST).await?;
+        found
+            .get(&index)
+            .copied()
+            .ok_or_else(|| remote_error(leader, "ListOffsets", -1))
+    }
+
+    /// ListOffsets of `partitions` at `timestamp` ([`LATEST`] or [`EARLIEST`]) from
+    /// broker `leader`; fails on the first partition it answers with an error.
+    async fn offsets_at(
+        &self,
+        topic: &TopicReplicas,
+        leader: i32,
+        partitions: &[i32],
+        timestamp: i64,
+    ) -> Result<BTreeMap<i32, i64>, ApiError> {
         let request = ListOffsetsRequest::default()
             .with_replica_id(BrokerId(-1))
             .with_topics(vec![ListOffsetsTopic::default()
                 .with_name(topic_name(&topic.spec.name))
-                .with_partitions(vec![ListOffsetsPartition::default()
-                    .with_partition_index(index)
-                    .with_current_leader_epoch(-1)
-                    .with_timestamp(-1)])]);
+                .with_partitions(
+                    partitions
+                        .iter()
+                        .map(|&index| {
+                            ListOffsetsPartition::default()
+                                .with_partition_index(index)
+                                .with_current_leader_epoch(-1)
+                                .with_timestamp(timestamp)
+                        })
+                        .collect(),
+                )]);
         let response = self.ask(leader, request, 7).await?;
-        let found = response
+        response
             .topics
             .iter()
             .flat_map(|t| &t.partitions)
-            .find(|p| p.partition_index == index);
-        let found = partition_answer(leader, "ListOffsets", found, |p| p.error_code)?;
-        Ok(found.offset)
+            .map(|p| {
+                let p = partition_answer(leader, "ListOffsets", Some(p), |p| p.error_code)?;
+                Ok((p.partition_index, p.offset))
+            })
+            .collect()
     }
 
     /// Appends one encoded batch to partition `index` once it is durable (here: fsynced;
