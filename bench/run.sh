@@ -60,3 +60,6 @@ python3 "$(dirname "$0")/http_bench.py" --url "http://127.0.0.1:$HTTP_PORT" --me
 echo "== HTTP API, three-broker cluster (bench/http_cluster_bench.py)"
 PY=.venv/bin/python; [ -x "$PY" ] || PY=python3
 TERN_BIN="$ROOT/target/release/tern" "$PY" bench/http_cluster_bench.py --messages 3000 --threads 8 --timeout 120
+
+# Produce latency while the partition rolls segments (bench/roll.sh).
+bash bench/roll.sh "$ROOT/target/release/tern"

@@ -113,15 +113,18 @@ impl Broker {
                     source,
                 })?;
         let metrics_addr = metrics_listener.local_addr()?;
-        let (http_address, http_explicit) = config.http;
-        let http_listener =
-            crate::metrics::bind_side_listener(http_address, http_explicit, "HTTP API")
-                .await
-                .map_err(|source| BrokerError::Bind {
-                    address: http_address,
-                    source,
-                })?;
-        let http_addr = http_listener.local_addr()?;
+        let http_listener = match config.http {
+            Some((address, explicit)) => Some(
+                crate::metrics::bind_side_listener(address, explicit, "HTTP API")
+                    .await
+                    .map_err(|source| BrokerError::Bind { address, source })?,
+            ),
+            None => None,
+        };
+        let http_addr = match &http_listener {
+            Some(listener) => listener.local_addr()?.to_string(),
+            None => "off".to_string(),
+        };
         let mut server = config.server.clone();
         if server.advertised_port == 0 {
             server.advertised_port = i32::from(local_addr.port());
@@ -197,11 +200,13 @@ impl Broker {
             Arc::clone(&readiness),
             shutdown.clone(),
         ));
-        background.spawn(crate::http::serve(
-            http_listener,
-            crate::http::HttpApi::new(Arc::clone(&services), shutdown.clone()),
-            shutdown.clone(),
-        ));
+        if let Some(http_listener) = http_listener {
+            background.spawn(crate::http::serve(
+                http_listener,
+                crate::http::HttpApi::new(Arc::clone(&services), shutdown.clone()),
+                shutdown.clone(),
+            ));
+        }
         background.spawn(run_sampler(
             Arc::clone(&services),
             config.data_dir.clone(),

@@ -53,6 +53,8 @@ serve_args! {
     listen: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 9092)), "TERN_LISTEN";
     /// HTTP publish/subscribe API listener; when not given and the default port is taken, an ephemeral port is used and logged [default: 127.0.0.1:8082]
     http: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 8082)), "TERN_HTTP";
+    /// Serve the HTTP API at all; false opens no HTTP listener [default: true]
+    http_enable: bool = true, "TERN_HTTP_ENABLE";
     /// Prometheus /metrics, /health and /ready listener; when not given and the default
     /// port is taken, an ephemeral port is used and logged [default: 127.0.0.1:9644]
     metrics: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 9644)), "TERN_METRICS";
@@ -135,8 +137,11 @@ pub struct Config {
     pub groups: GroupsConfig,
     /// The metrics listener, and whether the operator chose it (no fallback then).
     pub metrics: (SocketAddr, bool),
-    /// The HTTP API listener, and whether the operator chose it.
-    pub http: (SocketAddr, bool),
+    /// The HTTP API listener, and whether the operator chose it; `None` when the API is
+    /// turned off (`--http-enable false`). On by default, on loopback only, like the
+    /// metrics listener: reachable by what runs on this machine, nothing else, until an
+    /// operator gives it an address.
+    pub http: Option<(SocketAddr, bool)>,
 }
 
 /// Consumer-group coordinator settings.
@@ -313,7 +318,10 @@ impl Config {
                 a.metrics.unwrap_or_else(defaults::metrics),
                 a.metrics.is_some(),
             ),
-            http: (a.http.unwrap_or_else(defaults::http), a.http.is_some()),
+            http: a
+                .http_enable
+                .unwrap_or_else(defaults::http_enable)
+                .then(|| (a.http.unwrap_or_else(defaults::http), a.http.is_some())),
             groups: GroupsConfig {
                 coordinator: crate::group::coordinator::CoordinatorConfig {
                     limits: crate::group::state::GroupLimits {

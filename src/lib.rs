@@ -1,31 +1,37 @@
 //! tern: a Kafka-wire-compatible message broker in one binary.
 //!
-//! Reading order, from the edge inwards (see ARCHITECTURE.md):
-//! - `config`: flags, environment and TOML merged into one typed `Config`.
+//! The `mod` lines below are in reading order, from the edge inwards (see
+//! ARCHITECTURE.md for the invariants of each):
+//! - `config`: flags, environment and TOML merged into one typed `Config`; every limit.
 //! - `broker`: wires the subsystems, runs background tasks, shuts down cleanly.
-//! - `server`: the Kafka TCP edge: framing, pipelining, safe decoding, dispatch.
+//! - `server`: the Kafka TCP edge: framing, pipelining, guarded decoding, dispatch.
 //! - `api`: one file per Kafka API; thin handlers over the domain services.
+//! - `http`: the HTTP publish/subscribe API, an edge over the same services.
 //! - `topics`: topic administration and producer ids, shared by every front end.
+//! - `group`: consumer groups: the pure state machine, the coordinator, committed offsets.
 //! - `replication`: the partitions hosted here (`ReplicaManager`, `Partition`).
-//! - `cluster`: metadata behind the `MetadataStore` trait (embedded store today).
+//! - `cluster`: metadata behind the `MetadataStore` trait (embedded store or etcd), the
+//!   controller, the placement ring, connections to peer brokers.
 //! - `log`: one partition's durable log of mmap'd segments; knows nothing above it.
+//! - `client`: a small Kafka client, for peers and the CLI. `cli`: the admin commands.
+//! - `metrics`: every metric name and the `/metrics` listener.
 //! - `model`: shared vocabulary. `alloc`: the allocator guard for untrusted decoding.
 
-pub mod alloc;
-pub mod api;
-pub mod broker;
-pub mod cli;
-pub mod client;
-pub mod cluster;
 pub mod config;
+pub mod broker;
+pub mod server;
+pub mod api;
 pub mod http;
+pub mod topics;
+pub mod group;
+pub mod replication;
+pub mod cluster;
 pub mod log;
+pub mod client;
+pub mod cli;
 pub mod metrics;
 pub mod model;
-pub mod replication;
-pub mod server;
-pub mod topics;
+pub mod alloc;
 
 #[global_allocator]
 static GLOBAL: alloc::GuardedAllocator = alloc::GuardedAllocator;
-pub mod group;

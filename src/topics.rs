@@ -1,6 +1,6 @@
-//! Topic administration as one service shared by every front end (Kafka APIs now, the
-//! HTTP gateway later): validate, write the metadata store, then make the local
-//! partitions match. Also hands out producer ids in blocks reserved from the store.
+//! Topic administration as one service shared by every front end (the Kafka admin
+//! APIs, auto-creation, the HTTP API's create_topic): validate, write the metadata
+//! store, then make the local partitions match. Also hands out producer ids in blocks reserved from the store.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

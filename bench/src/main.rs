@@ -230,13 +230,15 @@ fn latency(args: &Args) {
     acks.sort_unstable();
     e2e.sort_unstable();
     println!(
-        "latency size={}B rate={}/s acks={} sent={} produce p50={:.2}ms p99={:.2}ms end-to-end p50={:.2}ms p99={:.2}ms (n={}; first {}s: {} msgs, e2e max {:.0}ms)",
+        "latency size={}B rate={}/s acks={} sent={} produce p50={:.2}ms p99={:.2}ms p99.9={:.2}ms max={:.2}ms end-to-end p50={:.2}ms p99={:.2}ms (n={}; first {}s: {} msgs, e2e max {:.0}ms)",
         args.size,
         args.rate,
         args.acks,
         sent,
         percentile(&acks, 0.50),
         percentile(&acks, 0.99),
+        percentile(&acks, 0.999),
+        percentile(&acks, 1.0),
         percentile(&e2e, 0.50),
         percentile(&e2e, 0.99),
         e2e.len(),

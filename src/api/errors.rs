@@ -3,6 +3,7 @@
 
 use kafka_protocol::ResponseError;
 
+use crate::group::coordinator::CommitError;
 use crate::group::state::GroupError;
 use crate::log::batch::BatchError;
 use crate::log::producer_state::SequenceError;
@@ -41,6 +42,39 @@ pub fn partition_error(error: &PartitionError) -> ResponseError {
         PartitionError::Append(e) => append_error(e),
         PartitionError::StorageFailed(_) => ResponseError::KafkaStorageError,
         PartitionError::OutOfRange(_) => ResponseError::OffsetOutOfRange,
+    }
+}
+
+/// A partition that is not here because its topic or partition does not exist. An
+/// unknown topic *id* (the request named topics by id, Produce v13+ and Fetch v13+) is
+/// UNKNOWN_TOPIC_ID; a missing partition of a known topic, or an unknown topic named
+/// by name, is UNKNOWN_TOPIC_OR_PARTITION.
+pub fn unknown_partition(topic_known: bool, named_by_id: bool) -> ResponseError {
+    if !topic_known && named_by_id {
+        ResponseError::UnknownTopicId
+    } else {
+        ResponseError::UnknownTopicOrPartition
+    }
+}
+
+/// A group write (commit, deletion) that failed. A storage failure is
+/// COORDINATOR_NOT_AVAILABLE, as Kafka answers when its offsets log cannot be written:
+/// the client looks the coordinator up again and retries.
+pub fn commit_error(error: &CommitError) -> ResponseError {
+    match error {
+        CommitError::Group(e) => group_error(e),
+        CommitError::Storage(_) => ResponseError::CoordinatorNotAvailable,
+    }
+}
+
+/// OffsetCommit's view of [`commit_error`]: before v9 (KIP-848) a commit with a
+/// generation to a group that does not exist is ILLEGAL_GENERATION.
+pub fn offset_commit_error(error: &CommitError, api_version: i16) -> ResponseError {
+    match error {
+        CommitError::Group(GroupError::GroupIdNotFound) if api_version < 9 => {
+            ResponseError::IllegalGeneration
+        }
+        other => commit_error(other),
     }
 }
 
@@ -134,5 +168,11 @@ mod tests {
         assert_eq!(group_error(&GroupError::MemberIdRequired).code(), 79);
         assert_eq!(group_error(&GroupError::NonEmptyGroup).code(), 68);
         assert_eq!(group_error(&GroupError::FencedInstanceId).code(), 82);
+        let unknown_group = CommitError::Group(GroupError::GroupIdNotFound);
+        assert_eq!(offset_commit_error(&unknown_group, 8).code(), 22);
+        assert_eq!(offset_commit_error(&unknown_group, 9).code(), 69);
+        assert_eq!(unknown_partition(false, true).code(), 100);
+        assert_eq!(unknown_partition(true, true).code(), 3);
+        assert_eq!(unknown_partition(false, false).code(), 3);
     }
 }

@@ -553,7 +553,7 @@ impl GroupCoordinator {
             let info = partition.append(&batch, now)?;
             partition.wait_durable(info.last_offset).await?;
         }
-        partition.delete_records_before(snapshot_start)?;
+        partition.delete_records_before(snapshot_start).await?;
         let after = partition.size_bytes();
         if let Some(mark) = self.compacted_bytes.get(index) {
             mark.store(after, std::sync::atomic::Ordering::Relaxed);

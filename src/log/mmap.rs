@@ -187,12 +187,24 @@ impl MappedFile {
     pub fn sync_all(&self) -> io::Result<()> {
         self.file.sync_all()
     }
+
+    /// A handle that makes the file's data *and* length durable (`fsync`) without
+    /// borrowing `self`: what a truncated (sealed) file needs before it can be trusted.
+    pub fn file_syncer(&self) -> RangeFlusher {
+        RangeFlusher {
+            target: FlushTarget::WholeFile(Arc::clone(&self.file)),
+            position: 0,
+            len: 0,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
 enum FlushTarget {
     Map(Arc<MmapRaw>),
     File(Arc<File>),
+    /// `fsync`: data and metadata, whatever the range.
+    WholeFile(Arc<File>),
 }
 
 /// A pending flush of part of a file; see [`MappedFile::range_flusher`].
@@ -205,12 +217,17 @@ pub struct RangeFlusher {
 
 impl RangeFlusher {
     /// `msync(MS_SYNC)` of the range for a written-through map; `fdatasync` for a file
-    /// written with `pwrite` (which also covers any earlier unflushed bytes).
+    /// written with `pwrite` (which also covers any earlier unflushed bytes); `fsync`
+    /// for a [`MappedFile::file_syncer`].
     pub fn flush(&self) -> io::Result<()> {
+        if let FlushTarget::WholeFile(file) = &self.target {
+            return file.sync_all();
+        }
         if self.len == 0 {
             return Ok(());
         }
         match &self.target {
+            FlushTarget::WholeFile(file) => file.sync_all(),
             FlushTarget::Map(map) => {
                 let start = usize::try_from(self.position).map_err(io::Error::other)?;
                 let len = usize::try_from(self.len).map_err(io::Error::other)?;

@@ -25,6 +25,7 @@ pub mod time_index;
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -123,11 +124,18 @@ pub struct OpenMode {
     pub recovery_point: i64,
 }
 
-/// A flush to run without holding the log: `msync` of every dirty range.
+/// A flush to run without holding the log: every dirty range, plus the durability
+/// work that rolls, DeleteRecords and retention left behind ([`Deferred`]).
 #[derive(Debug)]
 pub struct FlushPlan {
+    dir: PathBuf,
     up_to_offset: i64,
     segments: Vec<(i64, u64, Vec<RangeFlusher>)>,
+    seals: Vec<(i64, Vec<RangeFlusher>)>,
+    snapshot: Option<(i64, Arc<Vec<u8>>)>,
+    log_start: Option<i64>,
+    /// The directory's change count to sync up to, when it changed since its last sync.
+    dir_changes: Option<u64>,
 }
 
 impl FlushPlan {
@@ -139,10 +147,66 @@ impl FlushPlan {
                 flusher.flush()?;
             }
         }
+        for (_, syncs) in &self.seals {
+            for sync in syncs {
+                sync.flush()?;
+            }
+        }
+        if let Some(offset) = self.log_start {
+            write_atomically(
+                &self.dir.join(LOG_START_FILE),
+                offset.to_string().as_bytes(),
+            )?;
+        }
+        if let Some((offset, raw)) = &self.snapshot {
+            write_snapshot_file(&self.dir, *offset, raw)?;
+        }
+        if self.dir_changes.is_some() {
+            sync_dir(&self.dir)?;
+        }
         Ok(())
     }
     pub fn up_to_offset(&self) -> i64 {
         self.up_to_offset
+    }
+}
+
+/// Durability work that changes of the log's shape leave for its next flush, so that
+/// no fsync happens under the caller's lock. Until the flush that carries it has run,
+/// the log's data is not reported durable: acks=all and the recovery checkpoint wait.
+#[derive(Debug, Default)]
+struct Deferred {
+    /// Retired segments whose trimmed lengths are not on disk yet, by base offset.
+    seals: Vec<(i64, Vec<RangeFlusher>)>,
+    /// The newest producer-state snapshot not written yet: (offset, contents).
+    snapshot: Option<(i64, Arc<Vec<u8>>)>,
+    /// A log start offset (DeleteRecords) not written yet.
+    log_start: Option<i64>,
+    /// Segment files created in the directory, counted; `dir_synced` of them are durable.
+    dir_changes: u64,
+    dir_synced: u64,
+}
+
+/// Segments taken out of the log, whose files the caller deletes once it no longer
+/// holds the log's lock (unlinking a large file can take a while). Readers holding
+/// `Bytes` of them keep their mappings alive.
+#[derive(Debug, Default)]
+#[must_use = "the files of removed segments stay on disk until delete() is called"]
+pub struct Doomed(Vec<Segment>);
+
+impl Doomed {
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    /// Removes the segments' files.
+    pub fn delete(self) -> io::Result<()> {
+        for segment in &self.0 {
+            segment.delete_files()?;
+        }
+        Ok(())
     }
 }
 
@@ -156,6 +220,7 @@ pub struct Log {
     leader_epoch: i32,
     /// Everything below this offset is on disk.
     recovery_point: i64,
+    deferred: Deferred,
 }
 
 const LOG_START_FILE: &str = "log-start-offset";
@@ -200,9 +265,11 @@ impl Log {
                 segments.insert(base, segment);
             }
         }
+        let mut deferred = Deferred::default();
         if segments.is_empty() {
             let base = stored_log_start.unwrap_or(0).max(0);
             segments.insert(base, Segment::create(dir, base, sizes)?);
+            deferred.dir_changes = 1;
         }
         let first_base = segments.keys().next().copied().unwrap_or(0);
         let mut log = Self {
@@ -213,9 +280,15 @@ impl Log {
             producers: ProducerStateTable::default(),
             leader_epoch: 0,
             recovery_point: 0,
+            deferred,
         };
         log.log_start_offset = log.log_start_offset.min(log.log_end_offset());
         log.recovery_point = log.log_end_offset();
+        // Segments wholly below the log start are left by a deletion that a crash or a
+        // failed unlink interrupted; they are not part of the log.
+        if let Err(error) = log.take_segments_below_log_start()?.delete() {
+            tracing::warn!(dir = %dir.display(), %error, "could not delete segments below the log start");
+        }
         log.load_producer_state()?;
         Ok(log)
     }
@@ -256,17 +329,8 @@ impl Log {
         Ok(())
     }
 
-    fn write_producer_snapshot(&self, offset: i64) -> io::Result<()> {
-        let raw = serde_json::to_vec(&self.producers).map_err(io::Error::other)?;
-        write_atomically(&snapshot_path(&self.dir, offset), &raw)?;
-        // Keep the two newest snapshots; older ones are never read.
-        let snapshots = list_suffix(&self.dir, ".snapshot")?;
-        if snapshots.len() > 2 {
-            for old in &snapshots[..snapshots.len() - 2] {
-                let _ = std::fs::remove_file(snapshot_path(&self.dir, *old));
-            }
-        }
-        Ok(())
+    fn producer_snapshot(&self) -> io::Result<Vec<u8>> {
+        serde_json::to_vec(&self.producers).map_err(io::Error::other)
     }
 
     pub fn dir(&self) -> &Path {
@@ -286,6 +350,16 @@ impl Log {
     }
     pub fn recovery_point(&self) -> i64 {
         self.recovery_point
+    }
+    /// The offset a recovery checkpoint may record: the recovery point, but never past
+    /// a retired segment whose trimmed length is not durable yet, since a segment below
+    /// the checkpoint is trusted (not rescanned) at the next start.
+    pub fn checkpoint_offset(&self) -> i64 {
+        self.deferred
+            .seals
+            .iter()
+            .map(|(base, _)| *base)
+            .fold(self.recovery_point, i64::min)
     }
     pub fn leader_epoch(&self) -> i32 {
         self.leader_epoch
@@ -383,15 +457,22 @@ impl Log {
         Ok(())
     }
 
-    /// Seals the active segment and starts a new one at the log end offset.
+    /// Retires the active segment and starts a new one at the log end offset. Nothing
+    /// here waits for the disk: the retired segment's sync, the new file's directory
+    /// entry and the producer snapshot go with the next flush ([`Deferred`]).
     fn roll(&mut self, first_batch_bytes: u64) -> io::Result<()> {
         let base = self.log_end_offset();
-        self.active_mut()?.seal()?;
+        let snapshot = self.producer_snapshot()?;
+        let retired = self.active_mut()?;
+        let retired_base = retired.base_offset();
+        let syncs = retired.retire()?;
+        self.deferred.seals.push((retired_base, syncs));
         let mut sizes = self.config.sizes();
         sizes.segment_bytes = sizes.segment_bytes.max(first_batch_bytes);
         self.segments
             .insert(base, Segment::create(&self.dir, base, sizes)?);
-        self.write_producer_snapshot(base)?;
+        self.deferred.dir_changes += 1;
+        self.deferred.snapshot = Some((base, Arc::new(snapshot)));
         Ok(())
     }
 
@@ -457,8 +538,9 @@ impl Log {
         Some(segment.exact_max_timestamp())
     }
 
-    /// Moves the log start to `offset` (DeleteRecords) and drops whole segments below it.
-    pub fn delete_records_before(&mut self, offset: i64) -> Result<i64, AppendError> {
+    /// Moves the log start to `offset` (DeleteRecords) and takes out whole segments below
+    /// it. The new log start is written to disk by the next flush.
+    pub fn delete_records_before(&mut self, offset: i64) -> Result<(i64, Doomed), AppendError> {
         let log_end = self.log_end_offset();
         if offset > log_end || offset < 0 {
             return Err(AppendError::Io {
@@ -474,20 +556,17 @@ impl Log {
             });
         }
         if offset <= self.log_start_offset {
-            return Ok(self.log_start_offset);
+            return Ok((self.log_start_offset, Doomed::default()));
         }
         self.log_start_offset = offset;
-        write_atomically(
-            &self.dir.join(LOG_START_FILE),
-            offset.to_string().as_bytes(),
-        )
-        .map_err(io_error(&self.dir))?;
-        self.drop_segments_below_log_start()
+        self.deferred.log_start = Some(offset);
+        let doomed = self
+            .take_segments_below_log_start()
             .map_err(io_error(&self.dir))?;
-        Ok(self.log_start_offset)
+        Ok((self.log_start_offset, doomed))
     }
 
-    fn drop_segments_below_log_start(&mut self) -> io::Result<usize> {
+    fn take_segments_below_log_start(&mut self) -> io::Result<Doomed> {
         if self
             .active()
             .is_some_and(|a| !a.is_empty() && a.next_offset() <= self.log_start_offset)
@@ -502,17 +581,23 @@ impl Log {
             .filter(|(_, s)| s.next_offset() <= self.log_start_offset)
             .map(|(&base, _)| base)
             .collect();
-        for base in &doomed {
-            if let Some(segment) = self.segments.remove(base) {
-                segment.delete_files()?;
-            }
-        }
-        Ok(doomed.len())
+        Ok(self.take_segments(&doomed))
     }
 
-    /// Deletes segments past `retention.ms` or beyond `retention.bytes`, oldest first.
-    /// Returns how many were deleted.
-    pub fn apply_retention(&mut self, now_ms: i64) -> io::Result<usize> {
+    fn take_segments(&mut self, bases: &[i64]) -> Doomed {
+        self.deferred
+            .seals
+            .retain(|(base, _)| !bases.contains(base));
+        Doomed(
+            bases
+                .iter()
+                .filter_map(|base| self.segments.remove(base))
+                .collect(),
+        )
+    }
+
+    /// Takes out segments past `retention.ms` or beyond `retention.bytes`, oldest first.
+    pub fn apply_retention(&mut self, now_ms: i64) -> io::Result<Doomed> {
         self.producers
             .expire(now_ms, self.config.producer_id_expiration_ms);
         let retention_ms = self.config.retention_ms;
@@ -546,35 +631,54 @@ impl Log {
                 break;
             }
         }
-        for base in &doomed {
-            if let Some(segment) = self.segments.remove(base) {
-                segment.delete_files()?;
-            }
-        }
+        let doomed = self.take_segments(&doomed);
         if let Some(&first) = self.segments.keys().next() {
             self.log_start_offset = self.log_start_offset.max(first);
         }
-        Ok(doomed.len())
+        Ok(doomed)
     }
 
     /// Collects what must be written to disk for everything appended so far.
     pub fn flush_plan(&self) -> FlushPlan {
+        let deferred = &self.deferred;
         FlushPlan {
+            dir: self.dir.clone(),
             up_to_offset: self.log_end_offset(),
             segments: self
                 .segments
                 .iter()
                 .filter_map(|(&base, s)| s.flush_plan().map(|(to, f)| (base, to, f)))
                 .collect(),
+            seals: deferred.seals.clone(),
+            snapshot: deferred.snapshot.clone(),
+            log_start: deferred.log_start,
+            dir_changes: (deferred.dir_changes > deferred.dir_synced)
+                .then_some(deferred.dir_changes),
         }
     }
 
-    /// Records that `plan` ran successfully.
+    /// Records that `plan` ran successfully. Work deferred after the plan was made
+    /// stays pending for the next one.
     pub fn mark_flushed(&mut self, plan: &FlushPlan) {
         for (base, to, _) in &plan.segments {
             if let Some(segment) = self.segments.get_mut(base) {
                 segment.mark_flushed(*to);
             }
+        }
+        let deferred = &mut self.deferred;
+        deferred
+            .seals
+            .retain(|(base, _)| !plan.seals.iter().any(|(done, _)| done == base));
+        if deferred.snapshot.as_ref().map(|(offset, _)| *offset)
+            == plan.snapshot.as_ref().map(|(offset, _)| *offset)
+        {
+            deferred.snapshot = None;
+        }
+        if deferred.log_start == plan.log_start {
+            deferred.log_start = None;
+        }
+        if let Some(changes) = plan.dir_changes {
+            deferred.dir_synced = deferred.dir_synced.max(changes);
         }
         self.recovery_point = self.recovery_point.max(plan.up_to_offset);
     }
@@ -590,13 +694,29 @@ impl Log {
         plan.run()?;
         self.mark_flushed(&plan);
         self.active_mut()?.seal()?;
-        self.write_producer_snapshot(self.log_end_offset())?;
-        Ok(())
+        write_snapshot_file(&self.dir, self.log_end_offset(), &self.producer_snapshot()?)
     }
 }
 
 fn snapshot_path(dir: &Path, offset: i64) -> PathBuf {
     dir.join(format!("{offset:020}.snapshot"))
+}
+
+/// Writes a producer-state snapshot and keeps only the two newest (older ones are
+/// never read).
+fn write_snapshot_file(dir: &Path, offset: i64, raw: &[u8]) -> io::Result<()> {
+    write_atomically(&snapshot_path(dir, offset), raw)?;
+    let snapshots = list_suffix(dir, ".snapshot")?;
+    if snapshots.len() > 2 {
+        for old in &snapshots[..snapshots.len() - 2] {
+            let _ = std::fs::remove_file(snapshot_path(dir, *old));
+        }
+    }
+    Ok(())
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
 }
 
 /// Base offsets of the files in `dir` named `<20 digits><suffix>`, sorted.
@@ -637,7 +757,7 @@ pub fn write_atomically(path: &Path, data: &[u8]) -> io::Result<()> {
     }
     std::fs::rename(&tmp, path)?;
     if let Some(parent) = path.parent() {
-        std::fs::File::open(parent)?.sync_all()?;
+        sync_dir(parent)?;
     }
     Ok(())
 }
@@ -769,6 +889,128 @@ mod tests {
         Ok(())
     }
 
+    fn flush(log: &mut Log) -> io::Result<()> {
+        let plan = log.flush_plan();
+        plan.run()?;
+        log.mark_flushed(&plan);
+        Ok(())
+    }
+
+    #[test]
+    fn a_roll_leaves_its_syncs_to_the_next_flush_and_the_checkpoint_waits_for_them(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let mut log = fresh(dir.path())?;
+        log.append(&simple_batch(2, 0), 0)?;
+        flush(&mut log)?;
+        assert_eq!(log.checkpoint_offset(), 2);
+        // Append until the log rolls: no snapshot is written under the caller's lock.
+        let first_segments = log.segment_count();
+        let mut i = 0;
+        while log.segment_count() == first_segments {
+            log.append(&simple_batch(2, i), 0)?;
+            i += 1;
+        }
+        let retired_base = *log.segments.keys().next().ok_or("no segment")?;
+        let new_base = *log.segments.keys().next_back().ok_or("no segment")?;
+        assert!(
+            list_suffix(dir.path(), ".snapshot")?.is_empty(),
+            "the roll wrote no snapshot itself"
+        );
+        assert_eq!(
+            log.checkpoint_offset(),
+            retired_base.min(2),
+            "a retired segment whose length is not synced is not trusted"
+        );
+        // A plan taken now carries the roll's work; work deferred after it stays pending.
+        let plan = log.flush_plan();
+        assert_eq!(plan.seals.len(), 1);
+        assert!(plan.snapshot.is_some() && plan.dir_changes.is_some());
+        plan.run()?;
+        log.mark_flushed(&plan);
+        assert_eq!(list_suffix(dir.path(), ".snapshot")?, vec![new_base]);
+        assert_eq!(log.checkpoint_offset(), log.log_end_offset());
+        let after = log.flush_plan();
+        assert!(after.seals.is_empty() && after.snapshot.is_none() && after.dir_changes.is_none());
+        Ok(())
+    }
+
+    #[test]
+    fn work_deferred_after_a_plan_was_taken_survives_that_plan(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let mut log = fresh(dir.path())?;
+        for i in 0..20 {
+            log.append(&simple_batch(2, i), 0)?;
+        }
+        let plan = log.flush_plan();
+        let (_, doomed) = log.delete_records_before(7)?;
+        doomed.delete()?;
+        plan.run()?;
+        log.mark_flushed(&plan);
+        assert_eq!(
+            log.flush_plan().log_start,
+            Some(7),
+            "the log start deferred after the plan is still to be written"
+        );
+        assert_eq!(read_i64_file(&dir.path().join(LOG_START_FILE))?, None);
+        flush(&mut log)?;
+        assert_eq!(read_i64_file(&dir.path().join(LOG_START_FILE))?, Some(7));
+        Ok(())
+    }
+
+    #[test]
+    fn a_crash_after_rolls_that_were_never_flushed_recovers_every_batch(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let mut log = fresh(dir.path())?;
+        for i in 0..40 {
+            log.append(&simple_batch(2, i), 0)?;
+        }
+        assert!(log.segment_count() > 3);
+        let checkpoint = log.checkpoint_offset();
+        drop(log); // crash: no flush ran, so no deferred sync or snapshot either
+        let log = Log::open(
+            dir.path(),
+            small_config(),
+            OpenMode {
+                clean: false,
+                recovery_point: checkpoint,
+            },
+        )?;
+        assert_eq!(log.log_end_offset(), 80);
+        Ok(())
+    }
+
+    #[test]
+    fn segments_left_below_the_log_start_are_deleted_at_open(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let mut log = fresh(dir.path())?;
+        for i in 0..40 {
+            log.append(&simple_batch(2, i), 0)?;
+        }
+        let segments = log.segment_count();
+        let (_, doomed) = log.delete_records_before(60)?;
+        assert!(!doomed.is_empty());
+        flush(&mut log)?;
+        drop(doomed); // as if the unlink had failed: the files stay
+        log.close()?;
+        assert_eq!(list_suffix(dir.path(), ".log")?.len(), segments);
+        let log = Log::open(
+            dir.path(),
+            small_config(),
+            OpenMode {
+                clean: true,
+                recovery_point: 0,
+            },
+        )?;
+        assert_eq!(log.log_start_offset(), 60);
+        assert_eq!(list_suffix(dir.path(), ".log")?.len(), log.segment_count());
+        assert!(log.segment_count() < segments);
+        Ok(())
+    }
+
     #[test]
     fn retention_by_size_and_time_advances_log_start() -> Result<(), Box<dyn std::error::Error>> {
         let dir = tempfile::tempdir()?;
@@ -779,14 +1021,16 @@ mod tests {
         let mut config = small_config();
         config.retention_bytes = 2048;
         log.set_config(config.clone());
-        assert!(log.apply_retention(0)? > 0);
+        let doomed = log.apply_retention(0)?;
+        assert!(!doomed.is_empty());
+        doomed.delete()?;
         assert!(log.size_bytes() <= 2048 + 1024);
         assert!(log.log_start_offset() > 0);
         assert!(log.read(0, 100, true).is_err());
         config.retention_bytes = -1;
         config.retention_ms = 10;
         log.set_config(config);
-        log.apply_retention(1_000_000)?;
+        log.apply_retention(1_000_000)?.delete()?;
         assert_eq!(
             log.log_start_offset(),
             log.log_end_offset(),
@@ -804,7 +1048,9 @@ mod tests {
         for i in 0..20 {
             log.append(&simple_batch(2, i), 0)?;
         }
-        assert_eq!(log.delete_records_before(13)?, 13);
+        let (log_start, doomed) = log.delete_records_before(13)?;
+        assert_eq!(log_start, 13);
+        doomed.delete()?;
         assert!(log.read(12, 100, true).is_err());
         log.close()?;
         let log = Log::open(

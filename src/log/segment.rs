@@ -60,7 +60,7 @@ pub struct Segment {
     max_timestamp: i64,
     offset_of_max_timestamp: i64,
     bytes_since_index_entry: u64,
-    /// Bytes known to be on disk (msync'd).
+    /// Bytes known to be on disk (fdatasync'd).
     flushed: u64,
     sizes: SegmentSizes,
     /// Wall-clock ms when the first batch was written, for roll by age.
@@ -414,8 +414,9 @@ impl Segment {
         }
     }
 
-    /// What must be `msync`ed to make everything appended so far durable; run it off
-    /// the lock, then report back with [`Segment::mark_flushed`].
+    /// What must be synced (`fdatasync` of the data, `msync` of the index maps) to make
+    /// everything appended so far durable; run it off the lock, then report back with
+    /// [`Segment::mark_flushed`].
     pub fn flush_plan(&self) -> Option<(u64, Vec<super::mmap::RangeFlusher>)> {
         if self.size <= self.flushed {
             return None;
@@ -445,6 +446,17 @@ impl Segment {
             self.flushed = to;
         }
         Ok(to - from)
+    }
+
+    /// Trims the files of a segment that takes no more appends to their contents,
+    /// without waiting for the disk (`ftruncate` only). Returns the syncs that make the
+    /// trimmed length durable; the log runs them with its next flush, off its lock, so
+    /// that a roll does not stall every producer of the partition for several fsyncs.
+    pub fn retire(&mut self) -> io::Result<Vec<super::mmap::RangeFlusher>> {
+        self.log.truncate(self.size)?;
+        self.index.inner_mut().seal()?;
+        self.time_index.inner_mut().seal()?;
+        Ok(vec![self.log.file_syncer()])
     }
 
     /// Trims the files to their contents and flushes them: the segment is now read-only.

@@ -1,6 +1,14 @@
 //! One partition replica: its log, its durability and the wake-ups of long-polling
-//! fetchers. The log sits behind a short, synchronous lock; nothing slow (disk flush,
-//! waiting) happens while it is held.
+//! fetchers. The log sits behind a short, synchronous lock; nothing slow happens while
+//! it is held: no fsync (a roll, DeleteRecords and retention leave theirs to the next
+//! flush, see `log::FlushPlan`), no unlink of a removed segment, no waiting.
+//!
+//! Every durability failure (an fsync of data, of a retired segment, of a snapshot, of
+//! the log start or of the directory) takes the partition offline for writes, as Kafka
+//! takes a log directory offline: Linux may have dropped the dirty pages and reports
+//! the error once, so a retry could "succeed" over lost data. A failed `pwrite` or
+//! block allocation (a full disk) is not such a failure: nothing was acknowledged and
+//! nothing dropped, so that produce gets KAFKA_STORAGE_ERROR and the next may succeed.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
 
@@ -9,7 +17,7 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use crate::log::{AppendError, AppendInfo, Log, LogConfig, OffsetOutOfRange};
+use crate::log::{AppendError, AppendInfo, Doomed, Log, LogConfig, OffsetOutOfRange};
 use crate::model::TopicPartition;
 
 #[derive(Debug, thiserror::Error)]
@@ -131,7 +139,8 @@ impl Partition {
                 Err(PartitionError::StorageFailed(self.id.clone()))
             }
             Err(join_error) => {
-                tracing::error!(partition = %self.id, %join_error, "flush task failed");
+                tracing::error!(partition = %self.id, %join_error, "flush task failed; partition taken offline");
+                self.failed.store(true, Ordering::Release);
                 Err(PartitionError::StorageFailed(self.id.clone()))
             }
         }
@@ -139,6 +148,20 @@ impl Partition {
 
     pub fn durable_offset(&self) -> i64 {
         self.durable_offset.load(Ordering::Acquire)
+    }
+
+    /// What the recovery checkpoint may record for this partition (see
+    /// `Log::checkpoint_offset`).
+    pub fn checkpoint_offset(&self) -> i64 {
+        self.log
+            .lock()
+            .checkpoint_offset()
+            .min(self.durable_offset())
+    }
+
+    /// Whether an fsync failed, so the partition takes no writes.
+    pub fn is_offline(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
     }
 
     pub fn unflushed_bytes(&self) -> u64 {
@@ -192,23 +215,40 @@ impl Partition {
         self.log.lock().max_timestamp()
     }
 
-    /// Moves the log start to `offset`, which must lie within `[log start, high watermark]`.
-    pub fn delete_records_before(&self, offset: i64) -> Result<i64, PartitionError> {
-        let mut log = self.log.lock();
-        let (log_start, log_end) = (log.log_start_offset(), log.log_end_offset());
-        if offset < 0 || offset > log_end {
-            return Err(OffsetOutOfRange {
-                offset,
-                log_start,
-                log_end,
-            }
-            .into());
+    /// Moves the log start to `offset`, which must lie within `[log start, high
+    /// watermark]`, and returns once the new log start is on disk. The lock is held
+    /// only to move it in memory; removed segments are unlinked and the log start
+    /// written after it is released.
+    pub async fn delete_records_before(&self, offset: i64) -> Result<i64, PartitionError> {
+        if self.is_offline() {
+            return Err(PartitionError::StorageFailed(self.id.clone()));
         }
-        Ok(log.delete_records_before(offset)?)
+        let (log_start, doomed) = {
+            let mut log = self.log.lock();
+            let (log_start, log_end) = (log.log_start_offset(), log.log_end_offset());
+            if offset < 0 || offset > log_end {
+                return Err(OffsetOutOfRange {
+                    offset,
+                    log_start,
+                    log_end,
+                }
+                .into());
+            }
+            log.delete_records_before(offset)?
+        };
+        let id = self.id.clone();
+        let _ = tokio::task::spawn_blocking(move || delete_segments(&id, doomed)).await;
+        self.flush().await?;
+        Ok(log_start)
     }
 
+    /// Removes segments past retention; returns how many. Blocking (file deletion):
+    /// call it off the async runtime.
     pub fn apply_retention(&self, now_ms: i64) -> std::io::Result<usize> {
-        self.log.lock().apply_retention(now_ms)
+        let doomed = self.log.lock().apply_retention(now_ms)?;
+        let count = doomed.len();
+        doomed.delete()?;
+        Ok(count)
     }
 
     pub fn size_bytes(&self) -> u64 {
@@ -229,5 +269,13 @@ impl Partition {
     /// Flushes and seals the log for a clean restart.
     pub fn close(&self) -> std::io::Result<()> {
         self.log.lock().close()
+    }
+}
+
+/// Unlinks removed segments. A failure leaves stray files, not lost data: it is logged,
+/// and the next start deletes segments that lie below the log start.
+fn delete_segments(id: &TopicPartition, doomed: Doomed) {
+    if let Err(error) = doomed.delete() {
+        tracing::warn!(partition = %id, %error, "could not delete removed segment files");
     }
 }

@@ -339,7 +339,7 @@ impl ReplicaManager {
         let points: BTreeMap<String, i64> = self
             .all_partitions()
             .iter()
-            .map(|p| (p.id().dir_name(), p.durable_offset()))
+            .map(|p| (p.id().dir_name(), p.checkpoint_offset()))
             .collect();
         let raw = serde_json::to_vec(&points).map_err(io::Error::other)?;
         write_atomically(&self.data_dir.join(RECOVERY_CHECKPOINT_FILE), &raw)

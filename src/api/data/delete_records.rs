@@ -9,46 +9,30 @@ use kafka_protocol::ResponseError;
 
 use super::super::context::RequestContext;
 use super::super::errors;
+use crate::replication::Partition;
 
 pub async fn handle(ctx: &RequestContext, request: DeleteRecordsRequest) -> DeleteRecordsResponse {
     let mut topics = Vec::with_capacity(request.topics.len());
     for topic in &request.topics {
         let replicas = ctx.services.replicas.topic(&topic.name);
-        let partitions = topic
-            .partitions
-            .iter()
-            .map(|wanted| {
-                let result = DeleteRecordsPartitionResult::default()
-                    .with_partition_index(wanted.partition_index)
-                    .with_low_watermark(-1);
-                let partition = match replicas
-                    .as_ref()
-                    .map(|t| t.partition(wanted.partition_index))
-                {
-                    Some(Ok(partition)) => partition,
-                    Some(Err(not_served)) => {
-                        return result.with_error_code(errors::not_served(not_served).code())
-                    }
-                    None => {
-                        return result
-                            .with_error_code(ResponseError::UnknownTopicOrPartition.code())
-                    }
-                };
-                let (_, high_watermark, _) = partition.offsets();
-                let offset = if wanted.offset == -1 {
-                    high_watermark
-                } else {
-                    wanted.offset
-                };
-                if offset < 0 || offset > high_watermark {
-                    return result.with_error_code(ResponseError::OffsetOutOfRange.code());
-                }
-                match partition.delete_records_before(offset) {
-                    Ok(low_watermark) => result.with_low_watermark(low_watermark),
-                    Err(e) => result.with_error_code(errors::partition_error(&e).code()),
-                }
-            })
-            .collect();
+        let mut partitions = Vec::with_capacity(topic.partitions.len());
+        for wanted in &topic.partitions {
+            let result = DeleteRecordsPartitionResult::default()
+                .with_partition_index(wanted.partition_index)
+                .with_low_watermark(-1);
+            let outcome = match replicas
+                .as_ref()
+                .map(|t| t.partition(wanted.partition_index))
+            {
+                Some(Ok(partition)) => delete_before(&partition, wanted.offset).await,
+                Some(Err(not_served)) => Err(errors::not_served(not_served)),
+                None => Err(ResponseError::UnknownTopicOrPartition),
+            };
+            partitions.push(match outcome {
+                Ok(low_watermark) => result.with_low_watermark(low_watermark),
+                Err(error) => result.with_error_code(error.code()),
+            });
+        }
         topics.push(
             DeleteRecordsTopicResult::default()
                 .with_name(topic.name.clone())
@@ -56,4 +40,17 @@ pub async fn handle(ctx: &RequestContext, request: DeleteRecordsRequest) -> Dele
         );
     }
     DeleteRecordsResponse::default().with_topics(topics)
+}
+
+/// Deletes below `offset` (-1: the high watermark); returns the new low watermark.
+async fn delete_before(partition: &Partition, offset: i64) -> Result<i64, ResponseError> {
+    let (_, high_watermark, _) = partition.offsets();
+    let offset = if offset == -1 { high_watermark } else { offset };
+    if offset < 0 || offset > high_watermark {
+        return Err(ResponseError::OffsetOutOfRange);
+    }
+    partition
+        .delete_records_before(offset)
+        .await
+        .map_err(|e| errors::partition_error(&e))
 }

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 
 use super::super::context::RequestContext;
 use super::super::errors;
-use crate::replication::TopicReplicas;
+use crate::replication::{NotServed, TopicReplicas};
 
 pub async fn handle(ctx: &RequestContext, request: FetchRequest) -> FetchResponse {
     // tern never creates a fetch session (it answers session id 0), so any other id
@@ -78,6 +78,7 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
     let mut served = Vec::new();
     for topic in &request.topics {
         let replicas = resolve(ctx, &topic.topic, topic.topic_id);
+        let by_id = ctx.api_version >= 13;
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for wanted in &topic.partitions {
             let mut data = PartitionData::default()
@@ -92,9 +93,9 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
                 lookup => {
                     has_error = true;
                     let code = match lookup {
+                        Some(Err(NotServed::Unknown)) => errors::unknown_partition(true, by_id),
                         Some(Err(not_served)) => errors::not_served(not_served),
-                        _ if ctx.api_version >= 13 => ResponseError::UnknownTopicId,
-                        _ => ResponseError::UnknownTopicOrPartition,
+                        _ => errors::unknown_partition(false, by_id),
                     };
                     partitions.push(data.with_error_code(code.code()));
                     continue;

@@ -122,13 +122,8 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Outcome {
                     continue;
                 }
                 Err(NotServed::Unknown) => {
-                    // An unknown topic id is UNKNOWN_TOPIC_ID; a missing partition of a known
-                    // topic is UNKNOWN_TOPIC_OR_PARTITION, whichever way the topic was named.
-                    let unknown = if matches!(replicas, Ok(None)) && ctx.api_version >= 13 {
-                        ResponseError::UnknownTopicId
-                    } else {
-                        ResponseError::UnknownTopicOrPartition
-                    };
+                    let topic_known = !matches!(replicas, Ok(None));
+                    let unknown = errors::unknown_partition(topic_known, ctx.api_version >= 13);
                     partitions.push(error(unknown, format!("no partition {} here", data.index)));
                     continue;
                 }

@@ -2,19 +2,16 @@
 
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
-use kafka_protocol::ResponseError;
 
 use super::super::context::RequestContext;
 use super::super::errors;
-use crate::group::coordinator::CommitError;
 
 pub async fn handle(ctx: &RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse {
     let mut results = Vec::with_capacity(request.groups_names.len());
     for group_id in &request.groups_names {
         let error = match ctx.services.groups.delete_group(group_id).await {
             Ok(()) => None,
-            Err(CommitError::Group(e)) => Some(errors::group_error(&e)),
-            Err(CommitError::Storage(_)) => Some(ResponseError::CoordinatorNotAvailable),
+            Err(e) => Some(errors::commit_error(&e)),
         };
         results.push(
             DeletableGroupResult::default()

@@ -11,7 +11,6 @@ use kafka_protocol::ResponseError;
 use super::super::context::RequestContext;
 use super::super::errors;
 use crate::group::coordinator::{CommitError, OffsetCommit};
-use crate::group::state::GroupError;
 
 /// Longest commit metadata accepted (Kafka's `offset.metadata.max.bytes`).
 const OFFSET_METADATA_MAX_BYTES: usize = 4096;
@@ -62,14 +61,11 @@ pub async fn handle(ctx: &RequestContext, request: OffsetCommitRequest) -> Offse
     };
     let shared_error = match &outcome {
         Ok(()) => None,
-        // Before v9 (KIP-848) an unknown group with a generation is ILLEGAL_GENERATION.
-        Err(CommitError::Group(GroupError::GroupIdNotFound)) if ctx.api_version < 9 => {
-            Some(ResponseError::IllegalGeneration)
-        }
-        Err(CommitError::Group(e)) => Some(errors::group_error(e)),
-        Err(CommitError::Storage(e)) => {
-            tracing::warn!(group = %request.group_id.as_str(), error = %e, "offset commit failed");
-            Some(ResponseError::CoordinatorNotAvailable)
+        Err(e) => {
+            if let CommitError::Storage(e) = e {
+                tracing::warn!(group = %request.group_id.as_str(), error = %e, "offset commit failed");
+            }
+            Some(errors::offset_commit_error(e, ctx.api_version))
         }
     };
     let topics = request

@@ -9,7 +9,6 @@ use kafka_protocol::ResponseError;
 
 use super::super::context::RequestContext;
 use super::super::errors;
-use crate::group::coordinator::CommitError;
 
 pub async fn handle(ctx: &RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse {
     if request.group_id.is_empty() {
@@ -32,12 +31,8 @@ pub async fn handle(ctx: &RequestContext, request: OffsetDeleteRequest) -> Offse
         .await
     {
         Ok(results) => results,
-        Err(CommitError::Group(e)) => {
-            return OffsetDeleteResponse::default().with_error_code(errors::group_error(&e).code())
-        }
-        Err(CommitError::Storage(_)) => {
-            return OffsetDeleteResponse::default()
-                .with_error_code(ResponseError::CoordinatorNotAvailable.code())
+        Err(e) => {
+            return OffsetDeleteResponse::default().with_error_code(errors::commit_error(&e).code())
         }
     };
     let mut results = results.into_iter();
