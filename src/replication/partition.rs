@@ -279,3 +279,79 @@ fn delete_segments(id: &TopicPartition, doomed: Doomed) {
         tracing::warn!(partition = %id, %error, "could not delete removed segment files");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::batch::testing::simple_batch;
+    use crate::log::OpenMode;
+
+    fn partition_in(dir: &std::path::Path) -> std::io::Result<Partition> {
+        let config = LogConfig {
+            segment_bytes: 1024,
+            index_bytes: 1024,
+            index_interval_bytes: 128,
+            ..LogConfig::default()
+        };
+        let mode = OpenMode {
+            clean: false,
+            recovery_point: 0,
+        };
+        let log = Log::open(dir, config, mode)?;
+        Ok(Partition::new(
+            TopicPartition::new("t", 0),
+            Uuid::nil(),
+            log,
+            1,
+        ))
+    }
+
+    #[tokio::test]
+    async fn a_failed_sync_of_a_rolls_deferred_work_takes_the_partition_offline(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let log_dir = dir.path().join("t-0");
+        let partition = partition_in(&log_dir)?;
+        let mut last = 0;
+        for i in 0..20 {
+            last = partition.append(&simple_batch(2, i), 0)?.last_offset;
+        }
+        partition.wait_durable(last).await?;
+        assert!(!partition.is_offline());
+        // Roll again, then take the directory away: the roll's snapshot cannot be written.
+        let (_, segments) = partition.size_and_segments();
+        while partition.size_and_segments().1 == segments {
+            last = partition.append(&simple_batch(2, 0), 0)?.last_offset;
+        }
+        std::fs::remove_dir_all(&log_dir)?;
+        assert!(matches!(
+            partition.wait_durable(last).await,
+            Err(PartitionError::StorageFailed(_))
+        ));
+        assert!(partition.is_offline());
+        assert!(
+            partition.durable_offset() <= last,
+            "nothing reported durable"
+        );
+        assert!(matches!(
+            partition.append(&simple_batch(1, 0), 0),
+            Err(PartitionError::StorageFailed(_))
+        ));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn delete_records_returns_once_the_log_start_is_on_disk(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let partition = partition_in(dir.path())?;
+        for i in 0..20 {
+            partition.append(&simple_batch(2, i), 0)?;
+        }
+        assert_eq!(partition.delete_records_before(11).await?, 11);
+        let stored = std::fs::read_to_string(dir.path().join("log-start-offset"))?;
+        assert_eq!(stored.trim(), "11");
+        assert!(partition.delete_records_before(99).await.is_err());
+        Ok(())
+    }
+}
