@@ -420,6 +420,119 @@ fn split_host_port(address: &str) -> Result<(String, i32), ConfigError> {
     Ok((host.to_string(), i32::from(port)))
 }
 
+/// The broker's fixed limits: every queue, wait and size bound that an operator does not
+/// tune (those are `ServeArgs`), named in one place so that what bounds what can be read
+/// off one page. Each says why it has its value.
+pub mod limits {
+    use std::time::Duration;
+
+    // Untrusted input.
+
+    /// Allocations at least this large are reserved lazily (`MAP_NORESERVE`) while
+    /// network bytes are decoded, so a hostile length costs address space, not memory.
+    pub const GUARDED_ALLOCATION_BYTES: usize = 1 << 20;
+    /// Lazily reserved mappings alive at once: one decode per worker thread, a few
+    /// arrays each. Past it a large allocation is an ordinary one.
+    pub const GUARDED_ALLOCATION_SLOTS: usize = 256;
+    /// Bytes read from a socket per growth step of a frame buffer: a frame's memory
+    /// grows only as its bytes arrive.
+    pub const READ_CHUNK_BYTES: usize = 256 * 1024;
+    /// Pause after a failed accept (out of file descriptors), instead of spinning.
+    pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
+    // The Kafka client (the CLI, and this broker asking its peers).
+
+    /// Largest response frame accepted from a broker: far above any response tern's
+    /// own requests ask for (a Fetch asks for at most 1 MiB).
+    pub const CLIENT_MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
+    /// Bound on connecting and on one request/response exchange.
+    pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
+    /// Connections kept to each peer broker: enough for concurrent HTTP calls to
+    /// overlap, few enough that a cluster's mesh stays small.
+    pub const CONNECTIONS_PER_PEER: usize = 4;
+
+    // The HTTP API.
+
+    /// Largest request body: one message with its key and headers, as JSON.
+    pub const HTTP_MAX_BODY_BYTES: usize = 1024 * 1024;
+    /// Longest a long poll (`GET /message?wait_ms=`) may wait.
+    pub const HTTP_MAX_WAIT: Duration = Duration::from_secs(30);
+    /// How long a call that failed with a transient error (a leader that just moved,
+    /// a topic its leader has not opened yet) is retried before its 503: a few of the
+    /// cluster's placement rounds.
+    pub const HTTP_RETRY_FOR: Duration = Duration::from_secs(3);
+    /// First and longest pause between those retries (doubling in between).
+    pub const HTTP_RETRY_BACKOFF: (Duration, Duration) =
+        (Duration::from_millis(20), Duration::from_millis(500));
+    /// How often a waiting reader looks again at partitions other brokers lead (their
+    /// appends wake nothing here).
+    pub const HTTP_REMOTE_POLL: Duration = Duration::from_millis(100);
+    /// How long an SSE stream waits for an append before it looks again (and notices a
+    /// new partition or leader).
+    pub const HTTP_STREAM_WAIT: Duration = Duration::from_secs(15);
+    /// Largest decompressed records section read for one batch.
+    pub const HTTP_MAX_DECOMPRESSED_BYTES: usize = 64 * 1024 * 1024;
+
+    // Topics, placement and groups.
+
+    /// Most partitions one topic may have; each costs files and mappings.
+    pub const MAX_PARTITIONS_PER_TOPIC: i32 = 10_000;
+    /// Longest a topic change waits for the controller to place its partitions before
+    /// it answers (the placement still happens; clients retry on LEADER_NOT_AVAILABLE).
+    pub const PLACEMENT_WAIT: Duration = Duration::from_secs(5);
+    /// How often a controller re-checks placement without being told of a change.
+    pub const CONTROLLER_RECHECK: Duration = Duration::from_secs(3);
+    /// How often a broker that is not the controller looks whether the post is free,
+    /// besides on every store event.
+    pub const CONTROLLER_CAMPAIGN_PAUSE: Duration = Duration::from_secs(1);
+    /// A parked JoinGroup is answered within the rebalance timeout; this margin past it
+    /// covers the timer tick that completes the rebalance.
+    pub const JOIN_MARGIN: Duration = Duration::from_secs(5);
+    /// Period of the group timers (sessions, rebalance deadlines).
+    pub const GROUP_TICK: Duration = Duration::from_millis(100);
+    /// Offsets partitions smaller than this are never compacted.
+    pub const OFFSETS_COMPACT_MIN_BYTES: u64 = 8 * 1024 * 1024;
+    /// Compaction of offsets partitions is considered every this many group ticks.
+    pub const OFFSETS_COMPACT_CHECK_TICKS: u64 = 100;
+
+    // Storage.
+
+    /// How far ahead of the write position a segment's disk blocks are allocated:
+    /// large enough that `posix_fallocate` is rare, small enough that idle partitions
+    /// do not hoard disk.
+    pub const SEGMENT_ALLOCATE_CHUNK_BYTES: u64 = 4 * 1024 * 1024;
+
+    // etcd (cluster mode).
+
+    /// Connecting to an etcd endpoint.
+    pub const ETCD_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+    /// One etcd request.
+    pub const ETCD_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+    /// gRPC keep-alive of the etcd connection: interval, and how long a ping may go
+    /// unanswered, so a dead connection is noticed well within a lease TTL.
+    pub const ETCD_KEEP_ALIVE: (Duration, Duration) =
+        (Duration::from_secs(2), Duration::from_secs(2));
+    /// Attempts of one compare-and-swap before giving up with `Contended`.
+    pub const ETCD_CAS_ATTEMPTS: usize = 20;
+    /// Longest a write waits for its own watch event (read-your-writes).
+    pub const ETCD_READ_YOUR_WRITES_WAIT: Duration = Duration::from_secs(5);
+    /// Past the lease TTL, how long start-up waits for a previous run's registration of
+    /// the same broker id to expire.
+    pub const ETCD_REGISTER_GRACE: Duration = Duration::from_secs(2);
+    /// Pause between attempts to re-read the store, re-register or renew a session.
+    pub const ETCD_RETRY_PAUSE: Duration = Duration::from_millis(500);
+    /// A broker stops leading this long before its lease's TTL runs out by its own
+    /// clock (a sixth of the TTL, at least this), so it is out before etcd says so.
+    pub const ETCD_LEASE_MIN_MARGIN: Duration = Duration::from_millis(500);
+
+    // Shutdown and background work.
+
+    /// Longest a shutdown waits for in-flight requests before it closes the logs.
+    pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(10);
+    /// Period of the gauges sampled rather than updated (log sizes, lag, disk, CPU).
+    pub const SAMPLE_INTERVAL: Duration = Duration::from_secs(5);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

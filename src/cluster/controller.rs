@@ -12,8 +12,6 @@
 //! ([`assign_topic`]) of the ring and the previous placement, so re-running it changes
 //! nothing unless something changed.
 
-use std::time::Duration;
-
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
@@ -24,8 +22,7 @@ use super::{
 };
 use crate::metrics as m;
 
-/// How often a controller re-checks placement without being told of a change.
-const RECHECK: Duration = Duration::from_secs(3);
+use crate::config::limits::CONTROLLER_RECHECK as RECHECK;
 
 /// Campaigns whenever there is no controller, and controls while elected; until shutdown.
 pub async fn run(store: std::sync::Arc<EtcdStore>, shutdown: CancellationToken) {
@@ -49,7 +46,7 @@ pub async fn run(store: std::sync::Arc<EtcdStore>, shutdown: CancellationToken) 
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = events.recv() => {}
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = tokio::time::sleep(crate::config::limits::CONTROLLER_CAMPAIGN_PAUSE) => {}
         }
     }
 }

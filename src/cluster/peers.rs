@@ -31,8 +31,7 @@ pub enum PeerError {
     Client(#[from] ClientError),
 }
 
-/// Connections kept to each peer.
-pub const CONNECTIONS_PER_PEER: usize = 4;
+use crate::config::limits::CONNECTIONS_PER_PEER;
 
 type Slot = Arc<tokio::sync::Mutex<Option<Client>>>;
 

@@ -30,7 +30,7 @@ mod subscribe;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::{Query, State};
@@ -48,8 +48,7 @@ use crate::cluster::TopicSpec;
 use crate::metrics as m;
 use crate::replication::TopicReplicas;
 
-/// Largest request body accepted.
-pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+pub use crate::config::limits::HTTP_MAX_BODY_BYTES as MAX_BODY_BYTES;
 /// The OpenAPI document, kept in the repository beside the code it describes.
 const OPENAPI: &str = include_str!("openapi.json");
 
@@ -365,8 +364,7 @@ pub async fn serve(listener: TcpListener, api: Arc<HttpApi>, shutdown: Cancellat
     }
 }
 
-/// Longest a long poll may wait.
-const MAX_WAIT: Duration = Duration::from_secs(30);
+use crate::config::limits::HTTP_MAX_WAIT as MAX_WAIT;
 
 #[cfg(test)]
 mod tests {

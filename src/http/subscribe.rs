@@ -45,8 +45,9 @@ pub struct Read {
     pub next: i64,
 }
 
-/// Largest decompressed records section read for one batch.
-const MAX_DECOMPRESSED_BYTES: usize = 64 * 1024 * 1024;
+use crate::config::limits::{
+    HTTP_MAX_DECOMPRESSED_BYTES as MAX_DECOMPRESSED_BYTES, HTTP_STREAM_WAIT,
+};
 
 /// Up to `max` messages of `partition` from offset `from`. Batches Kafka producers
 /// compressed are decompressed here (the log stores them as sent); one that cannot be
@@ -296,9 +297,7 @@ impl HttpApi {
     }
 }
 
-/// How often a waiting reader looks again at partitions led by other brokers (their
-/// appends wake nothing here).
-const REMOTE_POLL: Duration = Duration::from_millis(100);
+use crate::config::limits::HTTP_REMOTE_POLL as REMOTE_POLL;
 
 /// What a waiting reader waits on: log-end watches of the partitions of `topic` led
 /// here, taken before a read so that an append between the read and the wait still
@@ -545,7 +544,7 @@ async fn next_event(mut st: StreamState) -> Option<(Result<Event, Infallible>, S
             Err(_) => Vec::new(),
         };
         if messages.is_empty() {
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+            let deadline = tokio::time::Instant::now() + HTTP_STREAM_WAIT;
             wait_for_append(appends, deadline, &st.api.shutdown).await;
             continue;
         }

@@ -22,9 +22,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use memmap2::{MmapOptions, MmapRaw};
 
-/// How far ahead of the write position disk blocks are allocated: large enough that
-/// `posix_fallocate` is rare, small enough that idle partitions don't hoard disk.
-const ALLOCATE_CHUNK_BYTES: u64 = 4 * 1024 * 1024;
+use crate::config::limits::SEGMENT_ALLOCATE_CHUNK_BYTES as ALLOCATE_CHUNK_BYTES;
 
 /// How bytes get into a [`MappedFile`]; either way they land in the page cache and
 /// survive a crash of the process (not of the machine) without any flush.

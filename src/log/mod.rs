@@ -237,6 +237,7 @@ impl Log {
     /// shutdown was not clean.
     pub fn open(dir: &Path, config: LogConfig, mode: OpenMode) -> io::Result<Self> {
         std::fs::create_dir_all(dir)?;
+        remove_temporary_files(dir)?;
         let bases = list_suffix(dir, ".log")?;
         let stored_log_start = read_i64_file(&dir.join(LOG_START_FILE))?;
         let mut segments = BTreeMap::new();
@@ -715,6 +716,21 @@ fn write_snapshot_file(dir: &Path, offset: i64, raw: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// Removes what a crash left of [`write_atomically`]'s temporary files.
+fn remove_temporary_files(dir: &Path) -> io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.ends_with(".tmp"))
+        {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    Ok(())
+}
+
 fn sync_dir(dir: &Path) -> io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
@@ -749,7 +765,14 @@ fn read_i64_file(path: &Path) -> io::Result<Option<i64>> {
 /// write a temporary file, fsync it, rename it over, fsync the directory.
 pub fn write_atomically(path: &Path, data: &[u8]) -> io::Result<()> {
     use std::io::Write;
-    let tmp = path.with_extension("tmp");
+    use std::sync::atomic::{AtomicU64, Ordering};
+    // A temporary name of its own per call: two writers of the same file must not
+    // rename each other's temporary file away.
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let unique = NEXT.fetch_add(1, Ordering::Relaxed);
+    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+    tmp_name.push(format!(".{}.{unique}.tmp", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
     {
         let mut file = std::fs::File::create(&tmp)?;
         file.write_all(data)?;

@@ -116,11 +116,18 @@ impl Partition {
         if self.durable_offset.load(Ordering::Acquire) > offset {
             return Ok(());
         }
-        self.flush().await
+        self.flush_in_turn().await
     }
 
     /// Writes everything appended so far to disk, off the log lock and off the runtime.
     pub async fn flush(&self) -> Result<(), PartitionError> {
+        let _turn = self.flush_lock.lock().await;
+        self.flush_in_turn().await
+    }
+
+    /// One flush plan at a time: two plans carrying the same deferred snapshot or log
+    /// start would write the same files at once.
+    async fn flush_in_turn(&self) -> Result<(), PartitionError> {
         if self.failed.load(Ordering::Acquire) {
             return Err(PartitionError::StorageFailed(self.id.clone()));
         }
@@ -337,6 +344,30 @@ mod tests {
             partition.append(&simple_batch(1, 0), 0),
             Err(PartitionError::StorageFailed(_))
         ));
+        Ok(())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_flushes_across_rolls_never_fail() -> Result<(), Box<dyn std::error::Error>>
+    {
+        let dir = tempfile::tempdir()?;
+        let partition = std::sync::Arc::new(partition_in(dir.path())?);
+        let flusher = {
+            let partition = std::sync::Arc::clone(&partition);
+            tokio::spawn(async move {
+                for _ in 0..300 {
+                    partition.flush().await?;
+                }
+                Ok::<_, PartitionError>(())
+            })
+        };
+        for i in 0..300 {
+            let info = partition.append(&simple_batch(2, i), 0)?;
+            partition.wait_durable(info.last_offset).await?;
+        }
+        flusher.await??;
+        assert!(!partition.is_offline());
+        assert!(partition.size_and_segments().1 > 10, "it rolled often");
         Ok(())
     }
 

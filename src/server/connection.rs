@@ -17,9 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::dispatch::{self, Reply};
 use crate::api::context::Services;
 
-/// Bytes read from the socket per growth step of a frame buffer; a frame's memory
-/// grows only as its bytes actually arrive.
-const READ_CHUNK_BYTES: usize = 256 * 1024;
+use crate::config::limits::READ_CHUNK_BYTES;
 
 #[derive(Debug, thiserror::Error)]
 enum FrameError {

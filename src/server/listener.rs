@@ -43,7 +43,7 @@ pub async fn run_listener(
             Err(error) => {
                 // Out of file descriptors and the like: back off instead of spinning.
                 tracing::warn!(%error, "accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                tokio::time::sleep(crate::config::limits::ACCEPT_BACKOFF).await;
             }
         }
     }

@@ -17,8 +17,6 @@
 mod groups;
 mod partitions;
 
-use std::time::Duration;
-
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
@@ -32,8 +30,7 @@ pub enum Owner<T> {
     Broker(i32),
 }
 
-/// How long a call failing with transient errors is retried before its 503.
-const RETRY_FOR: Duration = Duration::from_secs(3);
+use crate::config::limits::{HTTP_RETRY_BACKOFF, HTTP_RETRY_FOR as RETRY_FOR};
 
 fn topic_name(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_string()))
@@ -94,14 +91,14 @@ impl HttpApi {
         Fut: std::future::Future<Output = Result<T, ApiError>>,
     {
         let deadline = tokio::time::Instant::now() + RETRY_FOR;
-        let mut backoff = Duration::from_millis(20);
+        let (mut backoff, longest) = HTTP_RETRY_BACKOFF;
         loop {
             match call().await {
                 Err(error)
                     if error.transient && tokio::time::Instant::now() + backoff < deadline =>
                 {
                     tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_millis(500));
+                    backoff = (backoff * 2).min(longest);
                 }
                 result => return result,
             }
