@@ -30,6 +30,26 @@ thread_local! {
     static DECODING: Cell<bool> = const { Cell::new(false) };
 }
 
+#[cfg(test)]
+thread_local! {
+    static LARGEST: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Test support: remembers the largest allocation of [`LARGE_BYTES`] or more.
+#[cfg(test)]
+fn note_large(size: usize) {
+    if size >= LARGE_BYTES {
+        let _ = LARGEST.try_with(|largest| largest.set(largest.get().max(size)));
+    }
+}
+
+/// Test support: the largest allocation of at least [`LARGE_BYTES`] (reserved or not)
+/// made on this thread since the previous call, 0 if none; the count restarts.
+#[cfg(test)]
+pub(crate) fn take_largest_allocation() -> usize {
+    LARGEST.with(|largest| largest.replace(0))
+}
+
 /// Addresses of the live reserved mappings; 0 marks a free slot.
 static RESERVED: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
 
@@ -110,6 +130,8 @@ pub struct GuardedAllocator;
 // satisfies any alignment up to a page (larger alignments go to `System`).
 unsafe impl GlobalAlloc for GuardedAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        #[cfg(test)]
+        note_large(layout.size());
         if layout.size() >= LARGE_BYTES && layout.align() <= PAGE_BYTES && in_decoding() {
             return reserve(layout.size());
         }
@@ -118,6 +140,8 @@ unsafe impl GlobalAlloc for GuardedAllocator {
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        #[cfg(test)]
+        note_large(layout.size());
         if layout.size() >= LARGE_BYTES && layout.align() <= PAGE_BYTES && in_decoding() {
             // Fresh anonymous pages are zero.
             return reserve(layout.size());
@@ -135,6 +159,8 @@ unsafe impl GlobalAlloc for GuardedAllocator {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        #[cfg(test)]
+        note_large(new_size);
         let ours = layout.size() >= LARGE_BYTES
             && RESERVED
                 .iter()
@@ -174,6 +200,21 @@ mod tests {
         assert!(reserved(address), "served by a reservation");
         drop(v);
         assert!(!reserved(address), "mapping returned");
+    }
+
+    #[test]
+    fn the_largest_allocation_on_a_thread_is_remembered_for_tests() {
+        take_largest_allocation();
+        let small = vec![1u8; 1000];
+        assert_eq!(
+            take_largest_allocation(),
+            0,
+            "below LARGE_BYTES is not tracked"
+        );
+        let large = vec![1u8; 3 << 20];
+        assert_eq!(take_largest_allocation(), 3 << 20);
+        assert_eq!(take_largest_allocation(), 0, "taking it restarts the count");
+        drop((small, large));
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! Every metric name tern exports (Prometheus conventions: `tern_` prefix, base
-//! units, `_total` counters), the recorder, and the side HTTP listener that serves
+//! Every metric tern exports, each with its kind, unit and HELP text (Prometheus
+//! conventions: `tern_` prefix, base units, `_total` counters; `promtool check metrics`
+//! finds nothing to say), the recorder, and the side HTTP listener that serves
 //! `/metrics`, `/health` (process alive) and `/ready` (started and serving).
 //!
 //! Subsystems record through the `metrics` facade with the names below; the sampler
@@ -16,81 +17,176 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
+use metrics::Unit;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-/// Requests handled, by `api` (Kafka API name).
-pub const REQUESTS_TOTAL: &str = "tern_requests_total";
-/// Request latency from decode to encoded response, by `api`.
-pub const REQUEST_DURATION_SECONDS: &str = "tern_request_duration_seconds";
-/// Where a request's time went, by `api` and `phase`, as Kafka splits it: `queue`
-/// (read, waiting for earlier requests on its connection), `local` (executing),
-/// `remote` (waiting: fsync for acks=all produce, data for a long-polling fetch).
-pub const REQUEST_PHASE_SECONDS: &str = "tern_request_phase_seconds";
-/// ISR shrinks and expands (always 0 until replication lands).
-pub const ISR_SHRINKS_TOTAL: &str = "tern_isr_shrinks_total";
-pub const ISR_EXPANDS_TOTAL: &str = "tern_isr_expands_total";
-/// Requests slower than `--slow-request-ms`, by `api`.
-pub const SLOW_REQUESTS_TOTAL: &str = "tern_slow_requests_total";
-/// Per-partition error codes returned, by `api` and `error`.
-pub const PARTITION_ERRORS_TOTAL: &str = "tern_partition_errors_total";
-/// Connections currently open.
-pub const CONNECTIONS: &str = "tern_connections";
-/// Connections accepted since start.
-pub const CONNECTIONS_ACCEPTED_TOTAL: &str = "tern_connections_accepted_total";
-/// Record-batch bytes appended, by `topic`.
-pub const TOPIC_BYTES_IN_TOTAL: &str = "tern_topic_bytes_in_total";
-/// Records appended, by `topic`.
-pub const TOPIC_MESSAGES_IN_TOTAL: &str = "tern_topic_messages_in_total";
-/// Record-batch bytes returned by Fetch, by `topic`.
-pub const TOPIC_BYTES_OUT_TOTAL: &str = "tern_topic_bytes_out_total";
-/// Records in the batches returned by Fetch, by `topic` (whole batches: a fetch
-/// that starts inside a batch counts the records the client will skip too).
-pub const TOPIC_MESSAGES_OUT_TOTAL: &str = "tern_topic_messages_out_total";
-/// Bytes of a partition's log, by `topic` and `partition`.
-pub const LOG_SIZE_BYTES: &str = "tern_log_size_bytes";
-/// Segments of a partition's log, by `topic` and `partition`.
-pub const LOG_SEGMENTS: &str = "tern_log_segments";
-/// Log end offset of a partition, by `topic` and `partition`.
-pub const LOG_END_OFFSET: &str = "tern_log_end_offset";
-/// Partitions led by this broker.
-pub const LEADER_PARTITIONS: &str = "tern_leader_partitions";
-/// Partitions whose ISR is smaller than their replica set (0 until replication).
-pub const UNDER_REPLICATED_PARTITIONS: &str = "tern_under_replicated_partitions";
-/// Partitions with no leader.
-pub const OFFLINE_PARTITIONS: &str = "tern_offline_partitions";
-/// Partitions whose ISR is below min.insync.replicas.
-pub const UNDER_MIN_ISR_PARTITIONS: &str = "tern_under_min_isr_partitions";
-/// 1 when this broker is the active controller.
-pub const CONTROLLER_ACTIVE: &str = "tern_controller_active";
-/// HTTP API requests, by `route` and HTTP `status`.
-pub const HTTP_REQUESTS_TOTAL: &str = "tern_http_requests_total";
-/// HTTP API request latency (a long poll's wait included), by `route`.
-pub const HTTP_REQUEST_DURATION_SECONDS: &str = "tern_http_request_duration_seconds";
-/// Live brokers in the cluster, as this broker sees them.
-pub const CLUSTER_BROKERS: &str = "tern_cluster_brokers";
-/// 1 while this broker's etcd session (its lease) is alive by its own clock; only in
-/// cluster mode (`--etcd`).
-pub const ETCD_SESSION_UP: &str = "tern_etcd_session_up";
-/// Times this broker's lease expired (it left the cluster and rejoined).
-pub const ETCD_SESSION_EXPIRATIONS_TOTAL: &str = "tern_etcd_session_expirations_total";
-/// Times the metadata watch was lost and everything re-read from etcd.
-pub const ETCD_WATCH_RESYNCS_TOTAL: &str = "tern_etcd_watch_resyncs_total";
-/// Times this broker was elected controller.
-pub const CONTROLLER_ELECTIONS_TOTAL: &str = "tern_controller_elections_total";
-/// Partition leaders moved by this broker as controller.
-pub const PARTITION_LEADER_CHANGES_TOTAL: &str = "tern_partition_leader_changes_total";
-/// Completed group rebalances (a new generation), by `group`.
-pub const GROUP_REBALANCES_TOTAL: &str = "tern_group_rebalances_total";
-/// Members in a group, by `group`.
-pub const GROUP_MEMBERS: &str = "tern_group_members";
-/// High watermark minus committed offset, by `group`, `topic`, `partition`.
-pub const CONSUMER_GROUP_LAG: &str = "tern_consumer_group_lag";
-/// Bytes used and free on the filesystem holding the data directory (the logs'
-/// own size is `sum(tern_log_size_bytes)`).
-pub const DATA_DIR_USED_BYTES: &str = "tern_data_dir_used_bytes";
-pub const DATA_DIR_FREE_BYTES: &str = "tern_data_dir_free_bytes";
+/// Declares every metric once: its constant (the name call sites use), its kind, its
+/// unit and its description. The first paragraph of the doc comment is the HELP text
+/// Prometheus shows (backticks dropped, lines joined); later paragraphs are notes for
+/// code readers only. Nothing else in the crate spells a metric name, so a metric
+/// cannot be added without a description.
+macro_rules! define_metrics {
+    ($(
+        $(#[doc = $doc:literal])+
+        $kind:ident($unit:ident) $constant:ident = $name:literal;
+    )+) => {
+        $(
+            $(#[doc = $doc])+
+            pub const $constant: &str = $name;
+        )+
+
+        /// Every metric tern exports, in declaration order.
+        pub const ALL: &[Metric] = &[$(
+            Metric {
+                name: $name,
+                kind: Kind::$kind,
+                unit: Unit::$unit,
+                doc: &[$($doc),+],
+            },
+        )+];
+    };
+}
+
+define_metrics! {
+    /// Kafka requests handled, by `api` (the Kafka API name).
+    Counter(Count) REQUESTS_TOTAL = "tern_requests_total";
+    /// Kafka request latency from decode to encoded response, by `api`.
+    Histogram(Seconds) REQUEST_DURATION_SECONDS = "tern_request_duration_seconds";
+    /// Where a Kafka request's time went, by `api` and `phase` (queue, local, remote).
+    ///
+    /// As Kafka splits it: `queue` (read, waiting for earlier requests on its
+    /// connection), `local` (executing), `remote` (waiting: fsync for acks=all produce,
+    /// data for a long-polling fetch).
+    Histogram(Seconds) REQUEST_PHASE_SECONDS = "tern_request_phase_seconds";
+    /// Times a partition's in-sync replica set shrank.
+    ///
+    /// Always 0 until replication lands.
+    Counter(Count) ISR_SHRINKS_TOTAL = "tern_isr_shrinks_total";
+    /// Times a partition's in-sync replica set expanded.
+    ///
+    /// Always 0 until replication lands.
+    Counter(Count) ISR_EXPANDS_TOTAL = "tern_isr_expands_total";
+    /// Kafka requests slower than --slow-request-ms (waiting by design excluded), by `api`.
+    Counter(Count) SLOW_REQUESTS_TOTAL = "tern_slow_requests_total";
+    /// Per-partition error codes returned, by `api` and `error` (the Kafka error name).
+    Counter(Count) PARTITION_ERRORS_TOTAL = "tern_partition_errors_total";
+    /// Kafka client connections currently open.
+    Gauge(Count) CONNECTIONS = "tern_connections";
+    /// Kafka client connections accepted since start.
+    Counter(Count) CONNECTIONS_ACCEPTED_TOTAL = "tern_connections_accepted_total";
+    /// Record-batch bytes appended, by `topic`.
+    Counter(Bytes) TOPIC_BYTES_IN_TOTAL = "tern_topic_bytes_in_total";
+    /// Records appended, by `topic`.
+    Counter(Count) TOPIC_MESSAGES_IN_TOTAL = "tern_topic_messages_in_total";
+    /// Record-batch bytes returned by Fetch, by `topic`.
+    Counter(Bytes) TOPIC_BYTES_OUT_TOTAL = "tern_topic_bytes_out_total";
+    /// Records in the batches returned by Fetch, by `topic` (whole batches).
+    ///
+    /// A fetch that starts inside a batch counts the records the client will skip too.
+    Counter(Count) TOPIC_MESSAGES_OUT_TOTAL = "tern_topic_messages_out_total";
+    /// Bytes of a partition's log on disk, by `topic` and `partition`.
+    Gauge(Bytes) LOG_SIZE_BYTES = "tern_log_size_bytes";
+    /// Segments of a partition's log, by `topic` and `partition`.
+    Gauge(Count) LOG_SEGMENTS = "tern_log_segments";
+    /// Log end offset (the next offset to be written) of a partition, by `topic` and
+    /// `partition`.
+    Gauge(Count) LOG_END_OFFSET = "tern_log_end_offset";
+    /// Partitions led by this broker.
+    Gauge(Count) LEADER_PARTITIONS = "tern_leader_partitions";
+    /// Partitions whose in-sync replica set is smaller than their replica set.
+    ///
+    /// Always 0 until replication lands.
+    Gauge(Count) UNDER_REPLICATED_PARTITIONS = "tern_under_replicated_partitions";
+    /// Partitions with no live leader.
+    Gauge(Count) OFFLINE_PARTITIONS = "tern_offline_partitions";
+    /// Partitions whose in-sync replica set is below min.insync.replicas.
+    Gauge(Count) UNDER_MIN_ISR_PARTITIONS = "tern_under_min_isr_partitions";
+    /// 1 when this broker is the active controller, else 0.
+    Gauge(Count) CONTROLLER_ACTIVE = "tern_controller_active";
+    /// HTTP API requests, by `route` and HTTP `status`.
+    Counter(Count) HTTP_REQUESTS_TOTAL = "tern_http_requests_total";
+    /// HTTP API request latency (a long poll's wait included), by `route`.
+    Histogram(Seconds) HTTP_REQUEST_DURATION_SECONDS = "tern_http_request_duration_seconds";
+    /// Live brokers in the cluster, as this broker sees them.
+    Gauge(Count) CLUSTER_BROKERS = "tern_cluster_brokers";
+    /// 1 while this broker's etcd session (its lease) is alive by its own clock, else 0.
+    ///
+    /// Only in cluster mode (`--etcd`).
+    Gauge(Count) ETCD_SESSION_UP = "tern_etcd_session_up";
+    /// Times this broker's etcd lease expired (it left the cluster and rejoined).
+    Counter(Count) ETCD_SESSION_EXPIRATIONS_TOTAL = "tern_etcd_session_expirations_total";
+    /// Times the etcd metadata watch was lost and everything re-read.
+    Counter(Count) ETCD_WATCH_RESYNCS_TOTAL = "tern_etcd_watch_resyncs_total";
+    /// Times this broker was elected controller.
+    Counter(Count) CONTROLLER_ELECTIONS_TOTAL = "tern_controller_elections_total";
+    /// Partition leaders moved by this broker as controller.
+    Counter(Count) PARTITION_LEADER_CHANGES_TOTAL = "tern_partition_leader_changes_total";
+    /// Completed consumer group rebalances (each a new generation), by `group`.
+    Counter(Count) GROUP_REBALANCES_TOTAL = "tern_group_rebalances_total";
+    /// Members of a consumer group, by `group`.
+    Gauge(Count) GROUP_MEMBERS = "tern_group_members";
+    /// Records between a partition's high watermark and a group's committed offset, by
+    /// `group`, `topic` and `partition`.
+    Gauge(Count) CONSUMER_GROUP_LAG = "tern_consumer_group_lag";
+    /// Bytes used on the filesystem holding the data directory (by anything).
+    ///
+    /// The logs' own size is `sum(tern_log_size_bytes)`.
+    Gauge(Bytes) DATA_DIR_USED_BYTES = "tern_data_dir_used_bytes";
+    /// Bytes free (to unprivileged users) on the filesystem holding the data directory.
+    Gauge(Bytes) DATA_DIR_FREE_BYTES = "tern_data_dir_free_bytes";
+}
+
+/// What kind of Prometheus metric a name is; the call sites must record it with the
+/// matching macro (`counter!`, `gauge!`, `histogram!`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// One exported metric, as declared in [`define_metrics!`].
+#[derive(Debug, Clone, Copy)]
+pub struct Metric {
+    pub name: &'static str,
+    pub kind: Kind,
+    /// Its unit (seconds, bytes, or a plain count). The exporter's unit suffixes stay
+    /// off: names already end in their unit, as Prometheus's conventions ask.
+    pub unit: Unit,
+    /// The doc comment's lines, as the compiler hands them over (see [`Metric::help`]).
+    doc: &'static [&'static str],
+}
+
+impl Metric {
+    /// The HELP text: the doc comment's first paragraph on one line, without backticks.
+    pub fn help(&self) -> String {
+        let first_paragraph = self
+            .doc
+            .iter()
+            .map(|line| line.trim())
+            .take_while(|line| !line.is_empty());
+        first_paragraph
+            .collect::<Vec<_>>()
+            .join(" ")
+            .replace('`', "")
+    }
+}
+
+/// Registers every metric's HELP text and unit with the current recorder. The
+/// Prometheus exporter renders a HELP line for every described name, whether it was
+/// described before or after its first sample (descriptions are looked up at render).
+pub fn describe() {
+    for metric in ALL {
+        let (name, unit, help) = (metric.name, metric.unit, metric.help());
+        match metric.kind {
+            Kind::Counter => metrics::describe_counter!(name, unit, help),
+            Kind::Gauge => metrics::describe_gauge!(name, unit, help),
+            Kind::Histogram => metrics::describe_histogram!(name, unit, help),
+        }
+    }
+}
 
 /// Latency buckets (seconds): 50 µs to 30 s, dense where produce and fetch live.
 const LATENCY_BUCKETS: &[f64] = &[
@@ -98,20 +194,25 @@ const LATENCY_BUCKETS: &[f64] = &[
     2.5, 5.0, 10.0, 30.0,
 ];
 
+/// The exporter as tern configures it: histograms (with [`LATENCY_BUCKETS`]) for
+/// every `_seconds` metric, no unit suffixes added to names.
+fn builder() -> Result<PrometheusBuilder, metrics_exporter_prometheus::BuildError> {
+    PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS)
+}
+
 /// Installs the global recorder (once per process) and returns its handle.
 pub fn install() -> Option<PrometheusHandle> {
     static HANDLE: std::sync::OnceLock<Option<PrometheusHandle>> = std::sync::OnceLock::new();
     HANDLE
-        .get_or_init(|| {
-            let builder = PrometheusBuilder::new()
-                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS)
-                .ok()?;
-            match builder.install_recorder() {
-                Ok(handle) => Some(handle),
-                Err(error) => {
-                    tracing::warn!(%error, "metrics recorder not installed");
-                    None
-                }
+        .get_or_init(|| match builder().ok()?.install_recorder() {
+            Ok(handle) => {
+                describe();
+                Some(handle)
+            }
+            Err(error) => {
+                tracing::warn!(%error, "metrics recorder not installed");
+                None
             }
         })
         .clone()
@@ -245,6 +346,136 @@ mod tests {
         assert_ne!(fallback.local_addr()?.port(), taken.port());
         assert!(bind_side_listener(taken, true, "metrics").await.is_err());
         Ok(())
+    }
+
+    /// The source of this file outside its tests: where metric names may be spelled.
+    fn declarations() -> &'static str {
+        let source = include_str!("metrics.rs");
+        source.split("#[cfg(test)]").next().unwrap_or(source)
+    }
+
+    #[test]
+    fn every_metric_name_in_this_file_is_declared_in_the_table() {
+        // A `pub const X: &str = "tern_..."` written outside `define_metrics!` (or a
+        // name spelled anywhere else here) would be exported with no HELP text.
+        let mut spelled: Vec<&str> = declarations()
+            .split('"')
+            .filter(|s| s.starts_with("tern_"))
+            .collect();
+        spelled.sort_unstable();
+        let mut declared: Vec<&str> = ALL.iter().map(|m| m.name).collect();
+        declared.sort_unstable();
+        assert_eq!(spelled, declared);
+        assert!(
+            !declarations().contains(": &str = \"tern_"),
+            "metric constants are declared through define_metrics!, never by hand"
+        );
+        let mut unique = declared.clone();
+        unique.dedup();
+        assert_eq!(unique, declared, "a metric name is declared twice");
+    }
+
+    #[test]
+    fn names_follow_prometheus_conventions() {
+        for m in ALL {
+            let name = m.name;
+            assert!(name.starts_with("tern_"), "{name}: tern_ prefix");
+            assert!(
+                name.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+                "{name}: snake_case"
+            );
+            assert_eq!(
+                m.kind == Kind::Counter,
+                name.ends_with("_total"),
+                "{name}: counters, and only counters, end in _total"
+            );
+            let base = name.strip_suffix("_total").unwrap_or(name);
+            // The unit is a word of the name (last, except `bytes_in`/`bytes_out`,
+            // which Kafka operators know by those names).
+            let has_word = |word: &str| {
+                base.ends_with(&format!("_{word}")) || base.contains(&format!("_{word}_"))
+            };
+            match m.unit {
+                Unit::Seconds => assert!(base.ends_with("_seconds"), "{name}: unit last"),
+                Unit::Bytes => assert!(has_word("bytes"), "{name}: unit in the name"),
+                Unit::Count => assert!(
+                    !has_word("seconds") && !has_word("bytes"),
+                    "{name}: a count named like a unit"
+                ),
+                other => panic!("{name}: {other:?} is not a base unit"),
+            }
+            for reserved in ["_count", "_sum", "_bucket"] {
+                assert!(
+                    !name.ends_with(reserved),
+                    "{name}: {reserved} is the exporter's"
+                );
+            }
+            for kind in ["counter", "gauge", "histogram", "summary"] {
+                assert!(
+                    !name.contains(kind),
+                    "{name}: the type is not part of the name"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn help_texts_are_one_plain_sentence() {
+        for m in ALL {
+            let help = m.help();
+            assert!(help.len() >= 10, "{}: help {help:?}", m.name);
+            assert!(!help.contains(['\n', '`']), "{}: help {help:?}", m.name);
+            assert!(
+                help.trim() == help && !help.contains("  "),
+                "{}: {help:?}",
+                m.name
+            );
+            assert!(
+                help.ends_with('.'),
+                "{}: help ends a sentence: {help:?}",
+                m.name
+            );
+        }
+        let phase = ALL.iter().find(|m| m.name == REQUEST_PHASE_SECONDS);
+        let phase = phase.map(Metric::help).unwrap_or_default();
+        assert!(
+            phase.ends_with("(queue, local, remote)."),
+            "first paragraph only: {phase}"
+        );
+    }
+
+    #[test]
+    fn the_exporter_renders_help_and_the_declared_type_for_every_metric() {
+        let recorder = builder().expect("valid buckets").build_recorder();
+        let handle = recorder.handle();
+        metrics::with_local_recorder(&recorder, || {
+            // One sample of each before describing, the rest after: the HELP text is
+            // rendered either way.
+            let (before, after) = ALL.split_at(ALL.len() / 2);
+            let record = |m: &Metric| match m.kind {
+                Kind::Counter => metrics::counter!(m.name, "api" => "Produce").increment(1),
+                Kind::Gauge => metrics::gauge!(m.name).set(1.0),
+                Kind::Histogram => metrics::histogram!(m.name).record(0.001),
+            };
+            before.iter().for_each(record);
+            describe();
+            after.iter().for_each(record);
+        });
+        let text = handle.render();
+        for m in ALL {
+            let kind = match m.kind {
+                Kind::Counter => "counter",
+                Kind::Gauge => "gauge",
+                Kind::Histogram => "histogram",
+            };
+            let help = format!("# HELP {} {}\n# TYPE {} {kind}\n", m.name, m.help(), m.name);
+            assert!(
+                text.contains(&help),
+                "{} not rendered as\n{help}in\n{text}",
+                m.name
+            );
+        }
     }
 
     #[test]

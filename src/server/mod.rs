@@ -3,7 +3,7 @@
 
 mod connection;
 pub(crate) mod dispatch;
-mod frame;
+pub mod frame;
 pub use frame::HeaderPrefix;
 mod listener;
 mod response;

@@ -76,10 +76,18 @@ def parse_exposition(text: str) -> list[tuple[str, dict, float]]:
     return out
 
 
+_DECLARATION = re.compile(r'^\s*(Counter|Gauge|Histogram)\((\w+)\) ([A-Z0-9_]+) = "([a-z0-9_]+)";$', re.M)
+
+
+def metric_declarations() -> dict[str, tuple[str, str]]:
+    """metric name -> (kind, unit) as src/metrics.rs's define_metrics! table declares
+    them, kind in Prometheus's words (counter, gauge, histogram)."""
+    return {name: (kind.lower(), unit) for kind, unit, _, name in _DECLARATION.findall(METRICS_RS.read_text())}
+
+
 def metric_constants() -> dict[str, str]:
     """CONSTANT -> metric name, from src/metrics.rs (the names the broker exports)."""
-    text = METRICS_RS.read_text()
-    return dict(re.findall(r'pub const ([A-Z0-9_]+): &str = "([a-z0-9_]+)";', text))
+    return {const: name for _, _, const, name in _DECLARATION.findall(METRICS_RS.read_text())}
 
 
 def serve_env_vars(binary: Path | None = None) -> set[str]:
