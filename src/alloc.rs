@@ -20,11 +20,9 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Allocations at least this large are reserved lazily while decoding.
-pub const LARGE_BYTES: usize = 1 << 20;
+pub use crate::config::limits::GUARDED_ALLOCATION_BYTES as LARGE_BYTES;
+use crate::config::limits::GUARDED_ALLOCATION_SLOTS as SLOTS;
 const PAGE_BYTES: usize = 4096;
-/// Reserved mappings alive at once (one decode per worker thread, a few arrays each).
-const SLOTS: usize = 256;
 
 thread_local! {
     static DECODING: Cell<bool> = const { Cell::new(false) };

@@ -19,13 +19,9 @@ use tokio::net::TcpStream;
 
 use crate::server::frame::{decode_untrusted, DecodeError};
 
-/// Largest response accepted.
-const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
-/// Bound on connecting and on one request/response exchange.
-const TIMEOUT: Duration = Duration::from_secs(30);
-/// Bytes read per step of a response body: its buffer grows as bytes arrive, never to
-/// the size a peer merely claims.
-const READ_CHUNK_BYTES: usize = 256 * 1024;
+use crate::config::limits::{
+    CLIENT_MAX_RESPONSE_BYTES as MAX_RESPONSE_BYTES, CLIENT_TIMEOUT as TIMEOUT, READ_CHUNK_BYTES,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {

@@ -434,8 +434,9 @@ pub mod limits {
     /// Lazily reserved mappings alive at once: one decode per worker thread, a few
     /// arrays each. Past it a large allocation is an ordinary one.
     pub const GUARDED_ALLOCATION_SLOTS: usize = 256;
-    /// Bytes read from a socket per growth step of a frame buffer: a frame's memory
-    /// grows only as its bytes arrive.
+    /// Bytes read from a socket per growth step of a frame buffer (a request here, a
+    /// response in the client): a frame's memory grows only as its bytes arrive, never
+    /// to the size a peer merely claims.
     pub const READ_CHUNK_BYTES: usize = 256 * 1024;
     /// Pause after a failed accept (out of file descriptors), instead of spinning.
     pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
