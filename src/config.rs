@@ -530,7 +530,8 @@ pub mod limits {
 
     /// Longest a shutdown waits for in-flight requests before it closes the logs.
     pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(10);
-    /// Period of the gauges sampled rather than updated (log sizes, lag, disk, CPU).
+    /// Period of the gauges sampled rather than updated (log sizes, lag, disk), and of
+    /// the exporter's upkeep (histogram buckets).
     pub const SAMPLE_INTERVAL: Duration = Duration::from_secs(5);
 }
 

@@ -10,7 +10,6 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -297,7 +296,7 @@ pub async fn serve(listener: TcpListener, readiness: Arc<Readiness>, shutdown: C
     if let Some(handle) = state.handle.clone() {
         let stop = shutdown.clone();
         tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(Duration::from_secs(5));
+            let mut ticker = tokio::time::interval(crate::config::limits::SAMPLE_INTERVAL);
             loop {
                 tokio::select! {
                     _ = stop.cancelled() => return,
