@@ -182,9 +182,10 @@ pub fn list_offsets_v0_response(response: &LegacyResponse) -> BytesMut {
 
 /// OffsetCommit v0 (`group, [name, [partition, offset, metadata]]`) and v1 (adds
 /// generation and member id, and a per-partition commit timestamp), as the v2 struct.
-/// A v0 commit is a group-less one (generation -1), as in Kafka. The v1 commit
-/// timestamp is dropped: tern keeps offsets until the group is deleted, never
-/// expiring them by commit time.
+/// A v0 commit is a group-less one (generation -1), as in Kafka, but lands in the
+/// same store as every other version (Kafka 3.9 kept v0 commits in ZooKeeper). The
+/// v1 commit timestamp is dropped: offsets expire by the broker's retention
+/// (`offsets.retention.minutes`) alone.
 pub fn offset_commit_request(
     body: Bytes,
     version: i16,
