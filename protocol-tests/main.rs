@@ -18,6 +18,7 @@ mod client;
 #[macro_use]
 mod ops;
 mod groups;
+mod legacy;
 mod records;
 
 mod t_admin;
@@ -28,6 +29,7 @@ mod t_find_coordinator;
 mod t_group_admin;
 mod t_group_membership;
 mod t_hostile;
+mod t_legacy;
 mod t_list_offsets;
 mod t_metadata;
 mod t_offsets;

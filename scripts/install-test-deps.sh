@@ -9,6 +9,9 @@ need_apt=()
 bash scripts/install-build-deps.sh
 command -v kcat >/dev/null || need_apt+=(kcat)
 command -v etcd >/dev/null || need_apt+=(etcd-server)
+# compat/test_sarama.py: Debian's Go and Sarama 1.22 (built GOPATH-style, offline).
+command -v go >/dev/null || need_apt+=(golang-go)
+[ -d /usr/share/gocode/src/github.com/Shopify/sarama ] || need_apt+=(golang-github-shopify-sarama-dev)
 if ((${#need_apt[@]})); then
   echo "installing Debian packages: ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -156,3 +156,86 @@ fn cluster_and_group_commands_describe_a_single_node() {
     let message = tern_fails(&broker, &["topic", "describe", "missing"]);
     assert!(message.contains("UnknownTopicOrPartition"), "{message}");
 }
+
+/// Runs `tern <args>` as written (no `-b` added) and parses its JSON output.
+fn tern_json_as_given(args: &[&str]) -> serde_json::Value {
+    let output = Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(args)
+        .output()
+        .expect("cli runs");
+    assert!(
+        output.status.success(),
+        "tern {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("JSON output")
+}
+
+#[test]
+fn kafka_tool_spellings_are_accepted() {
+    let broker = start_broker();
+    let address = broker.address.as_str();
+    // As kafka-topics.sh spells it: --bootstrap-server, --replication-factor,
+    // --partitions, repeated --config.
+    let created = tern_json_as_given(&[
+        "topic",
+        "create",
+        "payments",
+        "--bootstrap-server",
+        address,
+        "--replication-factor",
+        "1",
+        "--partitions",
+        "4",
+        "--config",
+        "retention.ms=7200000",
+        "--config",
+        "cleanup.policy=delete",
+        "--json",
+    ]);
+    assert_eq!(created["partitions"], 4);
+    let described = tern_json_as_given(&[
+        "topic",
+        "describe",
+        "payments",
+        "--bootstrap-server",
+        address,
+        "--json",
+    ]);
+    assert_eq!(described["partitions"].as_array().map(Vec::len), Some(4));
+    assert_eq!(described["configs"]["retention.ms"], "7200000");
+    assert_eq!(
+        described["partitions"][0]["replicas"],
+        serde_json::json!([1])
+    );
+    let listed = tern_json_as_given(&["topic", "list", "--bootstrap-server", address, "--json"]);
+    assert_eq!(
+        listed,
+        serde_json::json!([{"name": "payments", "partitions": 4, "replication_factor": 1}])
+    );
+    // group and cluster take it too, anywhere after the command.
+    let cluster = tern_json_as_given(&[
+        "cluster",
+        "--bootstrap-server",
+        address,
+        "describe",
+        "--json",
+    ]);
+    assert_eq!(cluster["brokers"][0]["id"], 1);
+    assert_eq!(
+        tern_json_as_given(&["group", "list", "--bootstrap-server", address, "--json"]),
+        serde_json::json!([])
+    );
+    // One broker cannot hold three replicas: the broker's refusal reaches the user.
+    let output = Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(["topic", "create", "too-many", "--replication-factor", "3"])
+        .args(["--bootstrap-server", address])
+        .output()
+        .expect("cli runs");
+    assert!(
+        !output.status.success(),
+        "replication factor 3 on one broker"
+    );
+    let message = String::from_utf8_lossy(&output.stderr);
+    assert!(message.contains("InvalidReplicationFactor"), "{message}");
+}

@@ -15,10 +15,11 @@ pub use client::Client;
 /// Options every admin command takes.
 #[derive(Debug, Clone, Args)]
 pub struct Connection {
-    /// A broker to start from, HOST:PORT
+    /// A broker to start from, HOST:PORT (`--bootstrap-server` as in Kafka's tools)
     #[arg(
         long,
         short = 'b',
+        visible_alias = "bootstrap-server",
         global = true,
         env = "TERN_BOOTSTRAP",
         default_value = "127.0.0.1:9092"
@@ -38,8 +39,10 @@ pub enum TopicCommand {
     /// Create a topic
     Create {
         name: String,
+        /// Partitions (default: the broker's num.partitions)
         #[arg(long, default_value_t = -1)]
         partitions: i32,
+        /// Replicas per partition (default: the broker's default.replication.factor)
         #[arg(long, default_value_t = -1)]
         replication_factor: i16,
         /// Topic config, KEY=VALUE (repeatable)

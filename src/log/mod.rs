@@ -524,6 +524,30 @@ impl Log {
             .map(|(offset, ts)| (offset.max(self.log_start_offset), ts))
     }
 
+    /// The points Kafka's ListOffsets v0 chooses from (`legacyFetchOffsetsBefore`): each
+    /// segment's first offset (not below the log start) with the segment file's last
+    /// modification time in ms, then `(log end, now_ms)` when the active segment holds
+    /// data. Ascending by offset. A file whose time cannot be read counts as modified at
+    /// 0, as Java's `File.lastModified` reports it.
+    pub fn legacy_offset_points(&self, now_ms: i64) -> Vec<(i64, i64)> {
+        let mut points: Vec<(i64, i64)> = self
+            .segments
+            .keys()
+            .map(|&base| {
+                let modified_ms = std::fs::metadata(segment::log_path(&self.dir, base))
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(0, |d| d.as_millis() as i64);
+                (base.max(self.log_start_offset), modified_ms)
+            })
+            .collect();
+        if self.active().is_some_and(|s| !s.is_empty()) {
+            points.push((self.log_end_offset(), now_ms));
+        }
+        points
+    }
+
     /// `(offset, timestamp)` of the first record carrying the log's largest timestamp,
     /// as Kafka answers ListOffsets(-3). Exact for uncompressed batches; for a compressed
     /// one, the batch's last offset, since the broker does not decompress.

@@ -218,6 +218,11 @@ impl Partition {
         self.log.lock().offset_for_timestamp(timestamp)
     }
 
+    /// See `Log::legacy_offset_points` (ListOffsets v0).
+    pub fn legacy_offset_points(&self, now_ms: i64) -> Vec<(i64, i64)> {
+        self.log.lock().legacy_offset_points(now_ms)
+    }
+
     pub fn max_timestamp(&self) -> Option<(i64, i64)> {
         self.log.lock().max_timestamp()
     }

@@ -1,9 +1,18 @@
 //! The table of supported APIs and the one place that routes a request to its handler.
 //!
 //! `SUPPORTED` is what ApiVersions advertises; an API is listed only when its handler
-//! exists and is tested. Versions below a handler's first served version are listed
-//! where old clients gate features on them (Produce v0), and answered with
-//! UNSUPPORTED_VERSION, as Apache Kafka 4 does.
+//! exists and is tested. Ranges reach down to what Kafka 3.9 serves wherever the wire
+//! format needs no v0/v1 message format (KIP-896 removed those versions in Kafka 4.0,
+//! but Sarama and tools built on it still send them); `server::legacy` decodes the
+//! versions `kafka-protocol` lacks. Produce v0–2 and Fetch v0–3 would need the old
+//! message formats and are not served.
+//!
+//! A version that is not served is refused as Kafka 4 refuses it: its `SocketServer`
+//! checks every request header against `ApiVersionManager.isApiEnabled` and closes
+//! the connection otherwise (unknown keys too), except ApiVersions, answered in v0
+//! with UNSUPPORTED_VERSION and the key list (KIP-511). Produce v0–2 are advertised
+//! (KAFKA-18659: old librdkafka reads a minimum above 0 as "no compression") and then
+//! closed, exactly as Kafka 4 does: there is no UNSUPPORTED_VERSION answer to them.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,6 +23,7 @@ use kafka_protocol::protocol::Encodable;
 use tracing::Instrument;
 
 use super::frame::{decode_untrusted, encode_response, split_header, DecodeError, HeaderPrefix};
+use super::legacy::{self, Decoding};
 use crate::api::context::{Principal, RequestContext, Services};
 use crate::api::{admin, api_versions, data, group, metadata};
 
@@ -29,18 +39,19 @@ const fn api(key: ApiKey, min: i16, max: i16) -> ApiRange {
     ApiRange { key, min, max }
 }
 
-/// Every API tern serves, with Apache Kafka 4.1's version ranges.
+/// Every API tern serves: Apache Kafka 4.1's highest versions, and its lowest ones or,
+/// where lower, Kafka 3.9's (module doc).
 pub const SUPPORTED: &[ApiRange] = &[
     api(ApiKey::Produce, 0, 13),
     api(ApiKey::Fetch, 4, 18),
-    api(ApiKey::ListOffsets, 1, 10),
+    api(ApiKey::ListOffsets, 0, 10),
     api(ApiKey::Metadata, 0, 13),
     api(ApiKey::ApiVersions, 0, 4),
-    api(ApiKey::CreateTopics, 2, 7),
-    api(ApiKey::DeleteTopics, 1, 6),
+    api(ApiKey::CreateTopics, 0, 7),
+    api(ApiKey::DeleteTopics, 0, 6),
     api(ApiKey::DeleteRecords, 0, 2),
     api(ApiKey::InitProducerId, 0, 5),
-    api(ApiKey::DescribeConfigs, 1, 4),
+    api(ApiKey::DescribeConfigs, 0, 4),
     api(ApiKey::AlterConfigs, 0, 2),
     api(ApiKey::CreatePartitions, 0, 3),
     api(ApiKey::IncrementalAlterConfigs, 0, 1),
@@ -50,18 +61,27 @@ pub const SUPPORTED: &[ApiRange] = &[
     api(ApiKey::Heartbeat, 0, 4),
     api(ApiKey::LeaveGroup, 0, 5),
     api(ApiKey::SyncGroup, 0, 5),
-    api(ApiKey::OffsetCommit, 2, 9),
-    api(ApiKey::OffsetFetch, 1, 9),
+    api(ApiKey::OffsetCommit, 0, 9),
+    api(ApiKey::OffsetFetch, 0, 9),
     api(ApiKey::DescribeGroups, 0, 6),
     api(ApiKey::ListGroups, 0, 5),
     api(ApiKey::DeleteGroups, 0, 2),
     api(ApiKey::OffsetDelete, 0, 0),
 ];
 
+/// Produce's first served version; v0–2 are only advertised (module doc).
+pub const PRODUCE_SERVED_MIN: i16 = 3;
+
+/// Whether ApiVersions advertises `version` of `key`.
 pub fn supported(key: ApiKey, version: i16) -> bool {
     SUPPORTED
         .iter()
         .any(|r| r.key == key && (r.min..=r.max).contains(&version))
+}
+
+/// Whether a request of `version` of `key` is executed (else the connection closes).
+pub fn served(key: ApiKey, version: i16) -> bool {
+    supported(key, version) && !(key == ApiKey::Produce && version < PRODUCE_SERVED_MIN)
 }
 
 /// What to send back for one request frame.
@@ -136,11 +156,8 @@ pub async fn handle_frame(
         let response = api_versions::unsupported_version_response();
         return reply(key, 0, prefix.correlation_id, &response);
     }
-    if !supported(key, prefix.api_version) {
+    if !served(key, prefix.api_version) {
         return Reply::Close(format!("unsupported {key:?} v{}", prefix.api_version));
-    }
-    if key == ApiKey::Produce && prefix.api_version < 3 {
-        return data::produce::legacy_reply(&frame, prefix);
     }
     let (header, body) = match split_header(key, prefix.api_version, frame) {
         Ok(parts) => parts,
@@ -293,6 +310,9 @@ macro_rules! call {
 }
 
 async fn route(ctx: RequestContext, key: ApiKey, body: Bytes) -> Reply {
+    if let Some(plan) = legacy::plan(key, ctx.api_version) {
+        return route_legacy(ctx, key, body, plan).await;
+    }
     match key {
         ApiKey::Produce => {
             let version = ctx.api_version;
@@ -465,6 +485,100 @@ async fn route(ctx: RequestContext, key: ApiKey, body: Bytes) -> Reply {
     }
 }
 
+/// Decodes `body` with the crate's decoder of a later version whose encoding is the
+/// same once `pad` is appended (see `server::legacy`).
+fn decode_as<T: kafka_protocol::protocol::Decodable>(
+    key: ApiKey,
+    version: i16,
+    body: Bytes,
+    decoding: Decoding,
+) -> Result<T, DecodeError> {
+    let Decoding::As { as_version, pad } = decoding else {
+        return Err(DecodeError {
+            api: key,
+            version,
+            reason: "no decoder planned".into(),
+        });
+    };
+    let mut padded = bytes::BytesMut::with_capacity(body.len() + pad.len());
+    padded.extend_from_slice(&body);
+    padded.extend_from_slice(pad);
+    decode_untrusted(key, &mut padded.freeze(), as_version)
+}
+
+/// A response body encoded by `server::legacy`, framed with response header v0 (every
+/// legacy version is non-flexible).
+fn legacy_reply(correlation_id: i32, body: bytes::BytesMut) -> Reply {
+    let Ok(size) = i32::try_from(body.len() + 4) else {
+        return Reply::Close("response larger than 2 GiB".into());
+    };
+    let mut frame = bytes::BytesMut::with_capacity(body.len() + 8);
+    frame.extend_from_slice(&size.to_be_bytes());
+    frame.extend_from_slice(&correlation_id.to_be_bytes());
+    frame.extend_from_slice(&body);
+    Reply::Frame(vec![frame.freeze()])
+}
+
+/// The served versions `kafka-protocol` has no types for: decoded by hand or as a
+/// later version, run by the same handlers, encoded by hand or as a later version.
+async fn route_legacy(
+    ctx: RequestContext,
+    key: ApiKey,
+    body: Bytes,
+    (decoding, encode_as): (Decoding, Option<i16>),
+) -> Reply {
+    let version = ctx.api_version;
+    let correlation_id = ctx.correlation_id;
+    macro_rules! decoded {
+        ($decoded:expr) => {
+            match $decoded {
+                Ok(request) => request,
+                Err(error) => return error.into(),
+            }
+        };
+    }
+    match (key, encode_as) {
+        (ApiKey::ListOffsets, _) => {
+            let request = decoded!(legacy::list_offsets_v0_request(body));
+            let response = data::list_offsets::handle_v0(&ctx, request).await;
+            legacy_reply(correlation_id, legacy::list_offsets_v0_response(&response))
+        }
+        (ApiKey::OffsetCommit, Some(as_version)) => {
+            let request = decoded!(legacy::offset_commit_request(body, version));
+            let response = group::offset_commit::handle(&ctx, request).await;
+            reply(key, as_version, correlation_id, &response)
+        }
+        (ApiKey::OffsetFetch, Some(as_version)) => {
+            let request: OffsetFetchRequest = decoded!(decode_as(key, version, body, decoding));
+            let response = group::offset_fetch::handle(&ctx, request).await;
+            reply(key, as_version, correlation_id, &response)
+        }
+        (ApiKey::DescribeConfigs, _) => {
+            let request: DescribeConfigsRequest = decoded!(decode_as(key, version, body, decoding));
+            let response = admin::describe_configs::handle(&ctx, request).await;
+            legacy_reply(
+                correlation_id,
+                legacy::describe_configs_v0_response(&response),
+            )
+        }
+        (ApiKey::CreateTopics, _) => {
+            let request: CreateTopicsRequest = decoded!(decode_as(key, version, body, decoding));
+            let response = admin::create_topics::handle(&ctx, request).await;
+            legacy_reply(
+                correlation_id,
+                legacy::create_topics_response(&response, version),
+            )
+        }
+        (ApiKey::DeleteTopics, _) => {
+            let request: DeleteTopicsRequest = decoded!(decode_as(key, version, body, decoding));
+            let response = admin::delete_topics::handle(&ctx, request).await;
+            legacy_reply(correlation_id, legacy::delete_topics_v0_response(&response))
+        }
+        // `legacy::plan` names only the arms above; its unit test checks the list.
+        (other, _) => Reply::Close(format!("{other:?} v{version} is not routed")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -484,6 +598,24 @@ mod tests {
             supported(ApiKey::Produce, 0),
             "old librdkafka needs Produce v0 advertised"
         );
+        assert!(!served(ApiKey::Produce, 2), "Kafka 4 closes Produce v0-2");
+        assert!(served(ApiKey::Produce, PRODUCE_SERVED_MIN));
         assert!(!supported(ApiKey::Fetch, 3));
+    }
+
+    #[test]
+    fn every_served_version_below_the_crate_has_a_legacy_plan() {
+        for range in SUPPORTED {
+            let crate_min = range.key.valid_versions().min;
+            for version in range.min..crate_min {
+                if served(range.key, version) {
+                    assert!(
+                        legacy::plan(range.key, version).is_some(),
+                        "{:?} v{version} is advertised but nothing decodes it",
+                        range.key
+                    );
+                }
+            }
+        }
     }
 }

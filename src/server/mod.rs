@@ -4,6 +4,7 @@
 mod connection;
 pub(crate) mod dispatch;
 pub mod frame;
+mod legacy;
 pub use frame::HeaderPrefix;
 mod listener;
 mod response;

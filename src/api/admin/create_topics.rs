@@ -1,4 +1,4 @@
-//! CreateTopics (key 19, v2–7): validate each topic (name, partitions, replication
+//! CreateTopics (key 19, v0–7; v0–1 through `server::legacy`): validate each topic (name, partitions, replication
 //! factor, assignments, configs), then create it unless `validate_only`. v5+ answers
 //! with the topic's effective configs.
 

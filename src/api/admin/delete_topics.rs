@@ -1,4 +1,5 @@
-//! DeleteTopics (key 20, v1–6): by name (v1–5 `topic_names`) or by name or id (v6).
+//! DeleteTopics (key 20, v0–6; v0 through `server::legacy`): by name (v0–5
+//! `topic_names`) or by name or id (v6).
 
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse};

@@ -1,4 +1,4 @@
-//! DescribeConfigs (key 32, v1–4): every config of a topic with its effective value and
+//! DescribeConfigs (key 32, v0–4; v0 through `server::legacy`): every config of a topic with its effective value and
 //! source (never an empty list), or the broker's static configs. Synonyms (v1+) list
 //! the topic override, the broker setting and the default, most specific first.
 

@@ -1,12 +1,12 @@
-//! Produce (key 0): served v3–13; v0–2 are advertised for old librdkafka's feature
-//! checks and answered UNSUPPORTED_VERSION per partition, as Kafka 4 does.
+//! Produce (key 0): served v3–13. v0–2 are advertised for old librdkafka's feature
+//! checks and never reach this handler: the connection closes, as in Kafka 4
+//! (`server::dispatch`).
 //!
 //! acks=0 gets no response; acks=1 is answered once the batches are in the log (page
 //! cache); acks=all also waits for an fsync when `flush_on_ack_all` (group commit).
 
 use std::sync::Arc;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::ResponseError;
@@ -15,8 +15,6 @@ use super::super::context::RequestContext;
 use super::super::{errors, str_bytes};
 use crate::model::now_ms;
 use crate::replication::{NotServed, Partition};
-use crate::server::dispatch::Reply;
-use crate::server::HeaderPrefix;
 
 /// What a produce request needs after its batches are appended.
 #[derive(Debug)]
@@ -246,106 +244,9 @@ async fn wait_durable(responses: &mut [TopicProduceResponse], waits: Vec<(Arc<Pa
     }
 }
 
-/// Produce v0–2 (not decodable by kafka-protocol 0.18): read just the topic and
-/// partition names, each length checked against the bytes left, and answer every
-/// partition UNSUPPORTED_VERSION in the matching response format.
-pub fn legacy_reply(frame: &Bytes, prefix: HeaderPrefix) -> Reply {
-    match legacy_response(frame, prefix) {
-        Some(Some(bytes)) => Reply::Frame(vec![bytes.freeze()]),
-        Some(None) => Reply::None,
-        None => Reply::Close(format!("malformed Produce v{} request", prefix.api_version)),
-    }
-}
-
-fn legacy_response(frame: &Bytes, prefix: HeaderPrefix) -> Option<Option<BytesMut>> {
-    let mut buf = frame.slice(8..);
-    let client_id_len = take_i16(&mut buf)?;
-    skip(&mut buf, client_id_len.max(0) as usize)?;
-    let acks = take_i16(&mut buf)?;
-    let _timeout = take_i32(&mut buf)?;
-    let topic_count = bounded_len(take_i32(&mut buf)?, &buf, 6)?;
-    let mut topics = Vec::with_capacity(topic_count);
-    for _ in 0..topic_count {
-        let name_len = take_i16(&mut buf)?.max(0) as usize;
-        let name = take(&mut buf, name_len)?;
-        let partition_count = bounded_len(take_i32(&mut buf)?, &buf, 8)?;
-        let mut partitions = Vec::with_capacity(partition_count);
-        for _ in 0..partition_count {
-            partitions.push(take_i32(&mut buf)?);
-            let size = take_i32(&mut buf)?.max(0) as usize;
-            skip(&mut buf, size)?;
-        }
-        topics.push((name, partitions));
-    }
-    if acks == 0 {
-        return Some(None);
-    }
-    let version = prefix.api_version;
-    let mut out = BytesMut::new();
-    out.put_i32(0);
-    out.put_i32(prefix.correlation_id);
-    out.put_i32(topics.len() as i32);
-    for (name, partitions) in &topics {
-        out.put_i16(name.len() as i16);
-        out.put_slice(name);
-        out.put_i32(partitions.len() as i32);
-        for &partition in partitions {
-            out.put_i32(partition);
-            out.put_i16(ResponseError::UnsupportedVersion.code());
-            out.put_i64(-1);
-            if version >= 2 {
-                out.put_i64(-1);
-            }
-        }
-    }
-    if version >= 1 {
-        out.put_i32(0);
-    }
-    let size = (out.len() - 4) as i32;
-    out[..4].copy_from_slice(&size.to_be_bytes());
-    Some(Some(out))
-}
-
-/// A claimed element count, refused if the remaining bytes can't hold that many
-/// elements of at least `min_element_bytes` each.
-fn bounded_len(claimed: i32, buf: &Bytes, min_element_bytes: usize) -> Option<usize> {
-    let n = usize::try_from(claimed).ok()?;
-    (n.checked_mul(min_element_bytes)? <= buf.remaining()).then_some(n)
-}
-fn take_i16(buf: &mut Bytes) -> Option<i16> {
-    (buf.remaining() >= 2).then(|| buf.get_i16())
-}
-fn take_i32(buf: &mut Bytes) -> Option<i32> {
-    (buf.remaining() >= 4).then(|| buf.get_i32())
-}
-fn take(buf: &mut Bytes, n: usize) -> Option<Bytes> {
-    (buf.remaining() >= n).then(|| buf.split_to(n))
-}
-fn skip(buf: &mut Bytes, n: usize) -> Option<()> {
-    take(buf, n).map(|_| ())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn legacy_request(version: i16, acks: i16, topic_count: i32) -> Bytes {
-        let mut b = BytesMut::new();
-        b.put_i16(0);
-        b.put_i16(version);
-        b.put_i32(42);
-        b.put_i16(1);
-        b.put_slice(b"c");
-        b.put_i16(acks);
-        b.put_i32(1000);
-        b.put_i32(topic_count);
-        b.put_i16(1);
-        b.put_slice(b"t");
-        b.put_i32(1);
-        b.put_i32(3);
-        b.put_i32(0);
-        b.freeze()
-    }
 
     #[test]
     fn a_second_batch_in_one_partition_is_detected_from_the_first_length() {
@@ -359,29 +260,5 @@ mod tests {
             "truncated: left to the log"
         );
         assert!(!holds_more_than_one_batch(&[0u8; 5]));
-    }
-
-    #[test]
-    fn legacy_produce_is_answered_unsupported_per_partition() {
-        let frame = legacy_request(2, 1, 1);
-        let prefix = HeaderPrefix::parse(&frame).expect("prefix");
-        let Some(Some(out)) = legacy_response(&frame, prefix) else {
-            panic!("expected a response")
-        };
-        // size, correlation id, 1 topic "t", 1 partition 3, error 35, offset, time, throttle
-        assert_eq!(out.len(), 4 + 4 + 4 + 3 + 4 + 4 + 2 + 8 + 8 + 4);
-        assert_eq!(&out[4..8], &42i32.to_be_bytes());
-        assert_eq!(&out[23..25], &35i16.to_be_bytes());
-        assert!(
-            matches!(
-                legacy_response(&legacy_request(0, 0, 1), prefix),
-                Some(None)
-            ),
-            "acks=0: silence"
-        );
-        assert!(
-            legacy_response(&legacy_request(1, 1, i32::MAX), prefix).is_none(),
-            "hostile count refused"
-        );
     }
 }

@@ -1,6 +1,8 @@
-//! OffsetCommit (key 8, v2–9): stores offsets durably in `__consumer_offsets` before
-//! answering. Members must name the current generation; a group-less consumer commits
-//! with generation -1 to an empty group.
+//! OffsetCommit (key 8, v0–9; v0–1 decoded by `server::legacy`): stores offsets durably
+//! in `__consumer_offsets` before answering. Members must name the current generation;
+//! a group-less consumer commits with generation -1 to an empty group (v0 always does).
+//! Kafka 3.9 kept v0 commits in ZooKeeper, apart from v1+ ones (KRaft answered them
+//! UNSUPPORTED_VERSION); tern has one store, so every version sees every commit.
 
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,

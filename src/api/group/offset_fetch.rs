@@ -1,4 +1,5 @@
-//! OffsetFetch (key 9, v1–9): committed offsets of one group (v1–7) or several (v8+);
+//! OffsetFetch (key 9, v0–9; v0 asks and is answered as v1, and reads the same store,
+//! see `offset_commit`): committed offsets of one group (v0–7) or several (v8+);
 //! null topics (v2+) means every partition the group has offsets for. A partition
 //! without a commit answers offset -1.
 
