@@ -7,7 +7,6 @@
 //! [`decode_untrusted`](crate::server::frame::decode_untrusted).
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
@@ -306,7 +305,7 @@ mod tests {
             for chunk in answer(correlation_id) {
                 stream.write_all(&chunk)?;
                 stream.flush()?;
-                std::thread::sleep(Duration::from_millis(1));
+                std::thread::sleep(std::time::Duration::from_millis(1));
             }
             Ok(())
         });

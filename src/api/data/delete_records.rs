@@ -24,7 +24,7 @@ pub async fn handle(ctx: &RequestContext, request: DeleteRecordsRequest) -> Dele
                 .as_ref()
                 .map(|t| t.partition(wanted.partition_index))
             {
-                Some(Ok(partition)) => delete_before(&partition, wanted.offset).await,
+                Some(Ok(partition)) => delete_before(partition, wanted.offset).await,
                 Some(Err(not_served)) => Err(errors::not_served(not_served)),
                 None => Err(ResponseError::UnknownTopicOrPartition),
             };
