@@ -43,7 +43,8 @@ pub async fn handle(
             )),
         };
         responses.push(match outcome {
-            Ok(()) => response,
+            // Kafka sends a null message with success.
+            Ok(()) => response.with_error_message(None),
             Err((error, message)) => response
                 .with_error_code(error.code())
                 .with_error_message(Some(str_bytes(message))),
