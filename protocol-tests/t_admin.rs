@@ -7,6 +7,7 @@ use kafka_protocol::messages::ApiKey;
 use uuid::Uuid;
 
 use crate::broker::{now_ms, unique_name, CLUSTER_ID};
+use crate::client::Client;
 use crate::ops::*;
 use crate::records::*;
 
