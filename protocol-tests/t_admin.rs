@@ -900,6 +900,30 @@ fn broker_configs_are_dynamic_where_kafka_allows_it() {
         let (_, src) = topic_config(&ctx, &mut c, &t.name, "segment.bytes");
         assert!(DEFAULT_SOURCES.contains(&src), "segment.bytes source {src}");
     }
+    // log.flush.interval.ms is dynamic too (Kafka: the broker synonym of flush.ms).
+    let iv = ctx.max_version(ApiKey::IncrementalAlterConfigs);
+    let (code, _) = incremental_alter(
+        &mut c,
+        iv,
+        RESOURCE_BROKER,
+        &me,
+        &[("log.flush.interval.ms", OP_SET, Some("250"))],
+        false,
+    );
+    assert_code!(code, NONE, "IncrementalAlterConfigs log.flush.interval.ms");
+    assert_eq!(
+        broker_config(&mut c, dv, &me, "log.flush.interval.ms"),
+        Some(("250".to_string(), SOURCE_DYNAMIC_BROKER_CONFIG, false))
+    );
+    let (code, _) = incremental_alter(
+        &mut c,
+        iv,
+        RESOURCE_BROKER,
+        &me,
+        &[("log.flush.interval.ms", OP_DELETE, None)],
+        false,
+    );
+    assert_code!(code, NONE, "DELETE log.flush.interval.ms");
     // Describing another broker's id is refused the same way.
     let res = describe_configs(&mut c, dv, RESOURCE_BROKER, "9999", None, false);
     assert_code!(

@@ -174,7 +174,8 @@ pub struct ServerConfig {
     pub slow_request: Option<Duration>,
 }
 
-/// Topic creation defaults and the defaults of every topic config.
+/// Topic creation defaults and the static defaults of every topic config (built-in and
+/// operator-set); `ReplicaManager` puts the dynamic broker configs on top of them.
 #[derive(Debug, Clone)]
 pub struct TopicsConfig {
     pub auto_create: bool,

@@ -418,3 +418,60 @@ impl ReplicaManager {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn spec(name: &str) -> TopicSpec {
+        TopicSpec {
+            name: name.to_string(),
+            topic_id: Uuid::new_v4(),
+            numeric_id: 1,
+            partitions: 1,
+            replication_factor: 1,
+            configs: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn dynamic_configs_reach_open_logs_and_the_flush_interval() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let builtin = vec![("retention.ms", "604800000".to_string())];
+        let defaults = Arc::new(TopicDefaults::new(&builtin, &BTreeMap::new()));
+        let durability = Durability {
+            flush_on_ack_all: true,
+            flush_interval: Duration::from_secs(1),
+        };
+        let replicas = ReplicaManager::new(dir.path(), defaults, durability)?;
+        replicas.reconcile_topic(&spec("orders"), &[Some(0)], true)?;
+        let mut dynamic = DynamicBrokerConfigs::default();
+        dynamic
+            .cluster_default
+            .insert("log.retention.ms".into(), "1".into());
+        dynamic
+            .this_broker
+            .insert(LOG_FLUSH_INTERVAL_MS.into(), "250".into());
+        assert!(replicas.set_dynamic_configs(dynamic.clone()));
+        assert!(
+            !replicas.set_dynamic_configs(dynamic),
+            "no change the second time"
+        );
+        assert_eq!(replicas.flush_interval(), Duration::from_millis(250));
+        // The open log now ages everything out after 1 ms: retention deletes its data.
+        let partition = replicas
+            .partition("orders", 0)
+            .ok_or_else(|| io::Error::other("led"))?;
+        partition
+            .append(&crate::log::batch::testing::simple_batch(3, 1_000), 1_000)
+            .map_err(io::Error::other)?;
+        replicas.apply_retention();
+        let (log_start, _, log_end) = partition.offsets();
+        assert_eq!((log_start, log_end), (3, 3));
+        assert!(replicas.set_dynamic_configs(DynamicBrokerConfigs::default()));
+        assert_eq!(replicas.flush_interval(), Duration::from_secs(1));
+        Ok(())
+    }
+}
