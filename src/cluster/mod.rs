@@ -1,6 +1,7 @@
 //! Cluster metadata behind one trait: topics, their partitions, configs and ids, where
 //! each partition lives (leader, replicas, leader epoch), the live brokers and the
-//! controller, and producer-id allocation. `EmbeddedStore` serves a single node from a
+//! controller, producer-id allocation, and the dynamic broker configs (KIP-226: per
+//! broker and the cluster-wide default). `EmbeddedStore` serves a single node from a
 //! file in the data directory; `EtcdStore` serves a cluster from etcd, with a local
 //! cache kept current by watches.
 //!
