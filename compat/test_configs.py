@@ -288,3 +288,34 @@ def test_retention_never_ages_out_committed_offsets(broker, topic):
     broker.restart()
     assert committed(broker.address, group, parts) == {0: 5, 1: 139}
     assert low_watermark(broker.address, OFFSETS, offsets_partition)[0] == 0
+
+
+def test_kafka_python_sees_dynamic_configs_as_dynamic_and_alters_them(broker, topic):
+    """kafka-python's admin client checks names against DescribeConfigs' read-only flags
+    (config_filter='dynamic') before altering, and reads sources and synonyms back."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import ConfigResource as KpResource
+
+    kp = KafkaAdminClient(bootstrap_servers=broker.address, request_timeout_ms=10000)
+    try:
+        dynamic = kp.describe_configs([KpResource("BROKER", "1")], config_filter="dynamic")["broker"]["1"]
+        assert {"log.retention.ms", "log.segment.bytes", "message.max.bytes"} <= set(dynamic), sorted(dynamic)
+        assert "num.partitions" not in dynamic and "broker.id" not in dynamic, sorted(dynamic)
+        result = kp.alter_configs([KpResource("BROKER", "1", configs={"log.retention.ms": "3600000"})])
+        assert result == {"broker": {"1": "OK"}}, result
+        described = kp.describe_configs([KpResource("BROKER", "1", configs=["log.retention.ms"])],
+                                        include_synonyms=True, config_filter="all")["broker"]["1"]
+        entry = described["log.retention.ms"]
+        assert (entry["value"], entry["config_source"]) == ("3600000", "DYNAMIC_BROKER_CONFIG"), entry
+        assert [s["source"] for s in entry["synonyms"]] == ["DYNAMIC_BROKER_CONFIG", "DEFAULT_CONFIG"], entry
+        # A read-only config: the client refuses it itself, and the broker too.
+        with pytest.raises(ValueError):
+            kp.alter_configs([KpResource("BROKER", "1", configs={"num.partitions": "3"})])
+        result = kp.alter_configs([KpResource("BROKER", "1", configs={"num.partitions": "3"})],
+                                  raise_on_unknown=False)
+        assert "InvalidRequest" in result["broker"]["1"], result
+    finally:
+        kp.close()
+    create_topic(admin_for(broker), topic)
+    assert value_and_source(describe(admin_for(broker), ResourceType.TOPIC, topic), "retention.ms") == (
+        "3600000", ConfigSource.DYNAMIC_BROKER_CONFIG)
