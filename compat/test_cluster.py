@@ -313,6 +313,39 @@ def test_an_etcd_restart_under_load_kills_no_broker_and_fails_no_write(cluster, 
     assert total == sent
 
 
+def test_a_dynamic_default_set_through_one_broker_is_in_force_on_the_others_within_seconds(cluster, topic):
+    """KIP-226 in a cluster: the cluster-wide default lives in etcd (configs/brokers/<default>)
+    and every broker re-resolves its topics' settings from its watch; a per-broker value
+    stays on its broker."""
+    import raw_configs as raw
+    cluster.create_topic(topic, 3)
+    b1, b2, b3 = cluster.brokers[1], cluster.brokers[2], cluster.brokers[3]
+    assert raw.incremental_alter(b1.address, raw.BROKER, "", [("log.retention.ms", raw.SET, "3600000")])[0] == 0
+    set_at = time.monotonic()
+
+    def seen_on(b):
+        broker_level = raw.describe(b.address, raw.BROKER, str(b.node_id), ["log.retention.ms"])
+        topic_level = raw.describe(b.address, raw.TOPIC, topic, ["retention.ms"])
+        entries = (broker_level.configs.get("log.retention.ms"), topic_level.configs.get("retention.ms"))
+        return all(e is not None and (e.value, e.source) == ("3600000", 3) for e in entries)
+
+    for b in (b2, b3):
+        wait_until(lambda b=b: seen_on(b), 5, interval=0.05, what=f"the dynamic default on broker {b.node_id}")
+    elapsed = time.monotonic() - set_at
+    assert elapsed < 2.0, f"took {elapsed:.2f}s to reach every broker"
+    described = raw.describe(b3.address, raw.BROKER, "")
+    assert {n: e.value for n, e in described.configs.items()} == {"log.retention.ms": "3600000"}
+    # Per broker: only broker 2 changes.
+    assert raw.incremental_alter(b2.address, raw.BROKER, "2", [("log.retention.ms", raw.SET, "7200000")])[0] == 0
+    wait_until(lambda: raw.describe(b2.address, raw.TOPIC, topic).configs["retention.ms"].value == "7200000", 5,
+               what="broker 2's own value")
+    time.sleep(0.5)
+    assert raw.describe(b3.address, raw.TOPIC, topic).configs["retention.ms"].value == "3600000"
+    # Broker 2 cannot alter broker 3's configs (Kafka: each broker only its own).
+    code, _ = raw.incremental_alter(b2.address, raw.BROKER, "3", [("log.retention.ms", raw.SET, "1")])
+    assert code == 42
+
+
 def java_hash(s: str) -> int:
     h = 0
     for ch in s:  # ASCII group ids: one UTF-16 unit each

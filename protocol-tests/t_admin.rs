@@ -7,6 +7,7 @@ use kafka_protocol::messages::ApiKey;
 use uuid::Uuid;
 
 use crate::broker::{now_ms, unique_name, CLUSTER_ID};
+use crate::client::Client;
 use crate::ops::*;
 use crate::records::*;
 
@@ -279,6 +280,13 @@ fn delete_records_every_version() {
             r.error_code,
             UNKNOWN_TOPIC_OR_PARTITION,
             "DeleteRecords v{v} unknown topic"
+        );
+        // Kafka's ReplicaManager refuses internal topics before anything else.
+        let r = delete_records(&mut c, v, "__consumer_offsets", 0, 0);
+        assert_code!(
+            r.error_code,
+            INVALID_TOPIC_EXCEPTION,
+            "DeleteRecords v{v} on __consumer_offsets"
         );
     }
 }
@@ -710,6 +718,282 @@ fn incremental_alter_configs_every_version() {
             "IncrementalAlterConfigs v{v} unknown topic"
         );
     }
+}
+
+// ------------------------------------------------------------------ broker configs
+
+/// (value, source, read_only) of one config of broker resource `name`.
+fn broker_config(c: &mut Client, v: i16, name: &str, key: &str) -> Option<(String, i8, bool)> {
+    let res = describe_configs(c, v, RESOURCE_BROKER, name, Some(&[key]), true);
+    assert_code!(
+        res.error_code,
+        NONE,
+        "DescribeConfigs v{v} broker '{name}' ({:?})",
+        res.error_message
+    );
+    find_config(&res, key).map(|cfg| {
+        (
+            cfg.value
+                .as_ref()
+                .map(|s| s.to_string())
+                .unwrap_or_default(),
+            cfg.config_source,
+            cfg.read_only,
+        )
+    })
+}
+
+#[test]
+fn broker_configs_are_dynamic_where_kafka_allows_it() {
+    let ctx = Ctx::new();
+    let mut c = ctx.client();
+    let me = ctx.node_id.to_string();
+    let dv = ctx.max_version(ApiKey::DescribeConfigs);
+    let t = ctx.topic("bc-plain", 1, &[]);
+    for v in ctx.versions_req(ApiKey::IncrementalAlterConfigs, 0, 1) {
+        // The cluster-wide default (resource name ""), then this broker's own value.
+        let val = format!("{}", 3_600_000 + v as i64);
+        let (code, msg) = incremental_alter(
+            &mut c,
+            v,
+            RESOURCE_BROKER,
+            "",
+            &[("log.retention.ms", OP_SET, Some(&val))],
+            false,
+        );
+        assert_code!(code, NONE, "IncrementalAlterConfigs v{v} default ({msg:?})");
+        assert_eq!(
+            broker_config(&mut c, dv, &me, "log.retention.ms"),
+            Some((val.clone(), SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG, false)),
+            "log.retention.ms of broker {me} after setting the default"
+        );
+        assert_eq!(
+            broker_config(&mut c, dv, "", "log.retention.ms").map(|(v, s, _)| (v, s)),
+            Some((val.clone(), SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG)),
+            "log.retention.ms of the default resource"
+        );
+        assert_eq!(
+            topic_config(&ctx, &mut c, &t.name, "retention.ms"),
+            (Some(val.clone()), SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG),
+            "a topic without override follows the dynamic default"
+        );
+        let own = format!("{}", 7_200_000 + v as i64);
+        let (code, _) = incremental_alter(
+            &mut c,
+            v,
+            RESOURCE_BROKER,
+            &me,
+            &[("log.retention.ms", OP_SET, Some(&own))],
+            false,
+        );
+        assert_code!(code, NONE, "IncrementalAlterConfigs v{v} broker {me}");
+        assert_eq!(
+            topic_config(&ctx, &mut c, &t.name, "retention.ms"),
+            (Some(own.clone()), SOURCE_DYNAMIC_BROKER_CONFIG),
+            "per-broker beats the default"
+        );
+        // Synonyms: every level, most specific first.
+        let res = describe_configs(
+            &mut c,
+            dv,
+            RESOURCE_BROKER,
+            &me,
+            Some(&["log.retention.ms"]),
+            true,
+        );
+        let sources: Vec<i8> = find_config(&res, "log.retention.ms")
+            .map(|cfg| cfg.synonyms.iter().map(|s| s.source).collect())
+            .unwrap_or_default();
+        assert_eq!(
+            sources.get(..2),
+            Some(
+                &[
+                    SOURCE_DYNAMIC_BROKER_CONFIG,
+                    SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG
+                ][..]
+            ),
+            "synonyms of log.retention.ms: {sources:?}"
+        );
+        // Clean up both levels: the topic is back on the static/default value.
+        for name in [me.as_str(), ""] {
+            let (code, _) = incremental_alter(
+                &mut c,
+                v,
+                RESOURCE_BROKER,
+                name,
+                &[("log.retention.ms", OP_DELETE, None)],
+                false,
+            );
+            assert_code!(
+                code,
+                NONE,
+                "IncrementalAlterConfigs v{v} DELETE on '{name}'"
+            );
+        }
+        let (got, src) = topic_config(&ctx, &mut c, &t.name, "retention.ms");
+        assert!(
+            DEFAULT_SOURCES.contains(&src) && got.as_deref() == Some(DEFAULT_RETENTION_MS),
+            "retention.ms after deleting the dynamic values: {got:?} source {src}"
+        );
+
+        // Read-only configs and other brokers' ids: INVALID_REQUEST, as Kafka answers.
+        let (code, _) = incremental_alter(
+            &mut c,
+            v,
+            RESOURCE_BROKER,
+            &me,
+            &[("num.partitions", OP_SET, Some("3"))],
+            false,
+        );
+        assert_code!(
+            code,
+            INVALID_REQUEST,
+            "IncrementalAlterConfigs v{v} num.partitions"
+        );
+        let other = (ctx.node_id + 100).to_string();
+        let (code, _) = incremental_alter(
+            &mut c,
+            v,
+            RESOURCE_BROKER,
+            &other,
+            &[("log.retention.ms", OP_SET, Some("1000"))],
+            false,
+        );
+        assert_code!(
+            code,
+            INVALID_REQUEST,
+            "IncrementalAlterConfigs v{v} broker {other}"
+        );
+    }
+    let read_only = broker_config(&mut c, dv, &me, "num.partitions");
+    assert!(
+        matches!(read_only, Some((_, _, true))),
+        "num.partitions must be described read-only: {read_only:?}"
+    );
+    for v in ctx.versions_req(ApiKey::AlterConfigs, 0, 2) {
+        let (code, _) = alter_configs(
+            &mut c,
+            v,
+            RESOURCE_BROKER,
+            &me,
+            &[("num.partitions", "3")],
+            false,
+        );
+        assert_code!(code, INVALID_REQUEST, "AlterConfigs v{v} num.partitions");
+        let (code, msg) = alter_configs(
+            &mut c,
+            v,
+            RESOURCE_BROKER,
+            &me,
+            &[("log.segment.bytes", "1048576")],
+            false,
+        );
+        assert_code!(code, NONE, "AlterConfigs v{v} log.segment.bytes ({msg:?})");
+        assert_eq!(
+            topic_config(&ctx, &mut c, &t.name, "segment.bytes"),
+            (Some("1048576".to_string()), SOURCE_DYNAMIC_BROKER_CONFIG),
+            "segment.bytes after AlterConfigs v{v} on the broker"
+        );
+        // The legacy API replaces the level: an empty set removes it.
+        let (code, _) = alter_configs(&mut c, v, RESOURCE_BROKER, &me, &[], false);
+        assert_code!(code, NONE, "AlterConfigs v{v} empty set");
+        let (_, src) = topic_config(&ctx, &mut c, &t.name, "segment.bytes");
+        assert!(DEFAULT_SOURCES.contains(&src), "segment.bytes source {src}");
+    }
+    // log.flush.interval.ms is dynamic too (Kafka: the broker synonym of flush.ms).
+    let iv = ctx.max_version(ApiKey::IncrementalAlterConfigs);
+    let (code, _) = incremental_alter(
+        &mut c,
+        iv,
+        RESOURCE_BROKER,
+        &me,
+        &[("log.flush.interval.ms", OP_SET, Some("250"))],
+        false,
+    );
+    assert_code!(code, NONE, "IncrementalAlterConfigs log.flush.interval.ms");
+    assert_eq!(
+        broker_config(&mut c, dv, &me, "log.flush.interval.ms"),
+        Some(("250".to_string(), SOURCE_DYNAMIC_BROKER_CONFIG, false))
+    );
+    let (code, _) = incremental_alter(
+        &mut c,
+        iv,
+        RESOURCE_BROKER,
+        &me,
+        &[("log.flush.interval.ms", OP_DELETE, None)],
+        false,
+    );
+    assert_code!(code, NONE, "DELETE log.flush.interval.ms");
+    // Describing another broker's id is refused the same way.
+    let res = describe_configs(&mut c, dv, RESOURCE_BROKER, "9999", None, false);
+    assert_code!(
+        res.error_code,
+        INVALID_REQUEST,
+        "DescribeConfigs of broker 9999"
+    );
+}
+
+#[test]
+fn the_offsets_topic_refuses_configs_that_would_lose_committed_offsets() {
+    let ctx = Ctx::new();
+    let mut c = ctx.client();
+    if ctx.external() {
+        // Apache Kafka lets operators change these; tern refuses (no log cleaner).
+        return;
+    }
+    let offsets = "__consumer_offsets";
+    assert_eq!(
+        topic_config(&ctx, &mut c, offsets, "cleanup.policy"),
+        (Some("compact".to_string()), SOURCE_DYNAMIC_TOPIC_CONFIG)
+    );
+    assert_eq!(
+        topic_config(&ctx, &mut c, offsets, "retention.ms")
+            .0
+            .as_deref(),
+        Some("-1")
+    );
+    for v in ctx.versions_req(ApiKey::IncrementalAlterConfigs, 0, 1) {
+        for (key, op, val) in [
+            ("cleanup.policy", OP_SET, Some("delete")),
+            ("cleanup.policy", OP_DELETE, None),
+            ("retention.ms", OP_SET, Some("1000")),
+            ("retention.bytes", OP_SET, Some("1")),
+        ] {
+            let (code, msg) =
+                incremental_alter(&mut c, v, RESOURCE_TOPIC, offsets, &[(key, op, val)], false);
+            assert_code!(
+                code,
+                INVALID_CONFIG,
+                "IncrementalAlterConfigs v{v} {key} {val:?}"
+            );
+            assert!(
+                msg.as_deref()
+                    .is_some_and(|m| m.contains("committed offsets")),
+                "message: {msg:?}"
+            );
+        }
+    }
+    for v in ctx.versions_req(ApiKey::AlterConfigs, 0, 2) {
+        let (code, _) = alter_configs(
+            &mut c,
+            v,
+            RESOURCE_TOPIC,
+            offsets,
+            &[("segment.bytes", "1048576")],
+            false,
+        );
+        assert_code!(
+            code,
+            INVALID_CONFIG,
+            "AlterConfigs v{v} without cleanup.policy=compact"
+        );
+    }
+    assert_eq!(
+        topic_config(&ctx, &mut c, offsets, "cleanup.policy")
+            .0
+            .as_deref(),
+        Some("compact")
+    );
 }
 
 // ------------------------------------------------------------------ DescribeCluster

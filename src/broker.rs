@@ -154,6 +154,8 @@ impl Broker {
             config.topics.clone(),
             config.node_id,
         );
+        // Dynamic broker configs first, so that every log opens with them in force.
+        topics.apply_broker_configs();
         let loaded = topics.load_all().await?;
         let offsets_topic = topics
             .ensure_internal(OFFSETS_TOPIC, config.groups.offsets_topic_partitions)
@@ -163,7 +165,12 @@ impl Broker {
                 .with_session(Arc::clone(&store)),
         );
         groups.follow_leadership(&offsets_topic);
+        let static_configs = config.static_broker_configs(
+            local_addr,
+            (&server.advertised_host, server.advertised_port),
+        );
         let services = Arc::new(Services {
+            static_configs,
             node,
             producer_ids: ProducerIdAllocator::new(Arc::clone(&store)),
             groups: Arc::clone(&groups),
@@ -185,11 +192,7 @@ impl Broker {
             shutdown.clone(),
             tasks.clone(),
         ));
-        background.spawn(run_flusher(
-            Arc::clone(&replicas),
-            config.durability.flush_interval,
-            shutdown.clone(),
-        ));
+        background.spawn(run_flusher(Arc::clone(&replicas), shutdown.clone()));
         background.spawn(run_group_timers(Arc::clone(&groups), shutdown.clone()));
         for api in crate::server::dispatch::advertised_api_names() {
             metrics::counter!(crate::metrics::SLOW_REQUESTS_TOTAL, "api" => api).absolute(0);
@@ -334,7 +337,12 @@ async fn run_reconciler(
             ) => vec![spec.name],
             Ok(MetadataEvent::AssignmentChanged(name)) => vec![name],
             Ok(MetadataEvent::BrokersChanged | MetadataEvent::ControllerChanged) => Vec::new(),
+            Ok(MetadataEvent::BrokerConfigsChanged(_)) => {
+                services.topics.apply_broker_configs();
+                Vec::new()
+            }
             Ok(MetadataEvent::Resynced) | Err(RecvError::Lagged(_)) => {
+                services.topics.apply_broker_configs();
                 let mut names = services.replicas.topic_names();
                 names.extend(services.store.topics().await.into_iter().map(|t| t.name));
                 names.sort();
@@ -357,19 +365,23 @@ async fn run_reconciler(
     }
 }
 
-/// Flushes every log at `interval`, so that data is never unflushed for longer and the
-/// recovery checkpoint (what a crash must rescan) stays recent.
-async fn run_flusher(
-    replicas: Arc<ReplicaManager>,
-    interval: Duration,
-    shutdown: CancellationToken,
-) {
-    let mut ticker = tokio::time::interval(interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+/// Flushes every log every `log.flush.interval.ms`, so that data is never unflushed for
+/// longer and the recovery checkpoint (what a crash must rescan) stays recent. The
+/// interval is read again at least every second: it may be changed at run time.
+async fn run_flusher(replicas: Arc<ReplicaManager>, shutdown: CancellationToken) {
+    const RECHECK: Duration = Duration::from_secs(1);
+    let mut last = tokio::time::Instant::now();
     loop {
+        let due = last + replicas.flush_interval();
+        let now = tokio::time::Instant::now();
+        if now >= due {
+            last = now;
+            replicas.flush_all().await;
+            continue;
+        }
         tokio::select! {
             _ = shutdown.cancelled() => return,
-            _ = ticker.tick() => replicas.flush_all().await,
+            _ = tokio::time::sleep_until(due.min(now + RECHECK)) => {}
         }
     }
 }

@@ -2,13 +2,14 @@
 //! an optional TOML file, all with the same names. Precedence: flag, then environment,
 //! then file, then the built-in default. Each subsystem receives only its slice.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::cluster::broker_config::StaticBrokerConfig;
 use crate::cluster::topic_config::TopicDefaults;
 use crate::replication::Durability;
 
@@ -34,6 +35,13 @@ macro_rules! serve_args {
             /// Fills unset fields from `lower`.
             fn or(self, lower: ServeArgs) -> ServeArgs {
                 ServeArgs { config: self.config, $( $field: self.$field.or(lower.$field), )* }
+            }
+
+            /// The names of the fields that are set (by flag, environment or file).
+            fn set_fields(&self) -> BTreeSet<&'static str> {
+                let mut set = BTreeSet::new();
+                $( if self.$field.is_some() { set.insert(stringify!($field)); } )*
+                set
             }
         }
 
@@ -142,6 +150,9 @@ pub struct Config {
     /// metrics listener: reachable by what runs on this machine, nothing else, until an
     /// operator gives it an address.
     pub http: Option<(SocketAddr, bool)>,
+    /// The options the operator set (flag, environment or file), by field name: what
+    /// DescribeConfigs reports as STATIC_BROKER_CONFIG rather than DEFAULT_CONFIG.
+    pub operator_set: BTreeSet<&'static str>,
 }
 
 /// Consumer-group coordinator settings.
@@ -168,7 +179,8 @@ pub struct ServerConfig {
     pub slow_request: Option<Duration>,
 }
 
-/// Topic creation defaults and the defaults of every topic config.
+/// Topic creation defaults and the static defaults of every topic config (built-in and
+/// operator-set); `ReplicaManager` puts the dynamic broker configs on top of them.
 #[derive(Debug, Clone)]
 pub struct TopicsConfig {
     pub auto_create: bool,
@@ -211,6 +223,7 @@ impl Config {
         };
         let operator_set = topic_overrides(&args.clone().or(file.clone()));
         let a = args.or(file);
+        let set_fields = a.set_fields();
         let listen = a.listen.unwrap_or_else(defaults::listen);
         let advertise = a
             .advertise
@@ -322,6 +335,7 @@ impl Config {
                 .http_enable
                 .unwrap_or_else(defaults::http_enable)
                 .then(|| (a.http.unwrap_or_else(defaults::http), a.http.is_some())),
+            operator_set: set_fields,
             groups: GroupsConfig {
                 coordinator: crate::group::coordinator::CoordinatorConfig {
                     limits: crate::group::state::GroupLimits {
@@ -350,6 +364,178 @@ impl Config {
                 )? as i32,
             },
         })
+    }
+}
+
+impl Config {
+    /// The read-only broker configs this broker describes (DescribeConfigs of a BROKER),
+    /// by their Kafka names, with the values it runs with; `log.flush.interval.ms` is
+    /// among them for its static value, though it may be changed at run time.
+    /// `listen` and `advertised` are the bound addresses (an ephemeral port resolved).
+    pub fn static_broker_configs(
+        &self,
+        listen: SocketAddr,
+        advertised: (&str, i32),
+    ) -> Vec<StaticBrokerConfig> {
+        use crate::cluster::topic_config::ConfigType::{Boolean, Int, Long, String as Str};
+        let set = |field: &str| self.operator_set.contains(field);
+        let groups = &self.groups.coordinator.limits;
+        let entry = |name, field: &str, value: String, default: Option<String>, kind, doc| {
+            StaticBrokerConfig {
+                name,
+                value,
+                default,
+                set_by_operator: set(field),
+                kind,
+                documentation: doc,
+            }
+        };
+        vec![
+            entry(
+                "broker.id",
+                "node_id",
+                self.node_id.to_string(),
+                Some(defaults::node_id().to_string()),
+                Int,
+                "This broker's id (same as node.id).",
+            ),
+            entry(
+                "node.id",
+                "node_id",
+                self.node_id.to_string(),
+                Some(defaults::node_id().to_string()),
+                Int,
+                "This broker's id.",
+            ),
+            entry(
+                "listeners",
+                "listen",
+                format!("PLAINTEXT://{listen}"),
+                Some(format!("PLAINTEXT://{}", defaults::listen())),
+                Str,
+                "Address the Kafka listener is bound to (--listen).",
+            ),
+            entry(
+                "advertised.listeners",
+                "advertise",
+                format!("PLAINTEXT://{}:{}", advertised.0, advertised.1),
+                None,
+                Str,
+                "Address clients are told to connect to (--advertise; the listener when unset).",
+            ),
+            entry(
+                "log.dirs",
+                "data_dir",
+                self.data_dir.display().to_string(),
+                Some(defaults::data_dir().display().to_string()),
+                Str,
+                "Directory holding partition logs and metadata (--data-dir).",
+            ),
+            entry(
+                "auto.create.topics.enable",
+                "auto_create_topics_enable",
+                self.topics.auto_create.to_string(),
+                Some(defaults::auto_create_topics_enable().to_string()),
+                Boolean,
+                "Create topics on first use by Metadata or Produce.",
+            ),
+            entry(
+                "num.partitions",
+                "num_partitions",
+                self.topics.num_partitions.to_string(),
+                Some(defaults::num_partitions().to_string()),
+                Int,
+                "Partitions of a topic created without a count.",
+            ),
+            entry(
+                "default.replication.factor",
+                "default_replication_factor",
+                self.topics.default_replication_factor.to_string(),
+                Some(defaults::default_replication_factor().to_string()),
+                Int,
+                "Replication factor of a topic created without one.",
+            ),
+            entry(
+                "socket.request.max.bytes",
+                "max_request_bytes",
+                self.server.max_request_bytes.to_string(),
+                Some(defaults::max_request_bytes().to_string()),
+                Int,
+                "Largest request accepted; a bigger frame closes the connection.",
+            ),
+            entry(
+                "max.connections",
+                "max_connections",
+                self.server.max_connections.to_string(),
+                Some(defaults::max_connections().to_string()),
+                Int,
+                "Client connections allowed at once (static in tern).",
+            ),
+            entry(
+                crate::cluster::broker_config::LOG_FLUSH_INTERVAL_MS,
+                "log_flush_interval_ms",
+                self.durability.flush_interval.as_millis().to_string(),
+                Some(defaults::log_flush_interval_ms().to_string()),
+                Long,
+                "Longest time data stays unflushed: every log is flushed at least this often.",
+            ),
+            entry(
+                "log.retention.check.interval.ms",
+                "log_retention_check_interval_ms",
+                self.retention_check_interval.as_millis().to_string(),
+                Some(defaults::log_retention_check_interval_ms().to_string()),
+                Long,
+                "How often retention runs.",
+            ),
+            entry(
+                "offsets.topic.num.partitions",
+                "offsets_topic_num_partitions",
+                self.groups.offsets_topic_partitions.to_string(),
+                Some(defaults::offsets_topic_num_partitions().to_string()),
+                Int,
+                "Partitions of __consumer_offsets, fixed when it is created.",
+            ),
+            entry(
+                "offsets.retention.minutes",
+                "offsets_retention_minutes",
+                (self.groups.coordinator.offsets_retention_ms / 60_000).to_string(),
+                Some(defaults::offsets_retention_minutes().to_string()),
+                Int,
+                "Committed offsets of an empty group expire after this long.",
+            ),
+            entry(
+                "group.initial.rebalance.delay.ms",
+                "group_initial_rebalance_delay_ms",
+                groups.initial_rebalance_delay_ms.to_string(),
+                Some(defaults::group_initial_rebalance_delay_ms().to_string()),
+                Int,
+                "Delay before a new group's first rebalance.",
+            ),
+            entry(
+                "group.min.session.timeout.ms",
+                "group_min_session_timeout_ms",
+                groups.min_session_timeout_ms.to_string(),
+                Some(defaults::group_min_session_timeout_ms().to_string()),
+                Int,
+                "Shortest session timeout a member may ask for.",
+            ),
+            entry(
+                "group.max.session.timeout.ms",
+                "group_max_session_timeout_ms",
+                groups.max_session_timeout_ms.to_string(),
+                Some(defaults::group_max_session_timeout_ms().to_string()),
+                Int,
+                "Longest session timeout a member may ask for.",
+            ),
+            entry(
+                "group.max.size",
+                "group_max_size",
+                groups.max_size.to_string(),
+                Some(defaults::group_max_size().to_string()),
+                Int,
+                "Most members in one group.",
+            ),
+        ]
     }
 }
 
@@ -568,9 +754,23 @@ mod tests {
         assert_eq!(
             config.topics.defaults.resolve(&empty, "retention.ms"),
             Some((
-                "5000",
+                "5000".to_string(),
                 crate::cluster::topic_config::ConfigSource::StaticBroker
             ))
+        );
+        // What the operator set is described as static, the rest as defaults.
+        let described = config.static_broker_configs(config.server.listen, ("h", 1));
+        let source = |name: &str| {
+            described
+                .iter()
+                .find(|c| c.name == name)
+                .map(|c| (c.value.clone(), c.set_by_operator))
+        };
+        assert_eq!(source("node.id"), Some(("3".to_string(), true)));
+        assert_eq!(source("num.partitions"), Some(("1".to_string(), false)));
+        assert_eq!(
+            source("listeners"),
+            Some(("PLAINTEXT://127.0.0.1:9999".to_string(), true))
         );
         Ok(())
     }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use crate::cluster::broker_config::{self, BrokerConfigError};
 use crate::cluster::topic_config::{self, ConfigError};
 use crate::cluster::{MetadataError, MetadataStore, NewTopic, TopicSpec};
 use crate::config::TopicsConfig;
@@ -30,6 +31,8 @@ pub enum TopicError {
     InvalidReplicaAssignment(String),
     #[error(transparent)]
     InvalidConfig(#[from] ConfigError),
+    #[error(transparent)]
+    InvalidBrokerConfig(#[from] BrokerConfigError),
     #[error("storage: {0}")]
     Storage(#[from] std::io::Error),
     #[error(transparent)]
@@ -65,9 +68,9 @@ pub struct CreateTopic {
 }
 
 /// Topics the broker keeps for itself: hidden from clients that don't name them, and
-/// never produced to, deleted or resized by clients.
+/// never produced to, deleted, resized or trimmed by clients.
 pub fn is_internal(name: &str) -> bool {
-    name == crate::group::offsets::OFFSETS_TOPIC
+    topic_config::is_internal(name)
 }
 
 /// Longest a topic change waits for the controller to place its partitions.
@@ -101,6 +104,21 @@ impl TopicService {
 
     pub fn config(&self) -> &TopicsConfig {
         &self.config
+    }
+
+    /// Puts the dynamic broker configs stored now (the cluster default and this broker's
+    /// own) in force on every local log. Called at start-up, after this broker changed
+    /// them, and on every `BrokerConfigsChanged` from the store.
+    pub fn apply_broker_configs(&self) -> bool {
+        let dynamic = topic_config::DynamicBrokerConfigs {
+            this_broker: self.store.broker_configs(Some(self.node_id)),
+            cluster_default: self.store.broker_configs(None),
+        };
+        let changed = self.replicas.set_dynamic_configs(dynamic);
+        if changed {
+            tracing::info!("applied dynamic broker configs");
+        }
+        changed
     }
 
     /// Opens the partitions this broker leads, for every topic in the store.
@@ -160,8 +178,36 @@ impl TopicService {
         }
     }
 
-    /// Creates an internal topic on first start (keeping data forever: there is no
-    /// compaction yet) and opens its partitions.
+    /// The dynamic broker configs of one level as stored (`None`: the cluster default).
+    pub fn broker_configs(&self, level: Option<i32>) -> BTreeMap<String, String> {
+        self.store.broker_configs(level)
+    }
+
+    /// Replaces the dynamic broker configs of one level (`None`: the cluster-wide default,
+    /// `Some(id)`: this broker's own) after checking them, and puts them in force here at
+    /// once; the other brokers follow the store's `BrokerConfigsChanged`. `read_only`
+    /// names the broker configs that exist but are not dynamic.
+    pub async fn set_broker_configs(
+        &self,
+        level: Option<i32>,
+        configs: BTreeMap<String, String>,
+        read_only: &(dyn Fn(&str) -> bool + Sync),
+        validate_only: bool,
+    ) -> Result<(), TopicError> {
+        broker_config::validate_dynamic(&configs, read_only)?;
+        if validate_only {
+            return Ok(());
+        }
+        self.store.set_broker_configs(level, configs).await?;
+        self.apply_broker_configs();
+        tracing::info!(level = ?level, "dynamic broker configs changed");
+        Ok(())
+    }
+
+    /// Creates the internal offsets topic on first start with its fixed configs
+    /// (`topic_config::OFFSETS_TOPIC_CONFIGS`: compacted by its coordinator, never subject
+    /// to retention), brings an existing one's configs up to them, and opens its
+    /// partitions.
     pub async fn ensure_internal(
         &self,
         name: &str,
@@ -171,10 +217,7 @@ impl TopicService {
             Some(spec) => spec,
             None => {
                 // Several brokers may start at once: the first one creates it.
-                let mut configs = BTreeMap::new();
-                configs.insert("retention.ms".to_string(), "-1".to_string());
-                // Small segments: compaction frees space a whole segment at a time.
-                configs.insert("segment.bytes".to_string(), (8 * 1024 * 1024).to_string());
+                let configs = topic_config::with_offsets_topic_configs(BTreeMap::new());
                 let topic = NewTopic {
                     name: name.to_string(),
                     partitions,
@@ -194,6 +237,14 @@ impl TopicService {
                     Err(error) => return Err(error.into()),
                 }
             }
+        };
+        // A topic created by an older version lacks some of the fixed configs.
+        let required = topic_config::with_offsets_topic_configs(spec.configs.clone());
+        let spec = if required != spec.configs {
+            tracing::info!(topic = name, configs = ?required, "updating internal topic configs");
+            self.store.set_topic_configs(name, required).await?
+        } else {
+            spec
         };
         self.apply(&spec, false)
     }
@@ -340,7 +391,7 @@ impl TopicService {
         configs: BTreeMap<String, String>,
         validate_only: bool,
     ) -> Result<(), TopicError> {
-        topic_config::validate(&configs)?;
+        topic_config::validate_for_topic(name, &configs)?;
         if self.store.topic(name).await.is_none() {
             return Err(TopicError::Unknown(name.to_string()));
         }

@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use crate::cluster::broker_config::StaticBrokerConfig;
 use crate::cluster::peers::Peers;
 use crate::cluster::{BrokerInfo, MetadataStore};
 use crate::config::ServerConfig;
@@ -30,6 +31,9 @@ pub struct Services {
     /// Connections to the other brokers, for what only their partitions or groups answer.
     pub peers: Peers,
     pub server: ServerConfig,
+    /// The read-only broker configs DescribeConfigs lists for this broker (and
+    /// `log.flush.interval.ms`'s static value), by Kafka name.
+    pub static_configs: Vec<StaticBrokerConfig>,
 }
 
 /// One request's context.

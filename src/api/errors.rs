@@ -95,6 +95,8 @@ pub fn topic_error(error: &TopicError) -> ResponseError {
         TopicError::InvalidReplicationFactor(_) => ResponseError::InvalidReplicationFactor,
         TopicError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
         TopicError::InvalidConfig(_) => ResponseError::InvalidConfig,
+        // Kafka answers every refused BROKER-resource change with INVALID_REQUEST.
+        TopicError::InvalidBrokerConfig(_) => ResponseError::InvalidRequest,
         TopicError::Storage(_) => ResponseError::KafkaStorageError,
         TopicError::Metadata(_) => ResponseError::UnknownServerError,
     }

@@ -23,6 +23,15 @@ struct State {
     topics: BTreeMap<String, TopicSpec>,
     next_producer_id: i64,
     next_topic_numeric_id: i64,
+    /// Dynamic broker configs by level: `<default>` or a broker id (as in Kafka's
+    /// `/configs/brokers/<...>`). Absent from files written before they existed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+/// The key of a dynamic broker config level.
+fn broker_configs_key(broker: Option<i32>) -> String {
+    broker.map_or_else(|| "<default>".to_string(), |id| id.to_string())
 }
 
 #[derive(Debug)]
@@ -74,6 +83,7 @@ impl EmbeddedStore {
                     topics: BTreeMap::new(),
                     next_producer_id: 1000,
                     next_topic_numeric_id: 1,
+                    broker_configs: BTreeMap::new(),
                 };
                 persist(&path, &state)?;
                 state
@@ -211,6 +221,33 @@ impl MetadataStore for EmbeddedStore {
         Ok(spec)
     }
 
+    fn broker_configs(&self, broker: Option<i32>) -> BTreeMap<String, String> {
+        self.state
+            .lock()
+            .broker_configs
+            .get(&broker_configs_key(broker))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    async fn set_broker_configs(
+        &self,
+        broker: Option<i32>,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), MetadataError> {
+        self.update(|state| {
+            let key = broker_configs_key(broker);
+            if configs.is_empty() {
+                state.broker_configs.remove(&key);
+            } else {
+                state.broker_configs.insert(key, configs);
+            }
+            Ok(())
+        })?;
+        self.publish(MetadataEvent::BrokerConfigsChanged(broker));
+        Ok(())
+    }
+
     async fn allocate_producer_ids(&self, count: i64) -> Result<i64, MetadataError> {
         self.update(|state| {
             let first = state.next_producer_id;
@@ -293,6 +330,32 @@ mod tests {
         );
         store.delete_topic("a").await?;
         assert!(store.topic("a").await.is_none());
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn dynamic_broker_configs_survive_reopen_and_are_announced() -> Result<(), MetadataError>
+    {
+        let dir = tempfile::tempdir()?;
+        let store = EmbeddedStore::open(dir.path(), Some("c1"), node())?;
+        let mut events = store.subscribe();
+        let mut default = BTreeMap::new();
+        default.insert("log.retention.ms".to_string(), "60000".to_string());
+        store.set_broker_configs(None, default.clone()).await?;
+        assert_eq!(
+            events.try_recv().ok(),
+            Some(MetadataEvent::BrokerConfigsChanged(None))
+        );
+        let mut mine = BTreeMap::new();
+        mine.insert("log.segment.bytes".to_string(), "1048576".to_string());
+        store.set_broker_configs(Some(1), mine.clone()).await?;
+        drop(store);
+        let store = EmbeddedStore::open(dir.path(), None, node())?;
+        assert_eq!(store.broker_configs(None), default);
+        assert_eq!(store.broker_configs(Some(1)), mine);
+        assert!(store.broker_configs(Some(2)).is_empty());
+        store.set_broker_configs(None, BTreeMap::new()).await?;
+        assert!(store.broker_configs(None).is_empty());
         Ok(())
     }
 

@@ -9,6 +9,7 @@
 //! | `topics/<name>`       | `TopicSpec` JSON           | any broker (admin requests), compare-and-swap |
 //! | `assignments/<name>`  | `TopicAssignment` JSON     | the controller only, fenced   |
 //! | `counters/topic_id`, `counters/producer_id` | next id | any broker, compare-and-swap |
+//! | `configs/brokers/<id>`, `configs/brokers/<default>` | dynamic broker configs, JSON map | any broker (AlterConfigs on a BROKER resource) |
 //!
 //! Every broker keeps the whole prefix in a local cache: one range read, then a watch
 //! from the next revision, so that reads on the request path never touch etcd and
@@ -97,6 +98,13 @@ impl Keys {
     fn producer_ids(&self) -> String {
         format!("{}counters/producer_id", self.prefix)
     }
+    /// `configs/brokers/<id>`, or `configs/brokers/<default>` for the cluster default.
+    fn broker_configs(&self, broker: Option<i32>) -> String {
+        match broker {
+            Some(id) => format!("{}configs/brokers/{id}", self.prefix),
+            None => format!("{}configs/brokers/<default>", self.prefix),
+        }
+    }
 }
 
 /// What a key under the prefix is.
@@ -105,6 +113,8 @@ enum Entry<'a> {
     Controller,
     Topic(&'a str),
     Assignment(&'a str),
+    /// Dynamic broker configs: `None` for `<default>`.
+    BrokerConfigs(Option<i32>),
     Other,
 }
 
@@ -120,6 +130,14 @@ fn classify<'a>(prefix: &str, key: &'a str) -> Entry<'a> {
         Entry::Topic(name)
     } else if let Some(name) = rest.strip_prefix("assignments/") {
         Entry::Assignment(name)
+    } else if let Some(level) = rest.strip_prefix("configs/brokers/") {
+        if level == "<default>" {
+            Entry::BrokerConfigs(None)
+        } else {
+            level
+                .parse()
+                .map_or(Entry::Other, |id| Entry::BrokerConfigs(Some(id)))
+        }
     } else {
         Entry::Other
     }
@@ -146,6 +164,8 @@ pub struct Snapshot {
     pub assignments: BTreeMap<String, TopicAssignment>,
     pub brokers: BTreeMap<i32, BrokerInfo>,
     pub controller: Option<ControllerTerm>,
+    /// Dynamic broker configs by level (`None`: the cluster-wide default).
+    pub broker_configs: BTreeMap<Option<i32>, BTreeMap<String, String>>,
 }
 
 impl Snapshot {
@@ -194,6 +214,15 @@ impl Snapshot {
                     self.assignments.remove(name);
                 }
                 Some(MetadataEvent::AssignmentChanged(name.to_string()))
+            }
+            Entry::BrokerConfigs(level) => {
+                if put {
+                    let configs = parse::<BTreeMap<String, String>>(key, value)?;
+                    self.broker_configs.insert(level, configs);
+                } else {
+                    self.broker_configs.remove(&level);
+                }
+                Some(MetadataEvent::BrokerConfigsChanged(level))
             }
             Entry::Other => None,
         }
@@ -819,6 +848,33 @@ impl MetadataStore for EtcdStore {
         .await
     }
 
+    fn broker_configs(&self, broker: Option<i32>) -> BTreeMap<String, String> {
+        self.cache
+            .read()
+            .broker_configs
+            .get(&broker)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    async fn set_broker_configs(
+        &self,
+        broker: Option<i32>,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), MetadataError> {
+        // The whole level is replaced, as both AlterConfigs APIs compute it: last writer
+        // wins, like Kafka's own config writes.
+        let key = self.keys.broker_configs(broker);
+        let operation = if configs.is_empty() {
+            TxnOp::delete(key, None)
+        } else {
+            let value = serde_json::to_vec(&configs).map_err(|e| corrupt(&key, e))?;
+            TxnOp::put(key, value, None)
+        };
+        self.txn_seen(Txn::new().and_then([operation])).await?;
+        Ok(())
+    }
+
     async fn allocate_producer_ids(&self, count: i64) -> Result<i64, MetadataError> {
         let key = self.keys.producer_ids();
         for _ in 0..CAS_ATTEMPTS {
@@ -904,6 +960,18 @@ mod tests {
         ));
         assert!(matches!(
             classify(prefix, "/tern/c/counters/topic_id"),
+            Entry::Other
+        ));
+        assert!(matches!(
+            classify(prefix, "/tern/c/configs/brokers/<default>"),
+            Entry::BrokerConfigs(None)
+        ));
+        assert!(matches!(
+            classify(prefix, "/tern/c/configs/brokers/2"),
+            Entry::BrokerConfigs(Some(2))
+        ));
+        assert!(matches!(
+            classify(prefix, "/tern/c/configs/brokers/x"),
             Entry::Other
         ));
     }

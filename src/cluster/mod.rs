@@ -1,6 +1,7 @@
 //! Cluster metadata behind one trait: topics, their partitions, configs and ids, where
 //! each partition lives (leader, replicas, leader epoch), the live brokers and the
-//! controller, and producer-id allocation. `EmbeddedStore` serves a single node from a
+//! controller, producer-id allocation, and the dynamic broker configs (KIP-226: per
+//! broker and the cluster-wide default). `EmbeddedStore` serves a single node from a
 //! file in the data directory; `EtcdStore` serves a cluster from etcd, with a local
 //! cache kept current by watches.
 //!
@@ -8,6 +9,7 @@
 //! partitions with what the store says (`topics::TopicService::reconcile`), driven by
 //! the store's events.
 
+pub mod broker_config;
 pub mod controller;
 pub mod embedded;
 pub mod etcd;
@@ -150,6 +152,9 @@ pub enum MetadataEvent {
     BrokersChanged,
     /// The controller changed (or there is none for now).
     ControllerChanged,
+    /// Dynamic broker configs changed (`None`: the cluster-wide default, `Some(id)`: that
+    /// broker's own): brokers re-resolve topic defaults and re-apply them.
+    BrokerConfigsChanged(Option<i32>),
     /// The store reloaded everything (after a lost watch): reconcile it all.
     Resynced,
 }
@@ -174,6 +179,17 @@ pub trait MetadataStore: Send + Sync + Debug + 'static {
         name: &str,
         configs: BTreeMap<String, String>,
     ) -> Result<TopicSpec, MetadataError>;
+    /// The dynamic broker configs (KIP-226) of one level, by broker config name: `None`
+    /// is the cluster-wide default (resource name `""`, stored as `<default>`), `Some(id)`
+    /// that broker's own. Read from the local copy: cheap, for the request path.
+    fn broker_configs(&self, broker: Option<i32>) -> BTreeMap<String, String>;
+    /// Replaces the dynamic broker configs of one level (an empty map removes them), and
+    /// announces `BrokerConfigsChanged` to every broker.
+    async fn set_broker_configs(
+        &self,
+        broker: Option<i32>,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), MetadataError>;
     /// Reserves `count` consecutive producer ids and returns the first.
     async fn allocate_producer_ids(&self, count: i64) -> Result<i64, MetadataError>;
     /// Changes from now on.

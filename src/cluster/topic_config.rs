@@ -1,5 +1,8 @@
 //! Topic configs: their names, types, defaults and validation, and how a topic's
-//! effective settings resolve (topic override, then broker default, then built-in).
+//! effective settings resolve: topic override, then the broker-level value in Kafka's
+//! order (dynamic per-broker, dynamic cluster-wide default, static, built-in). Also the
+//! rules of the internal offsets topic, whose retention-free, compacted settings no
+//! change may undo.
 //!
 //! Only configs tern honours are listed: DescribeConfigs must never describe a
 //! setting that silently does nothing.
@@ -22,6 +25,10 @@ pub enum ConfigType {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConfigSource {
     DynamicTopic = 1,
+    /// This broker's dynamic config (`configs/brokers/<id>`).
+    DynamicBroker = 2,
+    /// The cluster-wide dynamic default (`configs/brokers/<default>`).
+    DynamicDefaultBroker = 3,
     StaticBroker = 4,
     Default = 5,
 }
@@ -148,6 +155,18 @@ pub fn definition(name: &str) -> Option<&'static ConfigDef> {
     TOPIC_CONFIGS.iter().find(|d| d.name == name)
 }
 
+/// The topic config whose broker-level default is broker config `key`.
+pub fn by_broker_key(key: &str) -> Option<&'static ConfigDef> {
+    TOPIC_CONFIGS.iter().find(|d| d.broker_key == key)
+}
+
+impl ConfigDef {
+    /// Checks one value; the reason says what is wrong with it.
+    pub fn check(&self, value: &str) -> Result<(), String> {
+        (self.validate)(value)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
     #[error("unknown topic config '{0}'")]
@@ -157,6 +176,13 @@ pub enum ConfigError {
         name: String,
         value: String,
         reason: String,
+    },
+    #[error("{topic} must keep {name}={required} (asked: {}): tern's group coordinator compacts it itself, and retention or another cleanup policy would age committed offsets out", requested.as_deref().unwrap_or("no value"))]
+    Protected {
+        topic: String,
+        name: String,
+        required: String,
+        requested: Option<String>,
     },
 }
 
@@ -173,11 +199,45 @@ pub fn validate(configs: &BTreeMap<String, String>) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// Broker-wide defaults for topic configs, keyed by the topic config name, with a flag
-/// for values the operator set explicitly (reported as STATIC_BROKER_CONFIG).
+/// Broker-level values for topic configs, at the four levels Kafka resolves them from
+/// (KIP-226): this broker's dynamic config, the cluster-wide dynamic default
+/// (`<default>`), the operator's static setting (flag, environment, file), and the
+/// built-in default. Static and built-in values are keyed by topic config name; dynamic
+/// ones arrive keyed by broker config name (`log.retention.ms`), as they are stored.
 #[derive(Debug, Clone, Default)]
 pub struct TopicDefaults {
-    values: BTreeMap<&'static str, (String, bool)>,
+    builtin: BTreeMap<&'static str, String>,
+    operator: BTreeMap<&'static str, String>,
+    dynamic: DynamicBrokerConfigs,
+}
+
+/// The dynamic broker configs that apply to this broker, by broker config name: its own
+/// (`configs/brokers/<id>`, DYNAMIC_BROKER_CONFIG) and the cluster-wide default
+/// (`configs/brokers/<default>`, DYNAMIC_DEFAULT_BROKER_CONFIG).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DynamicBrokerConfigs {
+    pub this_broker: BTreeMap<String, String>,
+    pub cluster_default: BTreeMap<String, String>,
+}
+
+impl DynamicBrokerConfigs {
+    /// The dynamic value of broker config `key`, most specific level first.
+    pub fn get(&self, key: &str) -> Option<(&str, ConfigSource)> {
+        if let Some(v) = self.this_broker.get(key) {
+            return Some((v, ConfigSource::DynamicBroker));
+        }
+        self.cluster_default
+            .get(key)
+            .map(|v| (v.as_str(), ConfigSource::DynamicDefaultBroker))
+    }
+}
+
+/// One level at which a config has a value (a DescribeConfigs synonym).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Synonym {
+    pub name: &'static str,
+    pub value: String,
+    pub source: ConfigSource,
 }
 
 impl TopicDefaults {
@@ -186,38 +246,72 @@ impl TopicDefaults {
         builtin: &[(&'static str, String)],
         set_by_operator: &BTreeMap<&'static str, String>,
     ) -> Self {
-        let mut values = BTreeMap::new();
-        for (name, value) in builtin {
-            values.insert(*name, (value.clone(), false));
+        Self {
+            builtin: builtin.iter().cloned().collect(),
+            operator: set_by_operator.clone(),
+            dynamic: DynamicBrokerConfigs::default(),
         }
-        for (name, value) in set_by_operator {
-            values.insert(*name, (value.clone(), true));
+    }
+
+    /// The same static values under another set of dynamic broker configs.
+    pub fn with_dynamic(&self, dynamic: DynamicBrokerConfigs) -> Self {
+        Self {
+            dynamic,
+            ..self.clone()
         }
-        Self { values }
+    }
+
+    pub fn dynamic(&self) -> &DynamicBrokerConfigs {
+        &self.dynamic
+    }
+
+    /// Every broker-level value of topic config `name`, in Kafka's order of precedence
+    /// (dynamic per-broker, dynamic default, static, default), named by the broker key.
+    pub fn broker_synonyms(&self, name: &str) -> Vec<Synonym> {
+        let Some(def) = definition(name) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let mut push = |value: Option<&String>, source| {
+            if let Some(value) = value {
+                out.push(Synonym {
+                    name: def.broker_key,
+                    value: value.clone(),
+                    source,
+                });
+            }
+        };
+        push(
+            self.dynamic.this_broker.get(def.broker_key),
+            ConfigSource::DynamicBroker,
+        );
+        push(
+            self.dynamic.cluster_default.get(def.broker_key),
+            ConfigSource::DynamicDefaultBroker,
+        );
+        push(self.operator.get(def.name), ConfigSource::StaticBroker);
+        push(self.builtin.get(def.name), ConfigSource::Default);
+        out
     }
 
     /// The effective value of `name` for a topic with `overrides`, and its source.
-    pub fn resolve<'a>(
-        &'a self,
-        overrides: &'a BTreeMap<String, String>,
+    pub fn resolve(
+        &self,
+        overrides: &BTreeMap<String, String>,
         name: &str,
-    ) -> Option<(&'a str, ConfigSource)> {
+    ) -> Option<(String, ConfigSource)> {
         if let Some(v) = overrides.get(name) {
-            return Some((v, ConfigSource::DynamicTopic));
+            return Some((v.clone(), ConfigSource::DynamicTopic));
         }
-        self.values.get(name).map(|(v, by_operator)| {
-            let source = if *by_operator {
-                ConfigSource::StaticBroker
-            } else {
-                ConfigSource::Default
-            };
-            (v.as_str(), source)
-        })
+        self.broker_value(name)
     }
 
     /// The broker-level value (for synonyms and broker DescribeConfigs).
-    pub fn broker_value(&self, name: &str) -> Option<(&str, ConfigSource)> {
-        self.resolve(&EMPTY, name)
+    pub fn broker_value(&self, name: &str) -> Option<(String, ConfigSource)> {
+        self.broker_synonyms(name)
+            .into_iter()
+            .next()
+            .map(|s| (s.value, s.source))
     }
 
     fn parse_or<T: std::str::FromStr>(
@@ -229,6 +323,17 @@ impl TopicDefaults {
         self.resolve(overrides, name)
             .and_then(|(v, _)| v.trim().parse().ok())
             .unwrap_or(fallback)
+    }
+
+    /// The log settings of topic `topic` with `overrides`. The offsets topic never has
+    /// retention, whatever its configs or the broker's say: its coordinator compacts it.
+    pub fn log_config_for(&self, topic: &str, overrides: &BTreeMap<String, String>) -> LogConfig {
+        let mut config = self.log_config(overrides);
+        if is_internal(topic) {
+            config.retention_ms = -1;
+            config.retention_bytes = -1;
+        }
+        config
     }
 
     /// The log settings for a topic with `overrides`.
@@ -262,7 +367,72 @@ impl TopicDefaults {
     }
 }
 
-static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+/// Topics the broker keeps for itself: hidden from clients that don't name them, and
+/// never produced to, deleted, resized or trimmed (DeleteRecords) by clients.
+pub fn is_internal(name: &str) -> bool {
+    name == crate::group::offsets::OFFSETS_TOPIC
+}
+
+/// The configs `__consumer_offsets` is created with. Kafka creates it with
+/// `cleanup.policy=compact`, `compression.type=producer` and small segments; tern has no
+/// log cleaner, its group coordinator compacts the topic itself (rewriting live state and
+/// moving the log start), so it must also never be subject to retention: `-1` for both.
+/// Segments stay at 8 MiB because compaction frees whole segments.
+pub const OFFSETS_TOPIC_CONFIGS: &[(&str, &str)] = &[
+    ("cleanup.policy", "compact"),
+    ("compression.type", "producer"),
+    ("retention.bytes", "-1"),
+    ("retention.ms", "-1"),
+    ("segment.bytes", "8388608"),
+];
+
+/// The offsets-topic configs no change may alter: another cleanup policy or any retention
+/// would age committed offsets out.
+const OFFSETS_TOPIC_PINNED: &[&str] = &["cleanup.policy", "retention.bytes", "retention.ms"];
+
+/// `configs` with the offsets topic's required values filled in (missing ones only).
+pub fn with_offsets_topic_configs(
+    mut configs: BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    for (name, value) in OFFSETS_TOPIC_CONFIGS {
+        if OFFSETS_TOPIC_PINNED.contains(name) || !configs.contains_key(*name) {
+            configs.insert((*name).to_string(), (*value).to_string());
+        }
+    }
+    configs
+}
+
+/// Checks the complete set of explicit configs a change would leave topic `topic` with.
+/// User topics go through `validate`; the offsets topic must also keep its pinned values.
+pub fn validate_for_topic(
+    topic: &str,
+    configs: &BTreeMap<String, String>,
+) -> Result<(), ConfigError> {
+    if !is_internal(topic) {
+        return validate(configs);
+    }
+    for name in OFFSETS_TOPIC_PINNED {
+        let required = OFFSETS_TOPIC_CONFIGS
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or("", |(_, v)| *v);
+        let actual = configs.get(*name).map(|v| v.trim());
+        if actual != Some(required) {
+            return Err(ConfigError::Protected {
+                topic: topic.to_string(),
+                name: (*name).to_string(),
+                required: required.to_string(),
+                requested: actual.map(str::to_string),
+            });
+        }
+    }
+    let rest: BTreeMap<String, String> = configs
+        .iter()
+        .filter(|(name, _)| !OFFSETS_TOPIC_PINNED.contains(&name.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    validate(&rest)
+}
 
 #[cfg(test)]
 mod tests {
@@ -271,6 +441,7 @@ mod tests {
     fn defaults() -> TopicDefaults {
         let builtin = vec![
             ("retention.ms", "604800000".to_string()),
+            ("retention.bytes", "-1".to_string()),
             ("segment.bytes", "1073741824".to_string()),
         ];
         let mut operator = BTreeMap::new();
@@ -278,25 +449,156 @@ mod tests {
         TopicDefaults::new(&builtin, &operator)
     }
 
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn resolved(
+        d: &TopicDefaults,
+        o: &BTreeMap<String, String>,
+        name: &str,
+    ) -> (String, ConfigSource) {
+        d.resolve(o, name).expect("every listed config resolves")
+    }
+
     #[test]
     fn topic_override_wins_then_operator_then_builtin() {
         let d = defaults();
         let mut overrides = BTreeMap::new();
         assert_eq!(
-            d.resolve(&overrides, "retention.ms"),
-            Some(("604800000", ConfigSource::Default))
+            resolved(&d, &overrides, "retention.ms"),
+            ("604800000".into(), ConfigSource::Default)
         );
         assert_eq!(
-            d.resolve(&overrides, "segment.bytes"),
-            Some(("4096", ConfigSource::StaticBroker))
+            resolved(&d, &overrides, "segment.bytes"),
+            ("4096".into(), ConfigSource::StaticBroker)
         );
         overrides.insert("retention.ms".to_string(), "10".to_string());
         assert_eq!(
-            d.resolve(&overrides, "retention.ms"),
-            Some(("10", ConfigSource::DynamicTopic))
+            resolved(&d, &overrides, "retention.ms"),
+            ("10".into(), ConfigSource::DynamicTopic)
         );
         assert_eq!(d.log_config(&overrides).retention_ms, 10);
         assert_eq!(d.log_config(&overrides).segment_bytes, 4096);
+    }
+
+    #[test]
+    fn dynamic_broker_configs_beat_static_ones_and_per_broker_beats_default() {
+        let d = defaults().with_dynamic(DynamicBrokerConfigs {
+            this_broker: map(&[("log.segment.bytes", "2048")]),
+            cluster_default: map(&[("log.segment.bytes", "8192"), ("log.retention.ms", "60000")]),
+        });
+        let none = BTreeMap::new();
+        assert_eq!(
+            resolved(&d, &none, "segment.bytes"),
+            ("2048".into(), ConfigSource::DynamicBroker)
+        );
+        assert_eq!(
+            resolved(&d, &none, "retention.ms"),
+            ("60000".into(), ConfigSource::DynamicDefaultBroker)
+        );
+        assert_eq!(d.log_config(&none).segment_bytes, 2048);
+        assert_eq!(d.log_config(&none).retention_ms, 60000);
+        // A topic override still wins over every broker level.
+        let over = map(&[("retention.ms", "5")]);
+        assert_eq!(d.log_config(&over).retention_ms, 5);
+        // Synonyms list every level that has a value, most specific first.
+        let levels: Vec<(&str, String, ConfigSource)> = d
+            .broker_synonyms("segment.bytes")
+            .into_iter()
+            .map(|s| (s.name, s.value, s.source))
+            .collect();
+        assert_eq!(
+            levels,
+            vec![
+                (
+                    "log.segment.bytes",
+                    "2048".into(),
+                    ConfigSource::DynamicBroker
+                ),
+                (
+                    "log.segment.bytes",
+                    "8192".into(),
+                    ConfigSource::DynamicDefaultBroker
+                ),
+                (
+                    "log.segment.bytes",
+                    "4096".into(),
+                    ConfigSource::StaticBroker
+                ),
+                (
+                    "log.segment.bytes",
+                    "1073741824".into(),
+                    ConfigSource::Default
+                ),
+            ]
+        );
+        // Dropping the dynamic configs brings the static value back.
+        let back = d.with_dynamic(DynamicBrokerConfigs::default());
+        assert_eq!(back.log_config(&none).segment_bytes, 4096);
+    }
+
+    #[test]
+    fn the_offsets_topic_never_has_retention() {
+        let d = defaults().with_dynamic(DynamicBrokerConfigs {
+            this_broker: map(&[("log.retention.ms", "1"), ("log.retention.bytes", "1")]),
+            cluster_default: BTreeMap::new(),
+        });
+        // Even with retention overrides that validation would refuse (an old store).
+        let configs = map(&[("retention.ms", "1000"), ("retention.bytes", "10")]);
+        let log = d.log_config_for(crate::group::offsets::OFFSETS_TOPIC, &configs);
+        assert_eq!((log.retention_ms, log.retention_bytes), (-1, -1));
+        let user = d.log_config_for("orders", &BTreeMap::new());
+        assert_eq!((user.retention_ms, user.retention_bytes), (1, 1));
+    }
+
+    #[test]
+    fn the_offsets_topic_keeps_compact_and_no_retention() {
+        let topic = crate::group::offsets::OFFSETS_TOPIC;
+        let pinned = with_offsets_topic_configs(map(&[("segment.bytes", "1048576")]));
+        assert_eq!(validate_for_topic(topic, &pinned), Ok(()));
+        assert_eq!(
+            pinned.get("segment.bytes").map(String::as_str),
+            Some("1048576")
+        );
+        assert_eq!(
+            pinned.get("cleanup.policy").map(String::as_str),
+            Some("compact")
+        );
+        for (name, bad) in [
+            ("cleanup.policy", Some("delete")),
+            ("cleanup.policy", None),
+            ("retention.ms", Some("1000")),
+            ("retention.bytes", Some("1")),
+        ] {
+            let mut c = pinned.clone();
+            match bad {
+                Some(v) => c.insert(name.to_string(), v.to_string()),
+                None => c.remove(name),
+            };
+            assert!(
+                matches!(
+                    validate_for_topic(topic, &c),
+                    Err(ConfigError::Protected { .. })
+                ),
+                "{name}={bad:?} must be refused"
+            );
+        }
+        // Other configs are still checked.
+        let mut c = pinned.clone();
+        c.insert("segment.bytes".into(), "tiny".into());
+        assert!(matches!(
+            validate_for_topic(topic, &c),
+            Err(ConfigError::Invalid { .. })
+        ));
+        // User topics still may not ask for compaction.
+        assert!(validate_for_topic("orders", &map(&[("cleanup.policy", "compact")])).is_err());
+        // Old stores' pinned values are replaced by the required ones.
+        let upgraded = with_offsets_topic_configs(map(&[("retention.ms", "5")]));
+        assert_eq!(upgraded.get("retention.ms").map(String::as_str), Some("-1"));
     }
 
     #[test]

@@ -449,9 +449,14 @@ impl Log {
     }
 
     fn maybe_roll(&mut self, incoming_bytes: u64, now_ms: i64) -> io::Result<()> {
-        let needs_roll = self
-            .active()
-            .is_some_and(|s| s.should_roll(incoming_bytes, now_ms, self.config.segment_ms));
+        let needs_roll = self.active().is_some_and(|s| {
+            s.should_roll(
+                incoming_bytes,
+                now_ms,
+                self.config.segment_bytes,
+                self.config.segment_ms,
+            )
+        });
         if needs_roll {
             self.roll(incoming_bytes)?;
         }
@@ -1055,6 +1060,37 @@ mod tests {
         assert_eq!(log.log_start_offset(), 60);
         assert_eq!(list_suffix(dir.path(), ".log")?.len(), log.segment_count());
         assert!(log.segment_count() < segments);
+        Ok(())
+    }
+
+    #[test]
+    fn a_lowered_segment_size_rolls_the_active_segment_at_the_next_append(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let mut config = small_config();
+        config.segment_bytes = 1 << 20;
+        let mut log = Log::open(
+            dir.path(),
+            config.clone(),
+            OpenMode {
+                clean: false,
+                recovery_point: 0,
+            },
+        )?;
+        for i in 0..20 {
+            log.append(&simple_batch(2, 1000 + i), 0)?;
+        }
+        assert_eq!(log.segment_count(), 1);
+        config.segment_bytes = 1024;
+        log.set_config(config);
+        for i in 0..20 {
+            log.append(&simple_batch(2, 2000 + i), 0)?;
+        }
+        assert!(
+            log.segment_count() > 2,
+            "{} segments: the new size must apply to the segment created with the old one",
+            log.segment_count()
+        );
         Ok(())
     }
 

@@ -289,12 +289,21 @@ impl Segment {
     }
 
     /// Whether a batch of `bytes` should go to a new segment instead of this one.
-    pub fn should_roll(&self, bytes: u64, now_ms: i64, segment_ms: i64) -> bool {
+    pub fn should_roll(
+        &self,
+        bytes: u64,
+        now_ms: i64,
+        segment_bytes: u64,
+        segment_ms: i64,
+    ) -> bool {
         if self.size == 0 {
             return false;
         }
-        let too_big =
-            self.size + bytes > self.sizes.segment_bytes || self.size + bytes > self.log.capacity();
+        // The topic's current segment.bytes, not only the one this segment was created
+        // with: a lowered setting (AlterConfigs, a dynamic broker default) takes effect at
+        // the next append, as in Kafka.
+        let too_big = self.size + bytes > self.sizes.segment_bytes.min(segment_bytes)
+            || self.size + bytes > self.log.capacity();
         let too_old = self
             .first_append_ms
             .is_some_and(|first| now_ms - first >= segment_ms);

@@ -18,7 +18,8 @@ use parking_lot::RwLock;
 use uuid::Uuid;
 
 use super::partition::Partition;
-use crate::cluster::topic_config::TopicDefaults;
+use crate::cluster::broker_config::LOG_FLUSH_INTERVAL_MS;
+use crate::cluster::topic_config::{DynamicBrokerConfigs, TopicDefaults};
 use crate::cluster::TopicSpec;
 use crate::log::{write_atomically, Log, OpenMode};
 use crate::model::{now_ms, TopicPartition};
@@ -109,7 +110,9 @@ fn write_partition_metadata(dir: &Path, topic_id: Uuid) -> io::Result<()> {
 #[derive(Debug)]
 pub struct ReplicaManager {
     data_dir: PathBuf,
-    defaults: Arc<TopicDefaults>,
+    /// Topic defaults under the dynamic broker configs in force; replaced (and re-applied
+    /// to every open log) when those change.
+    defaults: RwLock<Arc<TopicDefaults>>,
     durability: Durability,
     topics: RwLock<HashMap<String, Arc<TopicReplicas>>>,
     /// Held through every reconcile and removal: the admin path and the metadata
@@ -146,7 +149,7 @@ impl ReplicaManager {
         tracing::info!(clean_start, data_dir = %data_dir.display(), "opening partitions");
         Ok(Self {
             data_dir: data_dir.to_path_buf(),
-            defaults,
+            defaults: RwLock::new(defaults),
             durability,
             topics: RwLock::new(HashMap::new()),
             reconciling: parking_lot::Mutex::new(()),
@@ -155,11 +158,48 @@ impl ReplicaManager {
         })
     }
 
+    /// The static durability settings (`log.flush.interval.ms` may be overridden at run
+    /// time: see `flush_interval`).
     pub fn durability(&self) -> Durability {
         self.durability
     }
-    pub fn defaults(&self) -> &TopicDefaults {
-        &self.defaults
+
+    /// The topic defaults in force now (static settings under the dynamic broker configs).
+    pub fn defaults(&self) -> Arc<TopicDefaults> {
+        Arc::clone(&self.defaults.read())
+    }
+
+    /// How often every log is flushed: the dynamic `log.flush.interval.ms` if one is set
+    /// (this broker's, then the cluster default), else the static setting.
+    pub fn flush_interval(&self) -> Duration {
+        self.defaults()
+            .dynamic()
+            .get(LOG_FLUSH_INTERVAL_MS)
+            .and_then(|(v, _)| v.trim().parse::<u64>().ok())
+            .map_or(self.durability.flush_interval, |ms| {
+                Duration::from_millis(ms.max(1))
+            })
+    }
+
+    /// Puts new dynamic broker configs in force: re-resolves every topic's settings
+    /// (topics without an override follow the new broker values) and applies them to
+    /// every open log, without a restart. Returns whether anything changed.
+    pub fn set_dynamic_configs(&self, dynamic: DynamicBrokerConfigs) -> bool {
+        let _one_at_a_time = self.reconciling.lock();
+        let current = self.defaults();
+        if *current.dynamic() == dynamic {
+            return false;
+        }
+        let next = Arc::new(current.with_dynamic(dynamic));
+        *self.defaults.write() = Arc::clone(&next);
+        for topic in self.topics.read().values() {
+            let log_config = next.log_config_for(&topic.spec.name, &topic.spec.configs);
+            let min_isr = next.min_insync_replicas(&topic.spec.configs);
+            for partition in topic.open_logs() {
+                partition.set_config(log_config.clone(), min_isr);
+            }
+        }
+        true
     }
 
     fn partition_dir(&self, id: &TopicPartition) -> PathBuf {
@@ -177,8 +217,9 @@ impl ReplicaManager {
         fresh: bool,
     ) -> io::Result<Arc<TopicReplicas>> {
         let _one_at_a_time = self.reconciling.lock();
-        let log_config = self.defaults.log_config(&spec.configs);
-        let min_isr = self.defaults.min_insync_replicas(&spec.configs);
+        let defaults = self.defaults();
+        let log_config = defaults.log_config_for(&spec.name, &spec.configs);
+        let min_isr = defaults.min_insync_replicas(&spec.configs);
         let count = spec.partitions.max(0) as usize;
         let existing = self.topics.read().get(&spec.name).cloned();
         let mut local: Vec<Option<Arc<Partition>>> = match &existing {
@@ -374,6 +415,63 @@ impl ReplicaManager {
         if all_clean {
             write_atomically(&self.data_dir.join(CLEAN_SHUTDOWN_FILE), b"")?;
         }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn spec(name: &str) -> TopicSpec {
+        TopicSpec {
+            name: name.to_string(),
+            topic_id: Uuid::new_v4(),
+            numeric_id: 1,
+            partitions: 1,
+            replication_factor: 1,
+            configs: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn dynamic_configs_reach_open_logs_and_the_flush_interval() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let builtin = vec![("retention.ms", "604800000".to_string())];
+        let defaults = Arc::new(TopicDefaults::new(&builtin, &BTreeMap::new()));
+        let durability = Durability {
+            flush_on_ack_all: true,
+            flush_interval: Duration::from_secs(1),
+        };
+        let replicas = ReplicaManager::new(dir.path(), defaults, durability)?;
+        replicas.reconcile_topic(&spec("orders"), &[Some(0)], true)?;
+        let mut dynamic = DynamicBrokerConfigs::default();
+        dynamic
+            .cluster_default
+            .insert("log.retention.ms".into(), "1".into());
+        dynamic
+            .this_broker
+            .insert(LOG_FLUSH_INTERVAL_MS.into(), "250".into());
+        assert!(replicas.set_dynamic_configs(dynamic.clone()));
+        assert!(
+            !replicas.set_dynamic_configs(dynamic),
+            "no change the second time"
+        );
+        assert_eq!(replicas.flush_interval(), Duration::from_millis(250));
+        // The open log now ages everything out after 1 ms: retention deletes its data.
+        let partition = replicas
+            .partition("orders", 0)
+            .ok_or_else(|| io::Error::other("led"))?;
+        partition
+            .append(&crate::log::batch::testing::simple_batch(3, 1_000), 1_000)
+            .map_err(io::Error::other)?;
+        replicas.apply_retention();
+        let (log_start, _, log_end) = partition.offsets();
+        assert_eq!((log_start, log_end), (3, 3));
+        assert!(replicas.set_dynamic_configs(DynamicBrokerConfigs::default()));
+        assert_eq!(replicas.flush_interval(), Duration::from_secs(1));
         Ok(())
     }
 }

@@ -82,7 +82,7 @@ pub async fn handle(ctx: &RequestContext, request: CreateTopicsRequest) -> Creat
         };
         match outcome {
             Ok((partitions, replication_factor, overrides, topic_id)) => {
-                let defaults = services.topics.config().defaults.clone();
+                let defaults = services.replicas.defaults();
                 let configs = TOPIC_CONFIGS
                     .iter()
                     .filter_map(|def| {
@@ -91,7 +91,7 @@ pub async fn handle(ctx: &RequestContext, request: CreateTopicsRequest) -> Creat
                             .map(|(value, source)| {
                                 CreatableTopicConfigs::default()
                                     .with_name(str_bytes(def.name))
-                                    .with_value(Some(str_bytes(value.to_string())))
+                                    .with_value(Some(str_bytes(value)))
                                     .with_config_source(source as i8)
                             })
                     })

@@ -1,6 +1,9 @@
-//! DescribeConfigs (key 32, v0–4; v0 through `server::legacy`): every config of a topic with its effective value and
-//! source (never an empty list), or the broker's static configs. Synonyms (v1+) list
-//! the topic override, the broker setting and the default, most specific first.
+//! DescribeConfigs (key 32, v0–4; v0 through `server::legacy`): every config of a topic
+//! with its effective value and source (never an empty list), every config of this broker (read-only ones and the
+//! dynamic ones, with the level each value comes from), or, for the resource name `""`,
+//! the cluster-wide dynamic defaults that are set. Synonyms (v1+) list every level that
+//! has a value, most specific first: topic override, dynamic per-broker, dynamic
+//! default, static, default (Kafka's `ConfigHelper`).
 
 use std::collections::BTreeMap;
 
@@ -13,7 +16,8 @@ use kafka_protocol::ResponseError;
 use super::super::context::RequestContext;
 use super::super::str_bytes;
 use super::{RESOURCE_BROKER, RESOURCE_TOPIC};
-use crate::cluster::topic_config::{ConfigSource, ConfigType, TOPIC_CONFIGS};
+use crate::cluster::broker_config;
+use crate::cluster::topic_config::{self, ConfigSource, ConfigType, Synonym, TOPIC_CONFIGS};
 
 pub async fn handle(
     ctx: &RequestContext,
@@ -38,13 +42,23 @@ pub async fn handle(
                     format!("topic '{name}' does not exist"),
                 )),
             },
-            RESOURCE_BROKER if name.is_empty() || name == ctx.node_id().to_string() => {
-                Ok(broker_configs(ctx, &request, &wanted))
+            RESOURCE_BROKER if name.is_empty() => {
+                Ok(default_broker_configs(ctx, &request, &wanted))
             }
-            RESOURCE_BROKER => Err((
-                ResponseError::InvalidRequest,
-                format!("this is broker {}, not {name}", ctx.node_id()),
-            )),
+            RESOURCE_BROKER => match name.trim().parse::<i32>() {
+                Ok(id) if id == ctx.node_id() => Ok(broker_configs(ctx, &request, &wanted)),
+                Ok(_) => Err((
+                    ResponseError::InvalidRequest,
+                    format!(
+                        "Unexpected broker id, expected {} or empty string, but received {name}",
+                        ctx.node_id()
+                    ),
+                )),
+                Err(_) => Err((
+                    ResponseError::InvalidRequest,
+                    format!("Broker id must be an integer, but it is: {name}"),
+                )),
+            },
             other => Err((
                 ResponseError::InvalidRequest,
                 format!("resource type {other} is not supported"),
@@ -96,121 +110,126 @@ fn synonym(name: &str, value: &str, source: ConfigSource) -> DescribeConfigsSyno
         .with_source(source as i8)
 }
 
+fn synonyms(levels: &[Synonym]) -> Vec<DescribeConfigsSynonym> {
+    levels
+        .iter()
+        .map(|s| synonym(s.name, &s.value, s.source))
+        .collect()
+}
+
 fn topic_configs(
     ctx: &RequestContext,
     request: &DescribeConfigsRequest,
     overrides: &BTreeMap<String, String>,
     wanted: &dyn Fn(&str) -> bool,
 ) -> Vec<DescribeConfigsResourceResult> {
-    let defaults = &ctx.services.topics.config().defaults;
+    let defaults = ctx.services.replicas.defaults();
     TOPIC_CONFIGS
         .iter()
         .filter(|def| wanted(def.name))
         .filter_map(|def| {
             let (value, source) = defaults.resolve(overrides, def.name)?;
-            let mut synonyms = Vec::new();
+            let mut levels = Vec::new();
             if let Some(v) = overrides.get(def.name) {
-                synonyms.push(synonym(def.name, v, ConfigSource::DynamicTopic));
+                levels.push(synonym(def.name, v, ConfigSource::DynamicTopic));
             }
-            if let Some((v, s)) = defaults.broker_value(def.name) {
-                synonyms.push(synonym(def.broker_key, v, s));
-            }
+            levels.extend(synonyms(&defaults.broker_synonyms(def.name)));
             let entry = ConfigEntry {
                 name: def.name,
-                value,
+                value: &value,
                 source,
                 kind: def.kind,
                 read_only: false,
                 documentation: def.documentation,
-                synonyms,
+                synonyms: levels,
             };
             Some(entry.into_result(request))
         })
         .collect()
 }
 
+/// Every config of this broker: the read-only ones as it runs with them, and the dynamic
+/// ones (topic defaults, `log.flush.interval.ms`) resolved through every level.
 fn broker_configs(
     ctx: &RequestContext,
     request: &DescribeConfigsRequest,
     wanted: &dyn Fn(&str) -> bool,
 ) -> Vec<DescribeConfigsResourceResult> {
-    let services = &ctx.services;
-    let topics = services.topics.config();
-    let durability = services.replicas.durability();
-    let node = &services.node;
+    let defaults = ctx.services.replicas.defaults();
     let mut out = Vec::new();
-    let mut push = |name: &str, value: String, kind: ConfigType, doc: &str| {
-        if wanted(name) {
-            let synonyms = vec![synonym(name, &value, ConfigSource::StaticBroker)];
-            let entry = ConfigEntry {
-                name,
-                value: &value,
-                source: ConfigSource::StaticBroker,
-                kind,
-                read_only: true,
-                documentation: doc,
-                synonyms,
-            };
-            out.push(entry.into_result(request));
+    for config in &ctx.services.static_configs {
+        if !wanted(config.name) {
+            continue;
         }
-    };
-    push(
-        "broker.id",
-        node.node_id.to_string(),
-        ConfigType::Int,
-        "This broker's id.",
-    );
-    push(
-        "node.id",
-        node.node_id.to_string(),
-        ConfigType::Int,
-        "This broker's id.",
-    );
-    push(
-        "advertised.listeners",
-        format!("PLAINTEXT://{}:{}", node.host, node.port),
-        ConfigType::String,
-        "Address clients connect to.",
-    );
-    push(
-        "auto.create.topics.enable",
-        topics.auto_create.to_string(),
-        ConfigType::Boolean,
-        "Create topics on first use.",
-    );
-    push(
-        "num.partitions",
-        topics.num_partitions.to_string(),
-        ConfigType::Int,
-        "Partitions of an auto-created topic.",
-    );
-    push(
-        "default.replication.factor",
-        topics.default_replication_factor.to_string(),
-        ConfigType::Int,
-        "Replication factor of an auto-created topic.",
-    );
-    push(
-        "socket.request.max.bytes",
-        services.server.max_request_bytes.to_string(),
-        ConfigType::Int,
-        "Largest request accepted.",
-    );
-    push(
-        "log.flush.interval.ms",
-        durability.flush_interval.as_millis().to_string(),
-        ConfigType::Long,
-        "Longest time data stays unflushed.",
-    );
+        let dynamic = broker_config::is_dynamic(config.name);
+        let levels = if config.name == broker_config::LOG_FLUSH_INTERVAL_MS {
+            broker_config::flush_interval_synonyms(config, defaults.dynamic())
+        } else {
+            config.synonyms()
+        };
+        let (value, source) = levels
+            .first()
+            .map_or((config.value.clone(), config.source()), |s| {
+                (s.value.clone(), s.source)
+            });
+        let entry = ConfigEntry {
+            name: config.name,
+            value: &value,
+            source,
+            kind: config.kind,
+            read_only: !dynamic,
+            documentation: config.documentation,
+            synonyms: synonyms(&levels),
+        };
+        out.push(entry.into_result(request));
+    }
     for def in TOPIC_CONFIGS {
-        if let Some((value, _)) = topics.defaults.broker_value(def.name) {
-            push(
-                def.broker_key,
-                value.to_string(),
-                def.kind,
-                def.documentation,
-            );
+        if !wanted(def.broker_key) {
+            continue;
         }
+        let levels = defaults.broker_synonyms(def.name);
+        let Some(first) = levels.first() else {
+            continue;
+        };
+        let entry = ConfigEntry {
+            name: def.broker_key,
+            value: &first.value,
+            source: first.source,
+            kind: def.kind,
+            read_only: false,
+            documentation: def.documentation,
+            synonyms: synonyms(&levels),
+        };
+        out.push(entry.into_result(request));
+    }
+    out
+}
+
+/// The cluster-wide dynamic defaults that are set (resource name `""`), each with only
+/// its DYNAMIC_DEFAULT_BROKER_CONFIG synonym, as Kafka describes them.
+fn default_broker_configs(
+    ctx: &RequestContext,
+    request: &DescribeConfigsRequest,
+    wanted: &dyn Fn(&str) -> bool,
+) -> Vec<DescribeConfigsResourceResult> {
+    let defaults = ctx.services.replicas.defaults();
+    let mut out = Vec::new();
+    for (name, value) in &defaults.dynamic().cluster_default {
+        if !wanted(name) {
+            continue;
+        }
+        let documentation = topic_config::by_broker_key(name).map_or("", |d| d.documentation);
+        let source = ConfigSource::DynamicDefaultBroker;
+        let entry = ConfigEntry {
+            name,
+            value,
+            source,
+            kind: broker_config::dynamic_kind(name).unwrap_or(ConfigType::String),
+            read_only: false,
+            documentation,
+            synonyms: vec![synonym(name, value, source)],
+        };
+        out.push(entry.into_result(request));
     }
     out
 }

@@ -11,3 +11,9 @@ pub mod incremental_alter_configs;
 /// DescribeConfigs/AlterConfigs resource types.
 pub(crate) const RESOURCE_TOPIC: i8 = 2;
 pub(crate) const RESOURCE_BROKER: i8 = 4;
+
+/// Whether `name` is a broker config this broker has but does not change at run time.
+pub(crate) fn read_only_broker_config(ctx: &super::context::RequestContext, name: &str) -> bool {
+    !crate::cluster::broker_config::is_dynamic(name)
+        && ctx.services.static_configs.iter().any(|c| c.name == name)
+}

@@ -1,5 +1,7 @@
 //! DeleteRecords (key 21, v0–2): move a partition's log start offset forward; whole
-//! segments below it are deleted. Offset -1 means the high watermark.
+//! segments below it are deleted. Offset -1 means the high watermark. Internal topics
+//! are refused with INVALID_TOPIC_EXCEPTION, as Kafka's `ReplicaManager` does: trimming
+//! `__consumer_offsets` would lose committed offsets (its coordinator trims it itself).
 
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
@@ -14,6 +16,24 @@ use crate::replication::Partition;
 pub async fn handle(ctx: &RequestContext, request: DeleteRecordsRequest) -> DeleteRecordsResponse {
     let mut topics = Vec::with_capacity(request.topics.len());
     for topic in &request.topics {
+        if crate::topics::is_internal(&topic.name) {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|wanted| {
+                    DeleteRecordsPartitionResult::default()
+                        .with_partition_index(wanted.partition_index)
+                        .with_low_watermark(-1)
+                        .with_error_code(ResponseError::InvalidTopicException.code())
+                })
+                .collect();
+            topics.push(
+                DeleteRecordsTopicResult::default()
+                    .with_name(topic.name.clone())
+                    .with_partitions(partitions),
+            );
+            continue;
+        }
         let replicas = ctx.services.replicas.topic(&topic.name);
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for wanted in &topic.partitions {
