@@ -17,7 +17,7 @@ use crate::cluster::peers::Peers;
 use crate::cluster::{
     BrokerInfo, EmbeddedStore, EtcdStore, MetadataError, MetadataEvent, MetadataStore,
 };
-use crate::config::Config;
+use crate::config::{limits, Config};
 use crate::group::coordinator::GroupCoordinator;
 use crate::group::offsets::OFFSETS_TOPIC;
 use crate::replication::ReplicaManager;
@@ -259,11 +259,11 @@ impl Broker {
         tracing::info!("shutting down");
         self.shutdown.cancel();
         self.tasks.close();
-        if tokio::time::timeout(Duration::from_secs(10), self.tasks.wait())
+        if tokio::time::timeout(limits::SHUTDOWN_WAIT, self.tasks.wait())
             .await
             .is_err()
         {
-            tracing::warn!("connections still busy after 10 s; closing logs anyway");
+            tracing::warn!(wait = ?limits::SHUTDOWN_WAIT, "connections still busy; closing logs anyway");
         }
         self.background.close();
         self.background.wait().await;
@@ -369,7 +369,7 @@ async fn run_reconciler(
 /// longer and the recovery checkpoint (what a crash must rescan) stays recent. The
 /// interval is read again at least every second: it may be changed at run time.
 async fn run_flusher(replicas: Arc<ReplicaManager>, shutdown: CancellationToken) {
-    const RECHECK: Duration = Duration::from_secs(1);
+    const RECHECK: Duration = limits::FLUSH_INTERVAL_RECHECK;
     let mut last = tokio::time::Instant::now();
     loop {
         let due = last + replicas.flush_interval();
@@ -388,7 +388,7 @@ async fn run_flusher(replicas: Arc<ReplicaManager>, shutdown: CancellationToken)
 
 /// Drives group timers: rebalance and session timeouts, offset expiry.
 async fn run_group_timers(groups: Arc<GroupCoordinator>, shutdown: CancellationToken) {
-    let mut ticker = tokio::time::interval(Duration::from_millis(100));
+    let mut ticker = tokio::time::interval(limits::GROUP_TICK);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
@@ -405,7 +405,7 @@ async fn run_sampler(
     data_dir: std::path::PathBuf,
     shutdown: CancellationToken,
 ) {
-    let mut ticker = tokio::time::interval(Duration::from_secs(5));
+    let mut ticker = tokio::time::interval(limits::SAMPLE_INTERVAL);
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,

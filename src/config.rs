@@ -667,6 +667,8 @@ pub mod limits {
     /// Longest a topic change waits for the controller to place its partitions before
     /// it answers (the placement still happens; clients retry on LEADER_NOT_AVAILABLE).
     pub const PLACEMENT_WAIT: Duration = Duration::from_secs(5);
+    /// How often that wait looks at the placement.
+    pub const PLACEMENT_POLL: Duration = Duration::from_millis(20);
     /// How often a controller re-checks placement without being told of a change.
     pub const CONTROLLER_RECHECK: Duration = Duration::from_secs(3);
     /// How often a broker that is not the controller looks whether the post is free,
@@ -716,6 +718,8 @@ pub mod limits {
 
     /// Longest a shutdown waits for in-flight requests before it closes the logs.
     pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(10);
+    /// How often the flusher reads `log.flush.interval.ms` again (a dynamic config).
+    pub const FLUSH_INTERVAL_RECHECK: Duration = Duration::from_secs(1);
     /// Period of the gauges sampled rather than updated (log sizes, lag, disk), and of
     /// the exporter's upkeep (histogram buckets).
     pub const SAMPLE_INTERVAL: Duration = Duration::from_secs(5);

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use parking_lot::Mutex;
 
@@ -73,11 +72,8 @@ pub fn is_internal(name: &str) -> bool {
     topic_config::is_internal(name)
 }
 
-/// Longest a topic change waits for the controller to place its partitions.
-const PLACEMENT_WAIT: Duration = Duration::from_secs(5);
-
-/// Most partitions one topic may have; each costs files and mappings.
-pub const MAX_PARTITIONS_PER_TOPIC: i32 = 10_000;
+pub use crate::config::limits::MAX_PARTITIONS_PER_TOPIC;
+use crate::config::limits::{PLACEMENT_POLL, PLACEMENT_WAIT};
 
 #[derive(Debug)]
 pub struct TopicService {
@@ -174,7 +170,7 @@ impl TopicService {
             if placed || tokio::time::Instant::now() >= deadline {
                 return;
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            tokio::time::sleep(PLACEMENT_POLL).await;
         }
     }
 

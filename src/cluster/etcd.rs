@@ -49,10 +49,11 @@ pub struct EtcdConfig {
     pub lease_ttl: Duration,
 }
 
-/// Attempts of one compare-and-swap before giving up with `Contended`.
-const CAS_ATTEMPTS: usize = 20;
-/// Longest a write waits for its own watch event.
-const READ_YOUR_WRITES_WAIT: Duration = Duration::from_secs(5);
+use crate::config::limits::{
+    ETCD_CAS_ATTEMPTS as CAS_ATTEMPTS, ETCD_CONNECT_TIMEOUT, ETCD_KEEP_ALIVE,
+    ETCD_LEASE_MIN_MARGIN, ETCD_READ_YOUR_WRITES_WAIT as READ_YOUR_WRITES_WAIT,
+    ETCD_REGISTER_GRACE, ETCD_REQUEST_TIMEOUT, ETCD_RETRY_PAUSE,
+};
 /// First producer id handed out by a new cluster.
 const FIRST_PRODUCER_ID: i64 = 1000;
 
@@ -277,9 +278,9 @@ impl EtcdStore {
         node: BrokerInfo,
     ) -> Result<Self, MetadataError> {
         let options = ConnectOptions::new()
-            .with_connect_timeout(Duration::from_secs(2))
-            .with_timeout(Duration::from_secs(5))
-            .with_keep_alive(Duration::from_secs(2), Duration::from_secs(2));
+            .with_connect_timeout(ETCD_CONNECT_TIMEOUT)
+            .with_timeout(ETCD_REQUEST_TIMEOUT)
+            .with_keep_alive(ETCD_KEEP_ALIVE.0, ETCD_KEEP_ALIVE.1);
         let client = Client::connect(&config.endpoints, Some(options))
             .await
             .map_err(etcd_error)?;
@@ -300,7 +301,7 @@ impl EtcdStore {
             alive_until_ms: AtomicU64::new(0),
         };
         store.resync().await?;
-        let deadline = tokio::time::Instant::now() + config.lease_ttl + Duration::from_secs(2);
+        let deadline = tokio::time::Instant::now() + config.lease_ttl + ETCD_REGISTER_GRACE;
         store.register(Some(deadline)).await?;
         Ok(store)
     }
@@ -324,7 +325,7 @@ impl EtcdStore {
 
     /// Time before the TTL at which this broker considers itself out.
     fn margin_ms(&self) -> u64 {
-        (self.ttl_ms() / 6).max(500)
+        (self.ttl_ms() / 6).max(ETCD_LEASE_MIN_MARGIN.as_millis() as u64)
     }
 
     fn publish(&self, event: MetadataEvent) {
@@ -407,7 +408,7 @@ impl EtcdStore {
             loop {
                 tokio::select! {
                     _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                    _ = tokio::time::sleep(ETCD_RETRY_PAUSE) => {}
                 }
                 match self.resync().await {
                     Ok(_) => break,
@@ -526,7 +527,7 @@ impl EtcdStore {
                 );
                 warned = true;
             }
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            tokio::time::sleep(ETCD_RETRY_PAUSE).await;
         }
     }
 
@@ -544,7 +545,7 @@ impl EtcdStore {
             metrics::gauge!(m::ETCD_SESSION_UP).set(if self.may_lead() { 1.0 } else { 0.0 });
             tokio::select! {
                 _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                _ = tokio::time::sleep(ETCD_RETRY_PAUSE) => {}
             }
         }
     }

@@ -26,10 +26,10 @@ use crate::log::batch;
 use crate::model::{monotonic_ms, now_ms};
 use crate::replication::{Partition, PartitionError, TopicReplicas};
 
-/// Offsets partitions smaller than this are never compacted.
-const COMPACT_MIN_BYTES: u64 = 8 * 1024 * 1024;
 /// Compaction is considered every this many ticks (100 ms each).
-const COMPACT_CHECK_TICKS: u64 = 100;
+use crate::config::limits::OFFSETS_COMPACT_CHECK_TICKS as COMPACT_CHECK_TICKS;
+/// Offsets partitions smaller than this are never compacted.
+use crate::config::limits::OFFSETS_COMPACT_MIN_BYTES as COMPACT_MIN_BYTES;
 
 /// Coordinator settings (from the broker config).
 #[derive(Debug, Clone, Copy)]
@@ -279,7 +279,8 @@ impl GroupCoordinator {
             }
         };
         // The group answers within the rebalance timeout; the margin covers the ticker.
-        match tokio::time::timeout(rebalance_timeout + Duration::from_secs(5), rx).await {
+        let wait = rebalance_timeout + crate::config::limits::JOIN_MARGIN;
+        match tokio::time::timeout(wait, rx).await {
             Ok(Ok(result)) => result,
             _ => rebalancing(&member_id),
         }
