@@ -659,9 +659,20 @@ pub mod limits {
     pub const HTTP_STREAM_WAIT: Duration = Duration::from_secs(15);
     /// Largest decompressed records section read for one batch.
     pub const HTTP_MAX_DECOMPRESSED_BYTES: usize = 64 * 1024 * 1024;
+    /// How long a publish forwarded to the partition's leader (Produce acks=all) may
+    /// wait for its acknowledgement.
+    pub const HTTP_FORWARD_PRODUCE_TIMEOUT_MS: i32 = 30_000;
+    /// Most bytes asked of a remote leader per read (as much as a local read takes);
+    /// a read asks about `HTTP_READ_BYTES_PER_MESSAGE` per wanted message, at least
+    /// `HTTP_READ_MIN_BYTES`.
+    pub const HTTP_READ_BYTES: i32 = 1024 * 1024;
+    pub const HTTP_READ_BYTES_PER_MESSAGE: usize = 2 * 1024;
+    pub const HTTP_READ_MIN_BYTES: usize = 64 * 1024;
 
     // Topics, placement and groups.
 
+    /// Longest commit metadata accepted (Kafka's `offset.metadata.max.bytes` default).
+    pub const OFFSET_METADATA_MAX_BYTES: usize = 4096;
     /// Most partitions one topic may have; each costs files and mappings.
     pub const MAX_PARTITIONS_PER_TOPIC: i32 = 10_000;
     /// Longest a topic change waits for the controller to place its partitions before

@@ -14,8 +14,7 @@ use super::super::context::RequestContext;
 use super::super::errors;
 use crate::group::coordinator::{CommitError, OffsetCommit};
 
-/// Longest commit metadata accepted (Kafka's `offset.metadata.max.bytes`).
-const OFFSET_METADATA_MAX_BYTES: usize = 4096;
+use crate::config::limits::OFFSET_METADATA_MAX_BYTES;
 
 pub async fn handle(ctx: &RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse {
     let services = &ctx.services;

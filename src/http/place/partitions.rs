@@ -45,10 +45,10 @@ const OFFSET_OUT_OF_RANGE: i16 = 1;
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 
-/// How long one Produce to a leader may wait for its acknowledgement.
-const PRODUCE_TIMEOUT_MS: i32 = 30_000;
-/// Bytes asked of a remote leader per partition read (as a local read takes).
-const READ_BYTES: i32 = 1024 * 1024;
+use crate::config::limits::{
+    HTTP_FORWARD_PRODUCE_TIMEOUT_MS as PRODUCE_TIMEOUT_MS, HTTP_READ_BYTES as READ_BYTES,
+    HTTP_READ_BYTES_PER_MESSAGE, HTTP_READ_MIN_BYTES,
+};
 
 /// A broker's answer for one partition, unless it left the partition out or answered
 /// it with an error.
@@ -213,7 +213,8 @@ impl HttpApi {
     ) -> Result<Vec<(i32, Fetched)>, ApiError> {
         // About `max` small messages (what is read but not handed out is read again next
         // time), bounded; the first batch comes whole anyway.
-        let budget = (max.saturating_mul(2 * 1024)).clamp(64 * 1024, READ_BYTES as usize) as i32;
+        let budget = (max.saturating_mul(HTTP_READ_BYTES_PER_MESSAGE))
+            .clamp(HTTP_READ_MIN_BYTES, READ_BYTES as usize) as i32;
         let request = FetchRequest::default()
             .with_replica_id(BrokerId(-1))
             .with_max_wait_ms(0)
