@@ -66,11 +66,7 @@ pub struct CreateTopic {
     pub configs: BTreeMap<String, String>,
 }
 
-/// Topics the broker keeps for itself: hidden from clients that don't name them, and
-/// never produced to, deleted, resized or trimmed by clients.
-pub fn is_internal(name: &str) -> bool {
-    topic_config::is_internal(name)
-}
+pub use crate::cluster::topic_config::is_internal;
 
 pub use crate::config::limits::MAX_PARTITIONS_PER_TOPIC;
 use crate::config::limits::{PLACEMENT_POLL, PLACEMENT_WAIT};

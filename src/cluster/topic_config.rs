@@ -336,8 +336,9 @@ impl TopicDefaults {
         config
     }
 
-    /// The log settings for a topic with `overrides`.
-    pub fn log_config(&self, overrides: &BTreeMap<String, String>) -> LogConfig {
+    /// The log settings for a topic with `overrides`, before the offsets topic's pinned
+    /// ones: private, so no caller can bypass [`Self::log_config_for`].
+    fn log_config(&self, overrides: &BTreeMap<String, String>) -> LogConfig {
         let builtin = LogConfig::default();
         LogConfig {
             segment_bytes: self.parse_or(overrides, "segment.bytes", builtin.segment_bytes),
