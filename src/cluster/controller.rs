@@ -173,8 +173,10 @@ pub fn assign_topic(
             };
             PartitionAssignment {
                 leader,
+                isr: replicas.clone(),
                 replicas,
                 leader_epoch,
+                partition_epoch: leader_epoch,
             }
         })
         .collect();

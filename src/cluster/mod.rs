@@ -86,6 +86,25 @@ pub struct PartitionAssignment {
     pub replicas: Vec<i32>,
     /// Bumped whenever the leader changes, so stale leaders and clients can be told apart.
     pub leader_epoch: i32,
+    /// In-sync replicas, the leader first when it has one; empty in data written before
+    /// replication (read it as `[leader]`, see [`Self::in_sync`]).
+    #[serde(default)]
+    pub isr: Vec<i32>,
+    /// Bumped on every change of this partition's state (leader, ISR, replicas): the
+    /// compare-and-swap token of ISR changes (Kafka's partition epoch, KIP-497).
+    #[serde(default)]
+    pub partition_epoch: i32,
+}
+
+impl PartitionAssignment {
+    /// The in-sync replicas; `[leader]` for state written before replication.
+    pub fn in_sync(&self) -> Vec<i32> {
+        if self.isr.is_empty() && self.leader >= 0 {
+            vec![self.leader]
+        } else {
+            self.isr.clone()
+        }
+    }
 }
 
 /// Where every partition of a topic lives, indexed by partition number.
@@ -103,6 +122,8 @@ impl TopicAssignment {
             leader: node,
             replicas: vec![node],
             leader_epoch: 0,
+            isr: vec![node],
+            partition_epoch: 0,
         };
         Self {
             topic_id: spec.topic_id,
