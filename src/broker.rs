@@ -136,6 +136,7 @@ impl Broker {
             rack: None,
             weight: config.ring_weight,
             peer_address: server.peer_address.clone(),
+            shutting_down: false,
         };
         let shutdown = CancellationToken::new();
         let background = TaskTracker::new();
@@ -143,11 +144,13 @@ impl Broker {
         // Subscribed before anything is loaded, so no change slips between the two.
         let events = store.subscribe();
         let defaults = Arc::new(config.topics.defaults.clone());
-        let replicas = Arc::new(ReplicaManager::new(
+        let (replicas, isr_changes) = ReplicaManager::new(
             &config.data_dir,
+            config.node_id,
             defaults,
             config.durability,
-        )?);
+        )?;
+        let replicas = Arc::new(replicas);
         let topics = TopicService::new(
             Arc::clone(&store),
             Arc::clone(&replicas),
@@ -193,6 +196,26 @@ impl Broker {
             tasks.clone(),
         ));
         background.spawn(run_flusher(Arc::clone(&replicas), shutdown.clone()));
+        background.spawn(crate::replication::alter::run(
+            Arc::clone(&services.store),
+            isr_changes,
+            shutdown.clone(),
+        ));
+        let lag_max = config.replica_lag_time_max;
+        background.spawn(crate::replication::alter::maintain(
+            Arc::clone(&replicas),
+            lag_max.as_millis() as i64,
+            (lag_max / 4).max(std::time::Duration::from_millis(50)),
+            shutdown.clone(),
+        ));
+        background.spawn(
+            crate::replication::ReplicaFetchers::new(
+                config.node_id,
+                Arc::clone(&replicas),
+                Arc::clone(&services.store),
+            )
+            .run(shutdown.clone()),
+        );
         background.spawn(run_group_timers(Arc::clone(&groups), shutdown.clone()));
         for api in crate::server::dispatch::advertised_api_names() {
             metrics::counter!(crate::metrics::SLOW_REQUESTS_TOTAL, "api" => api).absolute(0);
@@ -444,9 +467,6 @@ fn sample(services: &Services, data_dir: &std::path::Path) {
     metrics::gauge!(m::UNDER_MIN_ISR_PARTITIONS).set(under_min_isr as f64);
     let controller = services.store.controller_id() == Some(services.node.node_id);
     metrics::gauge!(m::CONTROLLER_ACTIVE).set(if controller { 1.0 } else { 0.0 });
-    // One replica per partition: the ISR never changes, but the series exist.
-    metrics::counter!(m::ISR_SHRINKS_TOTAL).absolute(0);
-    metrics::counter!(m::ISR_EXPANDS_TOTAL).absolute(0);
     for lag in services.groups.lag_snapshot() {
         let group = lag.group;
         metrics::gauge!(m::GROUP_MEMBERS, "group" => group.clone()).set(lag.members as f64);

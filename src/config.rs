@@ -108,6 +108,8 @@ serve_args! {
     log_retention_check_interval_ms: u64 = 300_000, "TERN_LOG_RETENTION_CHECK_INTERVAL_MS";
     /// Everything is flushed to disk at least this often, ms (log.flush.interval.ms) [default: 1000]
     log_flush_interval_ms: u64 = 1000, "TERN_LOG_FLUSH_INTERVAL_MS";
+    /// A follower that has not caught up with its leader for this long leaves the ISR, ms (replica.lag.time.max.ms) [default: 30000]
+    replica_lag_time_max_ms: u64 = 30_000, "TERN_REPLICA_LAG_TIME_MAX_MS";
     /// acks=all produce waits until its data is fsynced (group commit) [default: true]
     flush_on_ack_all: bool = true, "TERN_FLUSH_ON_ACK_ALL";
     /// Delay before a new group's first rebalance, ms (group.initial.rebalance.delay.ms) [default: 3000]
@@ -141,6 +143,8 @@ pub struct Config {
     pub topics: TopicsConfig,
     pub durability: Durability,
     pub retention_check_interval: Duration,
+    /// How long a follower may fail to catch up before it leaves the ISR.
+    pub replica_lag_time_max: Duration,
     pub log_format: String,
     pub groups: GroupsConfig,
     /// The metrics listener, and whether the operator chose it (no fallback then).
@@ -268,6 +272,7 @@ impl Config {
             ("segment.bytes", defaults::log_segment_bytes().to_string()),
             ("segment.index.bytes", (10 * 1024 * 1024).to_string()),
             ("segment.ms", defaults::log_roll_ms().to_string()),
+            ("unclean.leader.election.enable", "false".to_string()),
         ];
         let overrides: BTreeMap<String, String> = operator_set
             .iter()
@@ -325,6 +330,11 @@ impl Config {
                 a.log_retention_check_interval_ms
                     .unwrap_or_else(defaults::log_retention_check_interval_ms)
                     .max(10),
+            ),
+            replica_lag_time_max: Duration::from_millis(
+                a.replica_lag_time_max_ms
+                    .unwrap_or_else(defaults::replica_lag_time_max_ms)
+                    .max(100),
             ),
             log_format: a.log_format.unwrap_or_else(defaults::log_format),
             metrics: (
@@ -634,6 +644,25 @@ pub mod limits {
     pub const CLIENT_MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
     /// Bound on connecting and on one request/response exchange.
     pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
+    // Replication.
+
+    /// How long a group's commit waits for its ISR before REQUEST_TIMED_OUT (Kafka's
+    /// `offsets.commit.timeout.ms`).
+    pub const OFFSET_COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
+
+    /// How long a follower's fetch waits at the leader for new data (Kafka's
+    /// `replica.fetch.wait.max.ms`): short enough that high-watermark news reaches
+    /// followers quickly, long enough that idle followers cost nothing.
+    pub const REPLICA_FETCH_WAIT_MS: i32 = 500;
+    /// Bytes a follower fetches per partition per round (`replica.fetch.max.bytes`).
+    pub const REPLICA_FETCH_PARTITION_MAX_BYTES: i32 = 1024 * 1024;
+    /// Bytes per follower fetch response (`replica.fetch.response.max.bytes`).
+    pub const REPLICA_FETCH_MAX_BYTES: i32 = 10 * 1024 * 1024;
+    /// Pause after a failed replica fetch (leader unreachable, not leader yet).
+    /// Shorter than Kafka's 1 s `replica.fetch.backoff.ms`: failover speed matters
+    /// more here than a few idle reconnects.
+    pub const REPLICA_FETCH_BACKOFF: Duration = Duration::from_millis(100);
+
     /// Connections kept to each peer broker: enough for concurrent HTTP calls to
     /// overlap, few enough that a cluster's mesh stays small.
     pub const CONNECTIONS_PER_PEER: usize = 4;

@@ -59,13 +59,9 @@ define_metrics! {
     /// connection), `local` (executing), `remote` (waiting: fsync for acks=all produce,
     /// data for a long-polling fetch).
     Histogram(Seconds) REQUEST_PHASE_SECONDS = "tern_request_phase_seconds";
-    /// Times a partition's in-sync replica set shrank.
-    ///
-    /// Always 0 until replication lands.
+    /// Times a partition led here had its in-sync replica set shrink (written to the store).
     Counter(Count) ISR_SHRINKS_TOTAL = "tern_isr_shrinks_total";
-    /// Times a partition's in-sync replica set expanded.
-    ///
-    /// Always 0 until replication lands.
+    /// Times a partition led here had its in-sync replica set expand (written to the store).
     Counter(Count) ISR_EXPANDS_TOTAL = "tern_isr_expands_total";
     /// Kafka requests slower than --slow-request-ms (waiting by design excluded), by `api`.
     Counter(Count) SLOW_REQUESTS_TOTAL = "tern_slow_requests_total";
@@ -122,6 +118,9 @@ define_metrics! {
     Counter(Count) CONTROLLER_ELECTIONS_TOTAL = "tern_controller_elections_total";
     /// Partition leaders moved by this broker as controller.
     Counter(Count) PARTITION_LEADER_CHANGES_TOTAL = "tern_partition_leader_changes_total";
+    /// Leaders elected by this broker as controller from outside the ISR
+    /// (`unclean.leader.election.enable`): each may have lost acknowledged writes.
+    Counter(Count) UNCLEAN_LEADER_ELECTIONS_TOTAL = "tern_unclean_leader_elections_total";
     /// Completed consumer group rebalances (each a new generation), by `group`.
     Counter(Count) GROUP_REBALANCES_TOTAL = "tern_group_rebalances_total";
     /// Members of a consumer group, by `group`.

@@ -135,23 +135,16 @@ impl TopicService {
         }
     }
 
-    /// Per partition of `spec`: the leader epoch when this broker leads it.
-    fn leadership(&self, spec: &TopicSpec) -> Vec<Option<i32>> {
-        let assignment = self.store.assignment(spec);
-        (0..spec.partitions)
-            .map(|i| {
-                assignment
-                    .as_ref()
-                    .and_then(|a| a.partition(i))
-                    .filter(|p| p.leader == self.node_id)
-                    .map(|p| p.leader_epoch)
-            })
-            .collect()
-    }
-
     fn apply(&self, spec: &TopicSpec, fresh: bool) -> Result<Arc<TopicReplicas>, TopicError> {
-        let leadership = self.leadership(spec);
-        Ok(self.replicas.reconcile_topic(spec, &leadership, fresh)?)
+        let assignment = self.store.assignment(spec);
+        let (topic, removed) = self
+            .replicas
+            .reconcile_topic(spec, assignment.as_ref(), fresh)?;
+        for partition in removed {
+            self.replicas.delete_replica(&partition);
+        }
+        self.replicas.roles_changed();
+        Ok(topic)
     }
 
     /// Waits (bounded) until the controller has placed every partition of `spec`, so

@@ -42,6 +42,16 @@ pub fn partition_error(error: &PartitionError) -> ResponseError {
         PartitionError::Append(e) => append_error(e),
         PartitionError::StorageFailed(_) => ResponseError::KafkaStorageError,
         PartitionError::OutOfRange(_) => ResponseError::OffsetOutOfRange,
+        PartitionError::NotLeader(_) | PartitionError::NotFollower(_) => {
+            ResponseError::NotLeaderOrFollower
+        }
+        PartitionError::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
+        PartitionError::UnknownLeaderEpoch { .. } => ResponseError::UnknownLeaderEpoch,
+        PartitionError::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas,
+        PartitionError::NotEnoughReplicasAfterAppend(_) => {
+            ResponseError::NotEnoughReplicasAfterAppend
+        }
+        PartitionError::TimedOut(_) => ResponseError::RequestTimedOut,
     }
 }
 

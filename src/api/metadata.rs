@@ -108,11 +108,22 @@ fn describe(ctx: &RequestContext, spec: &TopicSpec) -> MetadataResponseTopic {
                         .with_leader_id(BrokerId(p.leader))
                         .with_leader_epoch(p.leader_epoch)
                         .with_replica_nodes(p.replicas.iter().copied().map(BrokerId).collect())
-                        // Only the leader is in sync: there are no followers yet.
-                        .with_isr_nodes(vec![BrokerId(p.leader)])
+                        .with_isr_nodes(p.in_sync().into_iter().map(BrokerId).collect())
                         .with_offline_replicas(offline.copied().map(BrokerId).collect())
                 }
-                _ => response
+                // No live leader (the last in-sync replica is gone): Kafka still lists
+                // where the replicas are.
+                Some(p) => {
+                    let offline = p.replicas.iter().filter(|r| !live.contains(r));
+                    response
+                        .with_error_code(ResponseError::LeaderNotAvailable.code())
+                        .with_leader_id(BrokerId(-1))
+                        .with_leader_epoch(-1)
+                        .with_replica_nodes(p.replicas.iter().copied().map(BrokerId).collect())
+                        .with_isr_nodes(p.in_sync().into_iter().map(BrokerId).collect())
+                        .with_offline_replicas(offline.copied().map(BrokerId).collect())
+                }
+                None => response
                     .with_error_code(ResponseError::LeaderNotAvailable.code())
                     .with_leader_id(BrokerId(-1))
                     .with_leader_epoch(-1),

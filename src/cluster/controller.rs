@@ -15,8 +15,12 @@
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use super::etcd::{ControllerTerm, EtcdStore};
+use std::collections::BTreeSet;
+
+use super::election::{next_state, Membership};
+use super::etcd::{ControllerTerm, EtcdStore, Placed};
 use super::ring::{partition_key, place, Ring};
+use super::topic_config;
 use super::{
     MetadataError, MetadataEvent, MetadataStore, PartitionAssignment, TopicAssignment, TopicSpec,
 };
@@ -105,43 +109,135 @@ async fn place_all(store: &EtcdStore, term: ControllerTerm) -> Result<bool, Meta
         return Ok(true);
     }
     let ring = Ring::new(&live);
+    let live_ids: BTreeSet<i32> = snapshot.brokers.keys().copied().collect();
+    let shutting_down: BTreeSet<i32> = snapshot
+        .brokers
+        .values()
+        .filter(|b| b.shutting_down)
+        .map(|b| b.node_id)
+        .collect();
+    let members = Membership {
+        live: &live_ids,
+        shutting_down: &shutting_down,
+    };
     for spec in snapshot.topics.values() {
         let previous = snapshot
             .assignments
             .get(&spec.name)
             .filter(|a| a.topic_id == spec.topic_id);
-        let desired = assign_topic(&ring, spec, previous);
-        if previous != Some(&desired) {
-            let moved = moved_leaders(previous, &desired);
-            if !store
-                .put_assignment(term, &spec.name, Some(&desired))
-                .await?
-            {
-                return Ok(false);
-            }
-            metrics::counter!(m::PARTITION_LEADER_CHANGES_TOTAL).increment(moved as u64);
-            tracing::info!(topic = %spec.name, partitions = spec.partitions, moved, "placed partitions");
+        let unclean = topic_config::unclean_leader_election(
+            &spec.configs,
+            snapshot.broker_configs.get(&None),
+        );
+        let desired = next_assignment(&ring, spec, previous, &members, unclean);
+        if previous == Some(&desired.assignment) {
+            continue;
         }
+        let revision = snapshot
+            .assignment_revisions
+            .get(&spec.name)
+            .copied()
+            .unwrap_or(0);
+        match store
+            .put_assignment(term, &spec.name, Some(&desired.assignment), revision)
+            .await?
+        {
+            Placed::Written => {}
+            // A leader changed an ISR meanwhile: its event brings us back here.
+            Placed::Stale => continue,
+            Placed::Fenced => return Ok(false),
+        }
+        metrics::counter!(m::PARTITION_LEADER_CHANGES_TOTAL)
+            .increment(desired.leaders_moved as u64);
+        if desired.unclean > 0 {
+            metrics::counter!(m::UNCLEAN_LEADER_ELECTIONS_TOTAL).increment(desired.unclean as u64);
+            tracing::warn!(topic = %spec.name, partitions = desired.unclean, "unclean leader election: acknowledged writes may be lost");
+        }
+        tracing::info!(topic = %spec.name, partitions = spec.partitions, moved = desired.leaders_moved, "placed partitions");
     }
     for name in snapshot.assignments.keys() {
-        if !snapshot.topics.contains_key(name) && !store.put_assignment(term, name, None).await? {
+        if snapshot.topics.contains_key(name) {
+            continue;
+        }
+        let revision = snapshot
+            .assignment_revisions
+            .get(name)
+            .copied()
+            .unwrap_or(0);
+        if store.put_assignment(term, name, None, revision).await? == Placed::Fenced {
             return Ok(false);
         }
     }
     Ok(true)
 }
 
-fn moved_leaders(previous: Option<&TopicAssignment>, desired: &TopicAssignment) -> usize {
-    desired
+/// A topic's next stored state and what changed in it.
+#[derive(Debug)]
+pub struct NextAssignment {
+    pub assignment: TopicAssignment,
+    pub leaders_moved: usize,
+    pub unclean: usize,
+}
+
+/// The next state of every partition of `spec`: the ring says where the replicas
+/// should be (keeping what the previous target can keep, so a membership change
+/// moves little), and `election::next_state` walks each partition there safely —
+/// leaders only from the ISR, new replicas in sync before old ones go.
+pub fn next_assignment(
+    ring: &Ring,
+    spec: &TopicSpec,
+    previous: Option<&TopicAssignment>,
+    members: &Membership<'_>,
+    unclean_allowed: bool,
+) -> NextAssignment {
+    let previous_targets = previous.map(|a| TopicAssignment {
+        topic_id: a.topic_id,
+        partitions: a
+            .partitions
+            .iter()
+            .map(|p| {
+                let target = p.ring_target().to_vec();
+                PartitionAssignment {
+                    leader: target.first().copied().unwrap_or(-1),
+                    replicas: target,
+                    ..p.clone()
+                }
+            })
+            .collect(),
+    });
+    let targets = assign_topic(ring, spec, previous_targets.as_ref());
+    let mut leaders_moved = 0;
+    let mut unclean = 0;
+    let partitions = targets
         .partitions
         .iter()
         .enumerate()
-        .filter(|(i, p)| {
-            previous
-                .and_then(|a| a.partitions.get(*i))
-                .is_none_or(|old| old.leader != p.leader)
+        .map(|(index, target)| {
+            let current = previous.and_then(|a| a.partitions.get(index));
+            let mut next = match next_state(current, &target.replicas, members, unclean_allowed) {
+                Some(change) => {
+                    leaders_moved += usize::from(change.leader_moved);
+                    unclean += usize::from(change.unclean);
+                    change.next
+                }
+                None => current.cloned().unwrap_or_else(|| target.clone()),
+            };
+            next.target = if next.replicas == target.replicas {
+                Vec::new()
+            } else {
+                target.replicas.clone()
+            };
+            next
         })
-        .count()
+        .collect();
+    NextAssignment {
+        assignment: TopicAssignment {
+            topic_id: spec.topic_id,
+            partitions,
+        },
+        leaders_moved,
+        unclean,
+    }
 }
 
 /// The placement of `spec` on `ring`, keeping what `previous` can keep: the leader of
@@ -177,6 +273,7 @@ pub fn assign_topic(
                 replicas,
                 leader_epoch,
                 partition_epoch: leader_epoch,
+                target: Vec::new(),
             }
         })
         .collect();
@@ -352,7 +449,6 @@ mod tests {
             }
         }
         assert_eq!(moved, 6, "the newcomer takes its fair share of 24 / 4");
-        assert_eq!(moved_leaders(Some(&first), &grown), 6);
     }
 
     fn replica_max_over_mean(assignment: &TopicAssignment, brokers: usize) -> f64 {

@@ -271,6 +271,19 @@ impl MetadataStore for EmbeddedStore {
     fn assignment(&self, spec: &TopicSpec) -> Option<TopicAssignment> {
         Some(TopicAssignment::all_on(spec, self.node.node_id))
     }
+
+    /// One node is the whole ISR of everything: no change can be written.
+    async fn alter_partition(
+        &self,
+        _topic: &str,
+        _topic_id: Uuid,
+        _index: i32,
+        _leader_epoch: i32,
+        _partition_epoch: i32,
+        _isr: Vec<i32>,
+    ) -> Result<Option<super::PartitionAssignment>, MetadataError> {
+        Ok(None)
+    }
 }
 
 #[cfg(test)]
@@ -294,6 +307,7 @@ mod tests {
             rack: None,
             weight: 1,
             peer_address: None,
+            shutting_down: false,
         }
     }
 

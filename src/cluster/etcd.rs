@@ -37,7 +37,8 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::{
-    BrokerInfo, MetadataError, MetadataEvent, MetadataStore, NewTopic, TopicAssignment, TopicSpec,
+    BrokerInfo, MetadataError, MetadataEvent, MetadataStore, NewTopic, PartitionAssignment,
+    TopicAssignment, TopicSpec,
 };
 use crate::metrics as m;
 use crate::model::monotonic_ms;
@@ -152,6 +153,16 @@ struct ControllerRecord {
 /// The elected controller: its id and the create revision of its key, which is its
 /// term: writes guarded by "the controller key still has this create revision" fail
 /// once it has been deposed.
+/// How a controller's write of a placement went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placed {
+    Written,
+    /// Someone (a leader's ISR change) wrote it since: re-read and decide again.
+    Stale,
+    /// This broker is no longer the controller.
+    Fenced,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ControllerTerm {
     pub node_id: i32,
@@ -163,6 +174,9 @@ pub struct ControllerTerm {
 pub struct Snapshot {
     pub topics: BTreeMap<String, TopicSpec>,
     pub assignments: BTreeMap<String, TopicAssignment>,
+    /// The etcd mod revision of each `assignments/<name>` key: what a compare-and-swap
+    /// of the controller's next write of it must match.
+    pub assignment_revisions: BTreeMap<String, i64>,
     pub brokers: BTreeMap<i32, BrokerInfo>,
     pub controller: Option<ControllerTerm>,
     /// Dynamic broker configs by level (`None`: the cluster-wide default).
@@ -211,8 +225,11 @@ impl Snapshot {
                 if put {
                     let assignment = parse::<TopicAssignment>(key, value)?;
                     self.assignments.insert(name.to_string(), assignment);
+                    self.assignment_revisions
+                        .insert(name.to_string(), kv.mod_revision());
                 } else {
                     self.assignments.remove(name);
+                    self.assignment_revisions.remove(name);
                 }
                 Some(MetadataEvent::AssignmentChanged(name.to_string()))
             }
@@ -646,30 +663,54 @@ impl EtcdStore {
         }
     }
 
-    /// Writes a topic's placement, only while `term` still holds (the fencing).
-    /// `Ok(false)` when the term is over: this broker was deposed.
+    /// Writes a topic's placement, only while `term` still holds (the fencing) and
+    /// nobody changed it since revision `expected` (0: absent) — a leader's ISR change
+    /// in between must not be overwritten.
     pub async fn put_assignment(
         &self,
         term: ControllerTerm,
         topic: &str,
         assignment: Option<&TopicAssignment>,
-    ) -> Result<bool, MetadataError> {
+        expected: i64,
+    ) -> Result<Placed, MetadataError> {
         let key = self.keys.assignment(topic);
         let operation = match assignment {
             Some(assignment) => {
                 let value = serde_json::to_vec(assignment).map_err(|e| corrupt(&key, e))?;
-                TxnOp::put(key, value, None)
+                TxnOp::put(key.clone(), value, None)
             }
-            None => TxnOp::delete(key, None),
+            None => TxnOp::delete(key.clone(), None),
         };
+        let controller =
+            Compare::create_revision(self.keys.controller(), CompareOp::Equal, term.revision);
         let txn = Txn::new()
-            .when([Compare::create_revision(
-                self.keys.controller(),
-                CompareOp::Equal,
-                term.revision,
-            )])
+            .when([
+                controller.clone(),
+                Compare::mod_revision(key, CompareOp::Equal, expected),
+            ])
             .and_then([operation]);
-        Ok(self.txn(txn).await?.succeeded())
+        if self.txn_seen(txn).await?.succeeded() {
+            return Ok(Placed::Written);
+        }
+        let still_controller = Txn::new().when([controller]);
+        Ok(if self.txn(still_controller).await?.succeeded() {
+            Placed::Stale
+        } else {
+            Placed::Fenced
+        })
+    }
+
+    /// Reads a topic's placement with the revision a compare-and-swap must match.
+    async fn read_assignment(
+        &self,
+        topic: &str,
+    ) -> Result<Option<(TopicAssignment, i64)>, MetadataError> {
+        let key = self.keys.assignment(topic);
+        let Some(kv) = self.get(&key).await? else {
+            return Ok(None);
+        };
+        let assignment = serde_json::from_slice(kv.value()).map_err(|e| corrupt(&key, e))?;
+        Ok(Some((assignment, kv.mod_revision())))
     }
 
     /// Reads a counter: its next value (or `initial`) and the comparison that holds
@@ -908,6 +949,64 @@ impl MetadataStore for EtcdStore {
         let cache = self.cache.read();
         let assignment = cache.assignments.get(&spec.name)?;
         (assignment.topic_id == spec.topic_id).then(|| assignment.clone())
+    }
+
+    async fn alter_partition(
+        &self,
+        topic: &str,
+        topic_id: Uuid,
+        index: i32,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        isr: Vec<i32>,
+    ) -> Result<Option<PartitionAssignment>, MetadataError> {
+        let key = self.keys.assignment(topic);
+        for _ in 0..CAS_ATTEMPTS {
+            // A broker whose session lapsed is about to be replaced: it changes nothing.
+            if !self.may_lead() {
+                return Ok(None);
+            }
+            let Some((mut assignment, revision)) = self.read_assignment(topic).await? else {
+                return Ok(None);
+            };
+            let slot = usize::try_from(index)
+                .ok()
+                .filter(|_| assignment.topic_id == topic_id)
+                .and_then(|i| assignment.partitions.get_mut(i));
+            let Some(current) = slot else {
+                return Ok(None);
+            };
+            let live = self
+                .cache
+                .read()
+                .brokers
+                .keys()
+                .copied()
+                .collect::<Vec<_>>();
+            let Some(next) = super::apply_isr_change(
+                current,
+                self.node.node_id,
+                leader_epoch,
+                partition_epoch,
+                &isr,
+                |broker| live.contains(&broker),
+            ) else {
+                return Ok(None);
+            };
+            *current = next.clone();
+            let value = serde_json::to_vec(&assignment).map_err(|e| corrupt(&key, e))?;
+            let txn = Txn::new()
+                .when([Compare::mod_revision(
+                    key.clone(),
+                    CompareOp::Equal,
+                    revision,
+                )])
+                .and_then([TxnOp::put(key.clone(), value, None)]);
+            if self.txn_seen(txn).await?.succeeded() {
+                return Ok(Some(next));
+            }
+        }
+        Err(MetadataError::Contended(topic.to_string()))
     }
 
     fn may_lead(&self) -> bool {

@@ -11,6 +11,7 @@
 
 pub mod broker_config;
 pub mod controller;
+pub mod election;
 pub mod embedded;
 pub mod etcd;
 pub mod peers;
@@ -62,6 +63,10 @@ pub struct BrokerInfo {
     /// Where other brokers reach this one, when not `host:port` (`--peer-advertise`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer_address: Option<String>,
+    /// Set by a broker in controlled shutdown: the controller moves its leaderships
+    /// away and takes it out of every ISR before it leaves.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shutting_down: bool,
 }
 
 impl BrokerInfo {
@@ -94,9 +99,24 @@ pub struct PartitionAssignment {
     /// compare-and-swap token of ISR changes (Kafka's partition epoch, KIP-497).
     #[serde(default)]
     pub partition_epoch: i32,
+    /// Where the ring wants the replicas, when that is not where they are yet (a
+    /// reassignment in progress: new replicas catch up before old ones go); empty when
+    /// `replicas` is the ring's placement. The controller's memory of its own target.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub target: Vec<i32>,
 }
 
 impl PartitionAssignment {
+    /// The ring's placement for this partition: the target while a reassignment is in
+    /// progress, else the replicas.
+    pub fn ring_target(&self) -> &[i32] {
+        if self.target.is_empty() {
+            &self.replicas
+        } else {
+            &self.target
+        }
+    }
+
     /// The in-sync replicas; `[leader]` for state written before replication.
     pub fn in_sync(&self) -> Vec<i32> {
         if self.isr.is_empty() && self.leader >= 0 {
@@ -124,6 +144,7 @@ impl TopicAssignment {
             leader_epoch: 0,
             isr: vec![node],
             partition_epoch: 0,
+            target: Vec::new(),
         };
         Self {
             topic_id: spec.topic_id,
@@ -137,6 +158,36 @@ impl TopicAssignment {
             .ok()
             .and_then(|i| self.partitions.get(i))
     }
+}
+
+/// Kafka's AlterPartition checks, as a pure function: the proposal of `leader` must
+/// be based on the current leader epoch and partition epoch, keep the leader in the
+/// ISR, name only replicas, and add only live brokers (`is_live`). Returns the next
+/// state (partition epoch bumped), or `None` when refused.
+pub fn apply_isr_change(
+    current: &PartitionAssignment,
+    leader: i32,
+    leader_epoch: i32,
+    partition_epoch: i32,
+    isr: &[i32],
+    is_live: impl Fn(i32) -> bool,
+) -> Option<PartitionAssignment> {
+    let before = current.in_sync();
+    let acceptable = current.leader == leader
+        && current.leader_epoch == leader_epoch
+        && current.partition_epoch == partition_epoch
+        && isr.contains(&leader)
+        && isr.iter().all(|r| current.replicas.contains(r))
+        && isr.iter().all(|r| before.contains(r) || is_live(*r));
+    acceptable.then(|| {
+        let mut next = current.clone();
+        let mut members = vec![leader];
+        members.extend(isr.iter().copied().filter(|&r| r != leader));
+        members.dedup();
+        next.isr = members;
+        next.partition_epoch += 1;
+        next
+    })
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -229,6 +280,19 @@ pub trait MetadataStore: Send + Sync + Debug + 'static {
             .and_then(|a| a.partition(index).map(|p| p.leader))
             .filter(|&leader| leader >= 0)
     }
+    /// Writes an ISR change proposed by partition `index`'s leader (this broker), as
+    /// Kafka's AlterPartition: only while it still leads under `leader_epoch` and the
+    /// partition epoch is still `partition_epoch` (see [`apply_isr_change`]).
+    /// `Ok(Some(state))`: written; `Ok(None)`: refused, the partition changed meanwhile.
+    async fn alter_partition(
+        &self,
+        topic: &str,
+        topic_id: Uuid,
+        index: i32,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        isr: Vec<i32>,
+    ) -> Result<Option<PartitionAssignment>, MetadataError>;
     /// Whether this broker may act as a leader: false once its cluster session has
     /// lapsed by its own clock, so that it stops taking writes before etcd says so.
     fn may_lead(&self) -> bool {

@@ -115,6 +115,16 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
         validate: |v| int_at_least(1)(v),
     },
     ConfigDef {
+        name: "unclean.leader.election.enable",
+        broker_key: "unclean.leader.election.enable",
+        kind: ConfigType::Boolean,
+        documentation: "Elect a replica outside the ISR when no in-sync replica is alive: the partition comes back at once, but acknowledged writes may be lost.",
+        validate: |v| match v.trim() {
+            "true" | "false" => Ok(()),
+            other => Err(format!("'{other}' is not true or false")),
+        },
+    },
+    ConfigDef {
         name: "retention.bytes",
         broker_key: "log.retention.bytes",
         kind: ConfigType::Long,
@@ -366,6 +376,20 @@ impl TopicDefaults {
     pub fn min_insync_replicas(&self, overrides: &BTreeMap<String, String>) -> i32 {
         self.parse_or(overrides, "min.insync.replicas", 1)
     }
+}
+
+/// Whether the controller may elect a replica outside the ISR for a topic with these
+/// configs when no in-sync replica is alive: the topic's override, else the dynamic
+/// cluster-wide default, else false (Kafka's default).
+pub fn unclean_leader_election(
+    topic: &BTreeMap<String, String>,
+    cluster_default: Option<&BTreeMap<String, String>>,
+) -> bool {
+    const NAME: &str = "unclean.leader.election.enable";
+    topic
+        .get(NAME)
+        .or_else(|| cluster_default.and_then(|d| d.get(NAME)))
+        .is_some_and(|v| v.trim() == "true")
 }
 
 /// Topics the broker keeps for itself: hidden from clients that don't name them, and

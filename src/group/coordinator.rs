@@ -24,12 +24,13 @@ use super::state::{
 };
 use crate::log::batch;
 use crate::model::{monotonic_ms, now_ms};
-use crate::replication::{Partition, PartitionError, TopicReplicas};
+use crate::replication::{Acks, Partition, PartitionError, TopicReplicas};
 
 /// Compaction is considered every this many ticks (100 ms each).
 use crate::config::limits::OFFSETS_COMPACT_CHECK_TICKS as COMPACT_CHECK_TICKS;
 /// Offsets partitions smaller than this are never compacted.
 use crate::config::limits::OFFSETS_COMPACT_MIN_BYTES as COMPACT_MIN_BYTES;
+use crate::config::limits::OFFSET_COMMIT_TIMEOUT;
 
 /// Coordinator settings (from the broker config).
 #[derive(Debug, Clone, Copy)]
@@ -551,8 +552,9 @@ impl GroupCoordinator {
         // Batches stay well under the topic's max.message.bytes.
         for chunk in changes.chunks(1000) {
             let batch = offsets::encode_changes(chunk, now);
-            let info = partition.append(&batch, now)?;
-            partition.wait_durable(info.last_offset).await?;
+            partition
+                .write(&batch, now, Acks::All, true, OFFSET_COMMIT_TIMEOUT)
+                .await?;
         }
         partition.delete_records_before(snapshot_start).await?;
         let after = partition.size_bytes();
@@ -598,8 +600,10 @@ impl GroupCoordinator {
             ))
         })?;
         let batch = offsets::encode_changes(changes, now_ms());
-        let info = partition.append(&batch, now_ms())?;
-        partition.wait_durable(info.last_offset).await
+        partition
+            .write(&batch, now_ms(), Acks::All, true, OFFSET_COMMIT_TIMEOUT)
+            .await
+            .map(|_| ())
     }
 
     /// Committed offsets of a group: all of them, or those asked for (`None` when unknown).
@@ -898,7 +902,8 @@ fn sync_error(error: GroupError) -> SyncResult {
 /// Reads a whole offsets partition from its log start and rebuilds its groups.
 fn replay(partition: &Partition) -> ReplayedState {
     let mut state = ReplayedState::default();
-    let (mut offset, _, end) = partition.offsets();
+    // Up to the high watermark: what lies past it may still be truncated away.
+    let (mut offset, end, _) = partition.offsets();
     let mut skipped = 0usize;
     while offset < end {
         let Ok(read) = partition.read(offset, 1 << 20, true) else {
@@ -969,12 +974,30 @@ mod tests {
                 recovery_point: 0,
             },
         )?;
-        Ok(Arc::new(Partition::new(
+        let partition = Partition::new(
             TopicPartition::new(offsets::OFFSETS_TOPIC, 0),
             uuid::Uuid::nil(),
+            0,
             log,
+            0,
             1,
-        )))
+        );
+        partition.become_leader(
+            &crate::cluster::TopicAssignment::all_on(
+                &crate::cluster::TopicSpec {
+                    name: offsets::OFFSETS_TOPIC.into(),
+                    topic_id: uuid::Uuid::nil(),
+                    numeric_id: 0,
+                    partitions: 1,
+                    replication_factor: 1,
+                    configs: Default::default(),
+                },
+                0,
+            )
+            .partitions[0],
+            0,
+        );
+        Ok(Arc::new(partition))
     }
 
     fn commit_of(topic: &str, partition: i32, offset: i64) -> OffsetCommit {

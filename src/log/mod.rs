@@ -1232,3 +1232,6 @@ mod tests {
         Ok(())
     }
 }
+
+// Temporary stand-ins until the repl-log branch lands.
+mod stubs;

@@ -1,10 +1,15 @@
-//! Partitions hosted on this broker. A partition is served only by its leader, as
-//! the metadata store assigns it; there are no followers yet: leader/follower
-//! replication, the ISR and the high watermark's advance by follower progress belong
-//! in this module when they land.
+//! Partitions hosted on this broker and their replication: each `Partition` is a
+//! replica that leads (tracking its followers, the ISR and the high watermark in
+//! `leader::LeaderState`), follows (appending what its leader's fetcher brings,
+//! truncating a divergent tail by `follower`'s decisions) or idles.
 
+pub mod alter;
+mod fetcher;
+pub mod follower;
+pub mod leader;
 mod partition;
 mod replicas;
 
-pub use partition::{Partition, PartitionError, ReadResult};
+pub use fetcher::ReplicaFetchers;
+pub use partition::{Acks, Partition, PartitionError, ReadResult, ReplicaRead};
 pub use replicas::{Durability, NotServed, ReplicaManager, TopicReplicas};

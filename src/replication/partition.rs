@@ -17,6 +17,9 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 use uuid::Uuid;
 
+use super::follower;
+use super::leader::{AckCheck, IsrProposal, LeaderState};
+use crate::cluster::PartitionAssignment;
 use crate::log::{AppendError, AppendInfo, Doomed, Log, LogConfig, OffsetOutOfRange};
 use crate::model::TopicPartition;
 
@@ -28,24 +31,90 @@ pub enum PartitionError {
     StorageFailed(TopicPartition),
     #[error(transparent)]
     OutOfRange(#[from] OffsetOutOfRange),
+    #[error("this broker is not the leader of {0}")]
+    NotLeader(TopicPartition),
+    #[error("this broker is not a follower of {0}")]
+    NotFollower(TopicPartition),
+    #[error("leader epoch {requested} of {partition} is older than the current {current}")]
+    FencedLeaderEpoch {
+        partition: TopicPartition,
+        requested: i32,
+        current: i32,
+    },
+    #[error("leader epoch {requested} of {partition} is newer than the current {current}")]
+    UnknownLeaderEpoch {
+        partition: TopicPartition,
+        requested: i32,
+        current: i32,
+    },
+    #[error("{partition} has {isr} in-sync replicas, below min.insync.replicas {min}")]
+    NotEnoughReplicas {
+        partition: TopicPartition,
+        isr: i32,
+        min: i32,
+    },
+    #[error("{0}: the in-sync replicas fell below min.insync.replicas after the append")]
+    NotEnoughReplicasAfterAppend(TopicPartition),
+    #[error("{0}: the write was not replicated within the request's timeout")]
+    TimedOut(TopicPartition),
+}
+
+/// How much a producer asked to be acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acks {
+    /// acks=0 and acks=1: in the leader's log.
+    Leader,
+    /// acks=all: in every in-sync replica's log, with at least min.insync.replicas of them.
+    All,
 }
 
 /// What a fetch found in one partition.
 #[derive(Debug, Clone)]
 pub struct ReadResult {
-    /// Whole batches, a zero-copy view of a segment; `None` at the log end.
+    /// Whole batches, a zero-copy view of a segment; `None` at the end of what may be read.
     pub records: Option<Bytes>,
     pub high_watermark: i64,
     pub log_start_offset: i64,
+}
+
+/// What a follower's fetch from this leader found.
+#[derive(Debug, Clone)]
+pub struct ReplicaRead {
+    pub read: ReadResult,
+    /// The follower's log diverges from ours: `(epoch, end offset)` to truncate by
+    /// (Fetch v12+ `diverging_epoch`); no records then.
+    pub diverging: Option<(i32, i64)>,
+    pub log_end_offset: i64,
+    /// An ISR change the fetch made due (an expansion), for the store.
+    pub proposal: Option<IsrProposal>,
+}
+
+/// This replica's part in replicating the partition.
+#[derive(Debug)]
+enum Role {
+    /// Neither leader nor follower (not assigned here, or no leader yet).
+    Idle,
+    Leader(Box<LeaderState>),
+    Follower {
+        leader: i32,
+    },
 }
 
 #[derive(Debug)]
 pub struct Partition {
     id: TopicPartition,
     topic_id: Uuid,
+    node_id: i32,
+    /// Lock order: `role`, then `log`. The role is held across a leader's append, so
+    /// that no append lands after this replica stopped leading.
+    role: Mutex<Role>,
     log: Mutex<Log>,
-    /// The log end offset, published after each append for waiting fetchers.
+    /// The log end offset, published after each append for waiting replica fetches.
     log_end: watch::Sender<i64>,
+    /// The high watermark: every in-sync replica has what lies below it, so consumers
+    /// read only below it and acks=all waits for it to pass the write. Never goes back
+    /// while this replica leads.
+    high_watermark: watch::Sender<i64>,
     /// Everything below this offset is on disk.
     durable_offset: AtomicI64,
     /// Serialises flushes; waiters queue here and find their data already flushed.
@@ -56,14 +125,29 @@ pub struct Partition {
 }
 
 impl Partition {
-    pub fn new(id: TopicPartition, topic_id: Uuid, log: Log, min_insync_replicas: i32) -> Self {
-        let (log_end, _) = watch::channel(log.log_end_offset());
+    /// A replica on `node_id` over `log`, neither leading nor following yet;
+    /// `high_watermark` is the last one checkpointed (capped at the log end).
+    pub fn new(
+        id: TopicPartition,
+        topic_id: Uuid,
+        node_id: i32,
+        log: Log,
+        high_watermark: i64,
+        min_insync_replicas: i32,
+    ) -> Self {
+        let log_end_offset = log.log_end_offset();
+        let (log_end, _) = watch::channel(log_end_offset);
+        let hw = high_watermark.clamp(log.log_start_offset(), log_end_offset);
+        let (high_watermark, _) = watch::channel(hw);
         let durable = log.recovery_point();
         Self {
             id,
             topic_id,
+            node_id,
+            role: Mutex::new(Role::Idle),
             log: Mutex::new(log),
             log_end,
+            high_watermark,
             durable_offset: AtomicI64::new(durable),
             flush_lock: tokio::sync::Mutex::new(()),
             failed: AtomicBool::new(false),
@@ -80,9 +164,26 @@ impl Partition {
     pub fn min_insync_replicas(&self) -> i32 {
         self.min_insync_replicas.load(Ordering::Relaxed)
     }
-    /// Replicas in sync: this broker alone until replication lands.
+    /// The committed in-sync replicas while this replica leads; empty otherwise.
+    pub fn isr(&self) -> Vec<i32> {
+        match &*self.role.lock() {
+            Role::Leader(state) => state.isr().to_vec(),
+            _ => Vec::new(),
+        }
+    }
+    /// How many replicas are in sync (0 unless this replica leads).
     pub fn isr_size(&self) -> i32 {
-        1
+        self.isr().len() as i32
+    }
+    pub fn is_leader(&self) -> bool {
+        matches!(&*self.role.lock(), Role::Leader(_))
+    }
+    /// The broker this replica follows, if it is a follower.
+    pub fn following(&self) -> Option<i32> {
+        match &*self.role.lock() {
+            Role::Follower { leader } => Some(*leader),
+            _ => None,
+        }
     }
 
     pub fn set_config(&self, config: LogConfig, min_insync_replicas: i32) {
@@ -91,10 +192,89 @@ impl Partition {
             .store(min_insync_replicas, Ordering::Relaxed);
     }
 
-    /// Validates and appends a producer's record set.
-    pub fn append(&self, records: &[u8], now_ms: i64) -> Result<AppendInfo, PartitionError> {
+    /// Leads under `state`'s leader epoch. A new epoch starts a fresh leader state from
+    /// the log end; the same epoch only takes the store's newer replicas and ISR.
+    pub fn become_leader(&self, state: &PartitionAssignment, now_ms: i64) {
+        let mut role = self.role.lock();
+        let epoch = state.leader_epoch;
+        let same_epoch =
+            matches!(&*role, Role::Leader(_)) && self.log.lock().leader_epoch() == epoch;
+        if same_epoch {
+            if let Role::Leader(leader) = &mut *role {
+                leader.update_from_store(
+                    state.replicas.clone(),
+                    state.in_sync(),
+                    state.partition_epoch,
+                );
+            }
+        } else {
+            let log_end = {
+                let mut log = self.log.lock();
+                log.set_leader_epoch(epoch);
+                log.log_end_offset()
+            };
+            let high_watermark = (*self.high_watermark.borrow()).min(log_end);
+            tracing::debug!(partition = %self.id, epoch, log_end, high_watermark, "leading partition");
+            *role = Role::Leader(Box::new(LeaderState::new(
+                self.node_id,
+                epoch,
+                state.partition_epoch,
+                state.replicas.clone(),
+                state.in_sync(),
+                log_end,
+                high_watermark,
+                log_end,
+                now_ms,
+            )));
+        }
+        if let Role::Leader(leader) = &mut *role {
+            if leader.on_leader_append(*self.log_end.borrow()) {
+                self.high_watermark.send_replace(leader.high_watermark());
+            }
+        }
+    }
+
+    /// Follows `leader` under `leader_epoch`: appends come only from its fetcher.
+    pub fn become_follower(&self, leader: i32, leader_epoch: i32) {
+        let mut role = self.role.lock();
+        let mut log = self.log.lock();
+        if !matches!(&*role, Role::Follower { leader: l } if *l == leader)
+            || log.leader_epoch() != leader_epoch
+        {
+            tracing::debug!(partition = %self.id, leader, leader_epoch, "following partition");
+        }
+        log.set_leader_epoch(leader_epoch);
+        *role = Role::Follower { leader };
+    }
+
+    /// Neither leads nor follows any more (the partition moved away or has no leader).
+    pub fn become_idle(&self) {
+        *self.role.lock() = Role::Idle;
+    }
+
+    /// Validates and appends a producer's record set as the leader. acks=all is refused
+    /// before anything is written when the ISR is below min.insync.replicas (Kafka's
+    /// NOT_ENOUGH_REPLICAS).
+    pub fn append(
+        &self,
+        records: &[u8],
+        now_ms: i64,
+        acks: Acks,
+    ) -> Result<AppendInfo, PartitionError> {
         if self.failed.load(Ordering::Acquire) {
             return Err(PartitionError::StorageFailed(self.id.clone()));
+        }
+        let mut role = self.role.lock();
+        let Role::Leader(leader) = &mut *role else {
+            return Err(PartitionError::NotLeader(self.id.clone()));
+        };
+        let min = self.min_insync_replicas();
+        if acks == Acks::All && !leader.has_min_isr(min) {
+            return Err(PartitionError::NotEnoughReplicas {
+                partition: self.id.clone(),
+                isr: leader.isr().len() as i32,
+                min,
+            });
         }
         let (info, log_end) = {
             let mut log = self.log.lock();
@@ -102,7 +282,292 @@ impl Partition {
             (info, log.log_end_offset())
         };
         self.log_end.send_replace(log_end);
+        if leader.on_leader_append(log_end) {
+            self.high_watermark.send_replace(leader.high_watermark());
+        }
         Ok(info)
+    }
+
+    /// Returns once a write ending at `last_offset` is acknowledged at `acks`: for
+    /// acks=all, once the high watermark has passed it (every in-sync replica has it)
+    /// with at least min.insync.replicas in sync, and once it is on disk when
+    /// `flush` says so. The caller bounds the wait (the request's timeout).
+    pub async fn wait_acknowledged(
+        &self,
+        last_offset: i64,
+        acks: Acks,
+        flush: bool,
+    ) -> Result<(), PartitionError> {
+        if acks == Acks::All {
+            let mut high_watermark = self.high_watermark.subscribe();
+            loop {
+                let check = match &*self.role.lock() {
+                    Role::Leader(leader) => {
+                        leader.ack_check(last_offset, self.min_insync_replicas())
+                    }
+                    _ => return Err(PartitionError::NotLeader(self.id.clone())),
+                };
+                match check {
+                    AckCheck::Done => break,
+                    AckCheck::NotEnoughReplicasAfterAppend => {
+                        return Err(PartitionError::NotEnoughReplicasAfterAppend(
+                            self.id.clone(),
+                        ))
+                    }
+                    AckCheck::Wait => {
+                        if high_watermark.changed().await.is_err() {
+                            return Err(PartitionError::NotLeader(self.id.clone()));
+                        }
+                    }
+                }
+            }
+        }
+        if flush {
+            self.wait_durable(last_offset).await?;
+        }
+        Ok(())
+    }
+
+    /// Appends as the leader and returns once acknowledged at `acks` (see
+    /// [`Self::wait_acknowledged`]), or `TimedOut` after `timeout`: the one write path
+    /// of the broker's own writers (group commits, HTTP publishes). Produce runs the
+    /// same two steps, split so that its reply can wait off the connection.
+    pub async fn write(
+        &self,
+        records: &[u8],
+        now_ms: i64,
+        acks: Acks,
+        flush: bool,
+        timeout: std::time::Duration,
+    ) -> Result<AppendInfo, PartitionError> {
+        let info = self.append(records, now_ms, acks)?;
+        match tokio::time::timeout(
+            timeout,
+            self.wait_acknowledged(info.last_offset, acks, flush),
+        )
+        .await
+        {
+            Ok(outcome) => outcome.map(|()| info),
+            Err(_) => Err(PartitionError::TimedOut(self.id.clone())),
+        }
+    }
+
+    /// A follower appends what its leader sent, unchanged, and learns the leader's
+    /// high watermark.
+    pub fn append_replicated(
+        &self,
+        records: &[u8],
+        leader_high_watermark: i64,
+    ) -> Result<Option<AppendInfo>, PartitionError> {
+        if self.failed.load(Ordering::Acquire) {
+            return Err(PartitionError::StorageFailed(self.id.clone()));
+        }
+        let role = self.role.lock();
+        if !matches!(&*role, Role::Follower { .. }) {
+            return Err(PartitionError::NotFollower(self.id.clone()));
+        }
+        let (info, log_end) = {
+            let mut log = self.log.lock();
+            let info = if records.is_empty() {
+                None
+            } else {
+                Some(log.append_replicated(records)?)
+            };
+            (info, log.log_end_offset())
+        };
+        self.log_end.send_replace(log_end);
+        let high_watermark = leader_high_watermark.min(log_end);
+        self.high_watermark.send_if_modified(|hw| {
+            let moved = high_watermark > *hw;
+            if moved {
+                *hw = high_watermark;
+            }
+            moved
+        });
+        Ok(info)
+    }
+
+    /// A follower drops its divergent tail from `offset` on (the leader's answer to its
+    /// last fetched epoch). Removed segments are unlinked after the lock is released.
+    pub async fn truncate_to(&self, offset: i64) -> Result<(), PartitionError> {
+        let doomed = {
+            let role = self.role.lock();
+            if !matches!(&*role, Role::Follower { .. }) {
+                return Err(PartitionError::NotFollower(self.id.clone()));
+            }
+            let mut log = self.log.lock();
+            let doomed = log.truncate_to(offset)?;
+            let log_end = log.log_end_offset();
+            self.log_end.send_replace(log_end);
+            self.high_watermark.send_if_modified(|hw| {
+                let moved = *hw > log_end;
+                if moved {
+                    *hw = log_end;
+                }
+                moved
+            });
+            self.durable_offset.fetch_min(log_end, Ordering::AcqRel);
+            doomed
+        };
+        tracing::info!(partition = %self.id, offset, "truncated divergent log tail");
+        self.discard(doomed).await
+    }
+
+    /// A follower whose log ends below its leader's log start starts over at `offset`.
+    pub async fn reset_to(&self, offset: i64) -> Result<(), PartitionError> {
+        let doomed = {
+            let role = self.role.lock();
+            if !matches!(&*role, Role::Follower { .. }) {
+                return Err(PartitionError::NotFollower(self.id.clone()));
+            }
+            let mut log = self.log.lock();
+            let doomed = log.reset_to(offset)?;
+            self.log_end.send_replace(offset);
+            self.high_watermark.send_replace(offset);
+            self.durable_offset.store(offset, Ordering::Release);
+            doomed
+        };
+        tracing::info!(partition = %self.id, offset, "log reset to the leader's log start");
+        self.discard(doomed).await
+    }
+
+    async fn discard(&self, doomed: Doomed) -> Result<(), PartitionError> {
+        let id = self.id.clone();
+        let _ = tokio::task::spawn_blocking(move || delete_segments(&id, doomed)).await;
+        self.flush().await
+    }
+
+    /// What a follower's fetch sends: `(fetch offset, last fetched epoch)`.
+    pub fn fetch_position(&self) -> (i64, Option<i32>) {
+        let log = self.log.lock();
+        (log.log_end_offset(), log.latest_epoch())
+    }
+
+    /// Our own `(epoch, end offset)` for `epoch` (OffsetForLeaderEpoch, truncation).
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
+        self.log.lock().end_offset_for_epoch(epoch)
+    }
+
+    /// Where a follower should truncate to after its leader said it diverges at
+    /// `diverging`.
+    pub fn truncation_point(&self, diverging: (i32, i64)) -> follower::TruncationDecision {
+        let log = self.log.lock();
+        follower::truncation_offset(
+            diverging,
+            log.end_offset_for_epoch(diverging.0),
+            log.log_end_offset(),
+        )
+    }
+
+    /// Serves a follower's fetch as the leader: checks the follower's leader epoch
+    /// and its last fetched epoch (divergence), reads up to the log end, and records
+    /// the follower's progress, which may advance the high watermark.
+    #[allow(clippy::too_many_arguments)]
+    pub fn read_for_follower(
+        &self,
+        follower: i32,
+        fetch_offset: i64,
+        current_leader_epoch: i32,
+        last_fetched_epoch: Option<i32>,
+        max_bytes: u64,
+        now_ms: i64,
+    ) -> Result<ReplicaRead, PartitionError> {
+        let mut role = self.role.lock();
+        let Role::Leader(leader) = &mut *role else {
+            return Err(PartitionError::NotLeader(self.id.clone()));
+        };
+        let log = self.log.lock();
+        self.check_epoch(log.leader_epoch(), current_leader_epoch)?;
+        let log_end = log.log_end_offset();
+        let log_start = log.log_start_offset();
+        let diverging = last_fetched_epoch
+            .filter(|&epoch| epoch >= 0)
+            .and_then(|epoch| {
+                follower::diverging_epoch(fetch_offset, epoch, log.end_offset_for_epoch(epoch))
+            });
+        if let Some(diverging) = diverging {
+            return Ok(ReplicaRead {
+                read: ReadResult {
+                    records: None,
+                    high_watermark: leader.high_watermark(),
+                    log_start_offset: log_start,
+                },
+                diverging: Some(diverging),
+                log_end_offset: log_end,
+                proposal: None,
+            });
+        }
+        let records = log.read(fetch_offset, max_bytes, true)?;
+        drop(log);
+        let (moved, proposal) = leader.on_follower_fetch(follower, fetch_offset, log_end, now_ms);
+        if moved {
+            self.high_watermark.send_replace(leader.high_watermark());
+        }
+        Ok(ReplicaRead {
+            read: ReadResult {
+                records,
+                high_watermark: leader.high_watermark(),
+                log_start_offset: log_start,
+            },
+            diverging: None,
+            log_end_offset: log_end,
+            proposal,
+        })
+    }
+
+    fn check_epoch(&self, current: i32, requested: i32) -> Result<(), PartitionError> {
+        if requested < 0 || requested == current {
+            Ok(())
+        } else if requested < current {
+            Err(PartitionError::FencedLeaderEpoch {
+                partition: self.id.clone(),
+                requested,
+                current,
+            })
+        } else {
+            Err(PartitionError::UnknownLeaderEpoch {
+                partition: self.id.clone(),
+                requested,
+                current,
+            })
+        }
+    }
+
+    /// Periodic ISR maintenance as leader: a shrink to propose for followers that
+    /// have not caught up within `lag_max_ms`.
+    pub fn maintain_isr(&self, now_ms: i64, lag_max_ms: i64) -> Option<IsrProposal> {
+        let mut role = self.role.lock();
+        let Role::Leader(leader) = &mut *role else {
+            return None;
+        };
+        leader.tick(now_ms, lag_max_ms, *self.log_end.borrow())
+    }
+
+    /// The store's answer to an ISR proposal: `Some(state)` committed, `None` refused.
+    pub fn isr_outcome(&self, committed: Option<&PartitionAssignment>) {
+        let mut role = self.role.lock();
+        let Role::Leader(leader) = &mut *role else {
+            return;
+        };
+        match committed {
+            Some(state) => leader.proposal_committed(state.in_sync(), state.partition_epoch),
+            None => leader.proposal_failed(),
+        }
+        if leader.on_leader_append(*self.log_end.borrow()) {
+            self.high_watermark.send_replace(leader.high_watermark());
+        }
+    }
+
+    /// `(follower, fetch offset, last caught-up time)` of each follower while leading.
+    pub fn follower_progress(&self) -> Vec<(i32, i64, i64)> {
+        match &*self.role.lock() {
+            Role::Leader(leader) => leader.followers().collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    pub fn high_watermark(&self) -> i64 {
+        *self.high_watermark.borrow()
     }
 
     /// Returns once every offset up to and including `offset` is on disk. Concurrent
@@ -175,39 +640,32 @@ impl Partition {
         self.log.lock().unflushed_bytes()
     }
 
+    /// What a consumer may read: whole batches below the high watermark.
     pub fn read(
         &self,
         offset: i64,
         max_bytes: u64,
         min_one: bool,
     ) -> Result<ReadResult, PartitionError> {
+        let high_watermark = self.high_watermark();
         let log = self.log.lock();
-        let records = log.read(offset, max_bytes, min_one)?;
+        let records = log.read_below(offset, max_bytes, min_one, high_watermark)?;
         Ok(ReadResult {
             records,
-            high_watermark: log.log_end_offset(),
+            high_watermark,
             log_start_offset: log.log_start_offset(),
         })
     }
 
-    /// `(log start, high watermark, log end)`. With a single replica the high
-    /// watermark is the log end.
+    /// `(log start, high watermark, log end)`.
     pub fn offsets(&self) -> (i64, i64, i64) {
+        let high_watermark = self.high_watermark();
         let log = self.log.lock();
         (
             log.log_start_offset(),
-            log.log_end_offset(),
+            high_watermark.min(log.log_end_offset()),
             log.log_end_offset(),
         )
-    }
-
-    /// Starts leading under `epoch`: batches appended from now on carry it.
-    pub fn become_leader(&self, epoch: i32) {
-        let mut log = self.log.lock();
-        if log.leader_epoch() != epoch {
-            tracing::debug!(partition = %self.id, epoch, "leading partition");
-            log.set_leader_epoch(epoch);
-        }
     }
 
     pub fn leader_epoch(&self) -> i32 {
@@ -273,9 +731,14 @@ impl Partition {
         (log.size_bytes(), log.segment_count())
     }
 
-    /// A receiver that changes whenever the log end moves.
+    /// A receiver that changes whenever the log end moves (replica fetches wait on it).
     pub fn watch_log_end(&self) -> watch::Receiver<i64> {
         self.log_end.subscribe()
+    }
+
+    /// A receiver that changes whenever the high watermark moves (consumers wait on it).
+    pub fn watch_high_watermark(&self) -> watch::Receiver<i64> {
+        self.high_watermark.subscribe()
     }
 
     /// Flushes and seals the log for a clean restart.
@@ -310,12 +773,18 @@ mod tests {
             recovery_point: 0,
         };
         let log = Log::open(dir, config, mode)?;
-        Ok(Partition::new(
-            TopicPartition::new("t", 0),
-            Uuid::nil(),
-            log,
-            1,
-        ))
+        let partition = Partition::new(TopicPartition::new("t", 0), Uuid::nil(), 0, log, 0, 1);
+        partition.become_leader(
+            &crate::cluster::PartitionAssignment {
+                leader: 0,
+                replicas: vec![0],
+                leader_epoch: 0,
+                isr: vec![0],
+                partition_epoch: 0,
+            },
+            0,
+        );
+        Ok(partition)
     }
 
     #[tokio::test]
@@ -326,14 +795,18 @@ mod tests {
         let partition = partition_in(&log_dir)?;
         let mut last = 0;
         for i in 0..20 {
-            last = partition.append(&simple_batch(2, i), 0)?.last_offset;
+            last = partition
+                .append(&simple_batch(2, i), 0, Acks::Leader)?
+                .last_offset;
         }
         partition.wait_durable(last).await?;
         assert!(!partition.is_offline());
         // Roll again, then take the directory away: the roll's snapshot cannot be written.
         let (_, segments) = partition.size_and_segments();
         while partition.size_and_segments().1 == segments {
-            last = partition.append(&simple_batch(2, 0), 0)?.last_offset;
+            last = partition
+                .append(&simple_batch(2, 0), 0, Acks::Leader)?
+                .last_offset;
         }
         std::fs::remove_dir_all(&log_dir)?;
         assert!(matches!(
@@ -346,7 +819,7 @@ mod tests {
             "nothing reported durable"
         );
         assert!(matches!(
-            partition.append(&simple_batch(1, 0), 0),
+            partition.append(&simple_batch(1, 0), 0, Acks::Leader),
             Err(PartitionError::StorageFailed(_))
         ));
         Ok(())
@@ -367,7 +840,7 @@ mod tests {
             })
         };
         for i in 0..300 {
-            let info = partition.append(&simple_batch(2, i), 0)?;
+            let info = partition.append(&simple_batch(2, i), 0, Acks::Leader)?;
             partition.wait_durable(info.last_offset).await?;
         }
         flusher.await??;
@@ -382,7 +855,7 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let partition = partition_in(dir.path())?;
         for i in 0..20 {
-            partition.append(&simple_batch(2, i), 0)?;
+            partition.append(&simple_batch(2, i), 0, Acks::Leader)?;
         }
         assert_eq!(partition.delete_records_before(11).await?, 11);
         let stored = std::fs::read_to_string(dir.path().join("log-start-offset"))?;

@@ -17,15 +17,33 @@ use std::time::Duration;
 use parking_lot::RwLock;
 use uuid::Uuid;
 
+use super::leader::IsrProposal;
 use super::partition::Partition;
 use crate::cluster::broker_config::LOG_FLUSH_INTERVAL_MS;
 use crate::cluster::topic_config::{DynamicBrokerConfigs, TopicDefaults};
-use crate::cluster::TopicSpec;
+use crate::cluster::{TopicAssignment, TopicSpec};
 use crate::log::{write_atomically, Log, OpenMode};
 use crate::model::{now_ms, TopicPartition};
 
 const CLEAN_SHUTDOWN_FILE: &str = ".clean-shutdown";
 const RECOVERY_CHECKPOINT_FILE: &str = "recovery-point-offset-checkpoint";
+/// Kafka's name for the file of high watermarks.
+const HIGH_WATERMARK_CHECKPOINT_FILE: &str = "replication-offset-checkpoint";
+
+/// The ISR changes that partitions led here propose, in the order proposed.
+pub type IsrChanges = tokio::sync::mpsc::UnboundedReceiver<(Arc<Partition>, IsrProposal)>;
+
+/// A checkpoint file: `{"<topic>-<partition>": offset}`; unreadable means empty.
+fn read_checkpoint(path: &Path) -> io::Result<HashMap<String, i64>> {
+    match std::fs::read(path) {
+        Ok(raw) => Ok(serde_json::from_slice(&raw).unwrap_or_else(|error| {
+            tracing::warn!(path = %path.display(), %error, "unreadable checkpoint; ignoring it");
+            HashMap::new()
+        })),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(HashMap::new()),
+        Err(e) => Err(e),
+    }
+}
 
 /// When acknowledged data must be on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +86,12 @@ impl TopicReplicas {
             (Some(true), Some(Some(partition))) => Ok(partition),
             _ => Err(NotServed::NotLeader),
         }
+    }
+
+    /// Partition `index` if a replica of it is open here, leading or not.
+    pub fn replica(&self, index: i32) -> Option<&Arc<Partition>> {
+        let i = usize::try_from(index).ok()?;
+        self.local.get(i)?.as_ref()
     }
 
     /// The partitions this broker leads.
@@ -121,6 +145,14 @@ pub struct ReplicaManager {
     reconciling: parking_lot::Mutex<()>,
     clean_start: bool,
     recovery_points: HashMap<String, i64>,
+    /// The high watermarks last checkpointed, so a restarted leader serves what was
+    /// committed before its followers are back.
+    high_watermarks: HashMap<String, i64>,
+    node_id: i32,
+    /// ISR changes proposed by the partitions this broker leads, for the store.
+    isr_changes: tokio::sync::mpsc::UnboundedSender<(Arc<Partition>, IsrProposal)>,
+    /// Bumped whenever replicas change role, for the fetchers to re-plan.
+    roles: tokio::sync::watch::Sender<u64>,
 }
 
 impl ReplicaManager {
@@ -128,9 +160,10 @@ impl ReplicaManager {
     /// marker and the recovery checkpoint.
     pub fn new(
         data_dir: &Path,
+        node_id: i32,
         defaults: Arc<TopicDefaults>,
         durability: Durability,
-    ) -> io::Result<Self> {
+    ) -> io::Result<(Self, IsrChanges)> {
         std::fs::create_dir_all(data_dir)?;
         let marker = data_dir.join(CLEAN_SHUTDOWN_FILE);
         let clean_start = marker.exists();
@@ -138,24 +171,42 @@ impl ReplicaManager {
             std::fs::remove_file(&marker)?;
             std::fs::File::open(data_dir)?.sync_all()?;
         }
-        let recovery_points = match std::fs::read(data_dir.join(RECOVERY_CHECKPOINT_FILE)) {
-            Ok(raw) => serde_json::from_slice(&raw).unwrap_or_else(|error| {
-                tracing::warn!(%error, "unreadable recovery checkpoint; recovering every log fully");
-                HashMap::new()
-            }),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => HashMap::new(),
-            Err(e) => return Err(e),
-        };
+        let recovery_points = read_checkpoint(&data_dir.join(RECOVERY_CHECKPOINT_FILE))?;
+        let high_watermarks = read_checkpoint(&data_dir.join(HIGH_WATERMARK_CHECKPOINT_FILE))?;
+        let (isr_changes, isr_proposals) = tokio::sync::mpsc::unbounded_channel();
         tracing::info!(clean_start, data_dir = %data_dir.display(), "opening partitions");
-        Ok(Self {
-            data_dir: data_dir.to_path_buf(),
-            defaults: RwLock::new(defaults),
-            durability,
-            topics: RwLock::new(HashMap::new()),
-            reconciling: parking_lot::Mutex::new(()),
-            clean_start,
-            recovery_points,
-        })
+        Ok((
+            Self {
+                data_dir: data_dir.to_path_buf(),
+                defaults: RwLock::new(defaults),
+                durability,
+                topics: RwLock::new(HashMap::new()),
+                reconciling: parking_lot::Mutex::new(()),
+                clean_start,
+                recovery_points,
+                high_watermarks,
+                node_id,
+                isr_changes,
+                roles: tokio::sync::watch::channel(0).0,
+            },
+            isr_proposals,
+        ))
+    }
+
+    /// Announces that replicas changed role (reconcile), for the fetchers.
+    pub fn roles_changed(&self) {
+        self.roles.send_modify(|generation| *generation += 1);
+    }
+
+    /// A receiver that changes whenever replicas change role.
+    pub fn watch_roles(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.roles.subscribe()
+    }
+
+    /// Queues an ISR change a led partition proposed, for the store (see
+    /// `replication::alter`).
+    pub fn propose_isr(&self, partition: &Arc<Partition>, proposal: IsrProposal) {
+        let _ = self.isr_changes.send((Arc::clone(partition), proposal));
     }
 
     /// The static durability settings (`log.flush.interval.ms` may be overridden at run
@@ -206,16 +257,19 @@ impl ReplicaManager {
         self.data_dir.join(id.dir_name())
     }
 
-    /// Makes the local partitions match `spec` and `leadership` (per partition: the
-    /// leader epoch when this broker leads it): opens the logs it now leads (when
-    /// `fresh`, wiping leftovers of a same-named topic first), stamps their leader
-    /// epochs, stops leading the others, and applies the topic's configs. Idempotent.
+    /// Makes the local replicas match `spec` and its `assignment`: opens the logs of
+    /// the partitions this broker is a replica of (when `fresh`, wiping leftovers of a
+    /// same-named topic first), makes each lead or follow under the stored leader epoch,
+    /// idles and deletes the replicas the assignment no longer places here, and applies
+    /// the topic's configs. Without an assignment (not placed yet) nothing is led.
+    /// Idempotent. Returns the topic and the removed replicas' directories, which the
+    /// caller deletes once their fetchers have stopped.
     pub fn reconcile_topic(
         &self,
         spec: &TopicSpec,
-        leadership: &[Option<i32>],
+        assignment: Option<&TopicAssignment>,
         fresh: bool,
-    ) -> io::Result<Arc<TopicReplicas>> {
+    ) -> io::Result<(Arc<TopicReplicas>, Vec<Arc<Partition>>)> {
         let _one_at_a_time = self.reconciling.lock();
         let defaults = self.defaults();
         let log_config = defaults.log_config_for(&spec.name, &spec.configs);
@@ -228,17 +282,46 @@ impl ReplicaManager {
         };
         local.resize(count.max(local.len()), None);
         let mut leading = vec![false; local.len()];
+        let mut removed = Vec::new();
+        let now = now_ms();
         for (index, slot) in local.iter_mut().enumerate() {
-            let Some(epoch) = leadership.get(index).copied().flatten() else {
-                continue;
-            };
-            if slot.is_none() {
-                *slot =
-                    Some(self.open_partition(spec, index as i32, fresh, &log_config, min_isr)?);
-            }
-            if let Some(partition) = slot {
-                partition.become_leader(epoch);
-                leading[index] = true;
+            let state = assignment.and_then(|a| a.partition(index as i32));
+            let here = state
+                .is_some_and(|p| p.replicas.contains(&self.node_id) || p.leader == self.node_id);
+            match state {
+                Some(state) if here => {
+                    if slot.is_none() {
+                        *slot = Some(self.open_partition(
+                            spec,
+                            index as i32,
+                            fresh,
+                            &log_config,
+                            min_isr,
+                        )?);
+                    }
+                    if let Some(partition) = slot {
+                        if state.leader == self.node_id {
+                            partition.become_leader(state, now);
+                            leading[index] = true;
+                        } else if state.leader >= 0 {
+                            partition.become_follower(state.leader, state.leader_epoch);
+                        } else {
+                            partition.become_idle();
+                        }
+                    }
+                }
+                // Placed elsewhere: this replica was dropped from the partition.
+                Some(_) => {
+                    if let Some(partition) = slot.take() {
+                        partition.become_idle();
+                        removed.push(partition);
+                    }
+                }
+                None => {
+                    if let Some(partition) = slot {
+                        partition.become_idle();
+                    }
+                }
             }
         }
         for partition in local.iter().flatten() {
@@ -252,7 +335,31 @@ impl ReplicaManager {
         self.topics
             .write()
             .insert(spec.name.clone(), Arc::clone(&replicas));
-        Ok(replicas)
+        Ok((replicas, removed))
+    }
+
+    /// Deletes the files of a replica this broker no longer hosts (it was moved away
+    /// and the new replicas are in sync). Its log is closed first, so no writer is left.
+    pub fn delete_replica(&self, partition: &Partition) {
+        if let Err(error) = partition.close() {
+            tracing::warn!(partition = %partition.id(), %error, "closing a dropped replica failed");
+        }
+        let dir = self.partition_dir(partition.id());
+        let doomed = self.data_dir.join(format!(
+            "{}.{}-delete",
+            partition.id().dir_name(),
+            Uuid::new_v4().simple()
+        ));
+        if let Err(error) = std::fs::rename(&dir, &doomed) {
+            tracing::warn!(dir = %dir.display(), %error, "could not move a dropped replica aside");
+            return;
+        }
+        tracing::info!(partition = %partition.id(), "deleted a replica moved to other brokers");
+        tokio::task::spawn_blocking(move || {
+            if let Err(error) = std::fs::remove_dir_all(&doomed) {
+                tracing::warn!(dir = %doomed.display(), %error, "could not remove a dropped replica");
+            }
+        });
     }
 
     fn open_partition(
@@ -279,7 +386,19 @@ impl ReplicaManager {
         };
         let log = Log::open(&dir, log_config.clone(), mode)?;
         write_partition_metadata(&dir, spec.topic_id)?;
-        Ok(Arc::new(Partition::new(id, spec.topic_id, log, min_isr)))
+        let high_watermark = self
+            .high_watermarks
+            .get(&id.dir_name())
+            .copied()
+            .unwrap_or(0);
+        Ok(Arc::new(Partition::new(
+            id,
+            spec.topic_id,
+            self.node_id,
+            log,
+            high_watermark,
+            min_isr,
+        )))
     }
 
     /// Stops serving a topic and removes its files in the background.
@@ -354,6 +473,14 @@ impl ReplicaManager {
             .collect()
     }
 
+    /// The replicas here that follow broker `leader`.
+    pub fn followed_from(&self, leader: i32) -> Vec<Arc<Partition>> {
+        self.all_partitions()
+            .into_iter()
+            .filter(|p| p.following() == Some(leader))
+            .collect()
+    }
+
     /// The partitions this broker leads.
     pub fn led_partitions(&self) -> Vec<Arc<Partition>> {
         self.topics
@@ -377,13 +504,19 @@ impl ReplicaManager {
     }
 
     fn write_recovery_checkpoint(&self) -> io::Result<()> {
-        let points: BTreeMap<String, i64> = self
-            .all_partitions()
+        let partitions = self.all_partitions();
+        let points: BTreeMap<String, i64> = partitions
             .iter()
             .map(|p| (p.id().dir_name(), p.checkpoint_offset()))
             .collect();
         let raw = serde_json::to_vec(&points).map_err(io::Error::other)?;
-        write_atomically(&self.data_dir.join(RECOVERY_CHECKPOINT_FILE), &raw)
+        write_atomically(&self.data_dir.join(RECOVERY_CHECKPOINT_FILE), &raw)?;
+        let high_watermarks: BTreeMap<String, i64> = partitions
+            .iter()
+            .map(|p| (p.id().dir_name(), p.high_watermark()))
+            .collect();
+        let raw = serde_json::to_vec(&high_watermarks).map_err(io::Error::other)?;
+        write_atomically(&self.data_dir.join(HIGH_WATERMARK_CHECKPOINT_FILE), &raw)
     }
 
     /// Deletes expired segments in every partition.
@@ -445,8 +578,10 @@ mod tests {
             flush_on_ack_all: true,
             flush_interval: Duration::from_secs(1),
         };
-        let replicas = ReplicaManager::new(dir.path(), defaults, durability)?;
-        replicas.reconcile_topic(&spec("orders"), &[Some(0)], true)?;
+        let (replicas, _isr_changes) = ReplicaManager::new(dir.path(), 0, defaults, durability)?;
+        let orders = spec("orders");
+        let assignment = TopicAssignment::all_on(&orders, 0);
+        replicas.reconcile_topic(&orders, Some(&assignment), true)?;
         let mut dynamic = DynamicBrokerConfigs::default();
         dynamic
             .cluster_default
@@ -465,7 +600,11 @@ mod tests {
             .partition("orders", 0)
             .ok_or_else(|| io::Error::other("led"))?;
         partition
-            .append(&crate::log::batch::testing::simple_batch(3, 1_000), 1_000)
+            .append(
+                &crate::log::batch::testing::simple_batch(3, 1_000),
+                1_000,
+                crate::replication::Acks::Leader,
+            )
             .map_err(io::Error::other)?;
         replicas.apply_retention();
         let (log_start, _, log_end) = partition.offsets();

@@ -50,6 +50,7 @@ pub const SUPPORTED: &[ApiRange] = &[
     api(ApiKey::CreateTopics, 0, 7),
     api(ApiKey::DeleteTopics, 0, 6),
     api(ApiKey::DeleteRecords, 0, 2),
+    api(ApiKey::OffsetForLeaderEpoch, 0, 4),
     api(ApiKey::InitProducerId, 0, 5),
     api(ApiKey::DescribeConfigs, 0, 4),
     api(ApiKey::AlterConfigs, 0, 2),
@@ -275,6 +276,7 @@ fn api_name(key: ApiKey) -> &'static str {
         ApiKey::CreateTopics => "CreateTopics",
         ApiKey::DeleteTopics => "DeleteTopics",
         ApiKey::DeleteRecords => "DeleteRecords",
+        ApiKey::OffsetForLeaderEpoch => "OffsetForLeaderEpoch",
         ApiKey::InitProducerId => "InitProducerId",
         ApiKey::DescribeConfigs => "DescribeConfigs",
         ApiKey::AlterConfigs => "AlterConfigs",
@@ -327,7 +329,7 @@ async fn route(ctx: RequestContext, key: ApiKey, body: Bytes) -> Reply {
                     reply(key, version, correlation_id, &response)
                 }
                 data::produce::Outcome::Silent => Reply::None,
-                data::produce::Outcome::AwaitingDurability(pending) => {
+                data::produce::Outcome::AwaitingAcks(pending) => {
                     Reply::Later(Box::pin(async move {
                         let response = pending.finish().await;
                         reply(key, version, correlation_id, &response)
@@ -368,6 +370,13 @@ async fn route(ctx: RequestContext, key: ApiKey, body: Bytes) -> Reply {
             body,
             DeleteTopicsRequest,
             admin::delete_topics::handle
+        ),
+        ApiKey::OffsetForLeaderEpoch => call!(
+            ctx,
+            key,
+            body,
+            OffsetForLeaderEpochRequest,
+            data::offset_for_leader_epoch::handle
         ),
         ApiKey::DeleteRecords => call!(
             ctx,

@@ -8,11 +8,18 @@
 //!   capped by `fetch_max_wait_ms`) for an append to any requested partition.
 //! - Sessionless: the response always carries session id 0, which tells clients that
 //!   use KIP-227 sessions to send full requests.
+//! - Consumers read below the high watermark and long-poll on it. A follower (a
+//!   request with a replica id) reads up to the log end, long-polls on it, and its
+//!   fetch offset is its progress: the leader's ISR and high watermark follow it
+//!   (`Partition::read_for_follower`); a divergent follower is told where to truncate
+//!   (`diverging_epoch`, v12+).
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::fetch_response::{
+    EpochEndOffset, FetchableTopicResponse, PartitionData,
+};
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
 use kafka_protocol::ResponseError;
 use tokio::sync::watch;
@@ -76,6 +83,12 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
     let mut watches = Vec::new();
     let mut topics = Vec::with_capacity(request.topics.len());
     let mut served = Vec::new();
+    let replica_id = if ctx.api_version >= 15 {
+        request.replica_state.replica_id.0
+    } else {
+        request.replica_id.0
+    };
+    let now = crate::model::now_ms();
     for topic in &request.topics {
         let replicas = resolve(ctx, &topic.topic, topic.topic_id);
         let by_id = ctx.api_version >= 13;
@@ -101,25 +114,55 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
                     continue;
                 }
             };
-            let epoch = partition.leader_epoch();
-            if wanted.current_leader_epoch >= 0 && wanted.current_leader_epoch != epoch {
-                has_error = true;
-                let code = if wanted.current_leader_epoch < epoch {
-                    ResponseError::FencedLeaderEpoch
-                } else {
-                    ResponseError::UnknownLeaderEpoch
-                };
-                partitions.push(data.with_error_code(code.code()));
-                continue;
-            }
             let limit = i64::from(wanted.partition_max_bytes.max(0))
                 .min(remaining)
                 .max(0) as u64;
-            let watch = partition.watch_log_end();
-            match partition.read(wanted.fetch_offset, limit, bytes == 0) {
+            let outcome = if replica_id >= 0 {
+                let last_fetched_epoch = (ctx.api_version >= 12 && wanted.last_fetched_epoch >= 0)
+                    .then_some(wanted.last_fetched_epoch);
+                watches.push(partition.watch_log_end());
+                partition
+                    .read_for_follower(
+                        replica_id,
+                        wanted.fetch_offset,
+                        wanted.current_leader_epoch,
+                        last_fetched_epoch,
+                        limit,
+                        now,
+                    )
+                    .map(|read| {
+                        if let Some(proposal) = read.proposal {
+                            ctx.services.replicas.propose_isr(partition, proposal);
+                        }
+                        if let Some((epoch, end_offset)) = read.diverging {
+                            has_error = true;
+                            data.diverging_epoch = EpochEndOffset::default()
+                                .with_epoch(epoch)
+                                .with_end_offset(end_offset);
+                        }
+                        read.read
+                    })
+            } else {
+                let epoch = partition.leader_epoch();
+                if wanted.current_leader_epoch >= 0 && wanted.current_leader_epoch != epoch {
+                    has_error = true;
+                    let code = if wanted.current_leader_epoch < epoch {
+                        ResponseError::FencedLeaderEpoch
+                    } else {
+                        ResponseError::UnknownLeaderEpoch
+                    };
+                    partitions.push(data.with_error_code(code.code()));
+                    continue;
+                }
+                watches.push(partition.watch_high_watermark());
+                partition.read(wanted.fetch_offset, limit, bytes == 0)
+            };
+            match outcome {
                 Ok(read) => {
                     let size = read.records.as_ref().map_or(0, |r| r.len() as i64);
-                    if let (Some(records), Some(t)) = (read.records.as_ref(), replicas.as_ref()) {
+                    if let (Some(records), Some(t), true) =
+                        (read.records.as_ref(), replicas.as_ref(), replica_id < 0)
+                    {
                         let count: u64 = crate::log::batch::batches(records)
                             .filter_map(Result::ok)
                             .map(|b| b.record_count().max(0) as u64)
@@ -128,7 +171,6 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
                     }
                     bytes += size;
                     remaining -= size;
-                    watches.push(watch);
                     data = data
                         .with_high_watermark(read.high_watermark)
                         .with_last_stable_offset(read.high_watermark)

@@ -2,8 +2,11 @@
 //! checks and never reach this handler: the connection closes, as in Kafka 4
 //! (`server::dispatch`).
 //!
-//! acks=0 gets no response; acks=1 is answered once the batches are in the log (page
-//! cache); acks=all also waits for an fsync when `flush_on_ack_all` (group commit).
+//! acks=0 gets no response; acks=1 is answered once the batches are in the leader's log
+//! (page cache); acks=all is refused up front (NOT_ENOUGH_REPLICAS) when the ISR is
+//! below min.insync.replicas, and answered once the high watermark has passed the
+//! batch (every in-sync replica has it) and, when `flush_on_ack_all`, it is fsynced
+//! here — or REQUEST_TIMED_OUT after the request's `timeout_ms`.
 
 use std::sync::Arc;
 
@@ -14,7 +17,7 @@ use kafka_protocol::ResponseError;
 use super::super::context::RequestContext;
 use super::super::{errors, str_bytes};
 use crate::model::now_ms;
-use crate::replication::{NotServed, Partition};
+use crate::replication::{Acks, NotServed, Partition, PartitionError};
 
 /// What a produce request needs after its batches are appended.
 #[derive(Debug)]
@@ -23,20 +26,22 @@ pub enum Outcome {
     Done(ProduceResponse),
     /// acks=0: no answer at all.
     Silent,
-    /// acks=all: answer once the appended data is on disk.
-    AwaitingDurability(PendingDurability),
+    /// acks=all: answer once the appended data is replicated (and on disk if asked).
+    AwaitingAcks(PendingAcks),
 }
 
-/// An acks=all response waiting for the fsync of what it appended.
+/// An acks=all response waiting for its writes to be acknowledged.
 #[derive(Debug)]
-pub struct PendingDurability {
+pub struct PendingAcks {
     responses: Vec<TopicProduceResponse>,
     waits: Vec<(Arc<Partition>, i64)>,
+    flush: bool,
+    timeout: std::time::Duration,
 }
 
-impl PendingDurability {
+impl PendingAcks {
     pub async fn finish(mut self) -> ProduceResponse {
-        wait_durable(&mut self.responses, self.waits).await;
+        wait_acknowledged(&mut self.responses, self.waits, self.flush, self.timeout).await;
         ProduceResponse::default().with_responses(self.responses)
     }
 }
@@ -140,13 +145,6 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Outcome {
                 ));
                 continue;
             }
-            if acks == -1 && partition.isr_size() < partition.min_insync_replicas() {
-                partitions.push(error(
-                    ResponseError::NotEnoughReplicas,
-                    "in-sync replicas below min.insync.replicas".into(),
-                ));
-                continue;
-            }
             let Some(records) = data.records else {
                 partitions.push(error(ResponseError::CorruptMessage, "no records".into()));
                 continue;
@@ -157,7 +155,8 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Outcome {
                 partitions.push(error(ResponseError::InvalidRecord, message.into()));
                 continue;
             }
-            match partition.append(&records, now_ms()) {
+            let level = if acks == -1 { Acks::All } else { Acks::Leader };
+            match partition.append(&records, now_ms(), level) {
                 Ok(info) => {
                     let topic_label = partition.id().topic.clone();
                     metrics::counter!(crate::metrics::TOPIC_BYTES_IN_TOTAL, "topic" => topic_label.clone())
@@ -192,13 +191,12 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Outcome {
     if acks == 0 {
         return Outcome::Silent;
     }
-    if acks == -1
-        && ctx.services.replicas.durability().flush_on_ack_all
-        && !durable_waits.is_empty()
-    {
-        return Outcome::AwaitingDurability(PendingDurability {
+    if acks == -1 && !durable_waits.is_empty() {
+        return Outcome::AwaitingAcks(PendingAcks {
             responses,
             waits: durable_waits,
+            flush: ctx.services.replicas.durability().flush_on_ack_all,
+            timeout: std::time::Duration::from_millis(request.timeout_ms.max(0) as u64),
         });
     }
     Outcome::Done(ProduceResponse::default().with_responses(responses))
@@ -223,15 +221,29 @@ fn count_partition_errors(responses: &[TopicProduceResponse]) {
     }
 }
 
-/// Waits for every appended partition's fsync; a partition whose flush failed gets
-/// KAFKA_STORAGE_ERROR instead of its offset.
-async fn wait_durable(responses: &mut [TopicProduceResponse], waits: Vec<(Arc<Partition>, i64)>) {
-    let results =
-        futures::future::join_all(waits.iter().map(|(p, offset)| p.wait_durable(*offset))).await;
+/// Waits until every appended partition acknowledges its write; one that cannot
+/// (replication timed out, the ISR shrank below its minimum, leadership lost, a failed
+/// flush) gets its error instead of its offset.
+async fn wait_acknowledged(
+    responses: &mut [TopicProduceResponse],
+    waits: Vec<(Arc<Partition>, i64)>,
+    flush: bool,
+    timeout: std::time::Duration,
+) {
+    let results = futures::future::join_all(waits.iter().map(|(p, offset)| async move {
+        match tokio::time::timeout(timeout, p.wait_acknowledged(*offset, Acks::All, flush)).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(PartitionError::TimedOut(p.id().clone())),
+        }
+    }))
+    .await;
     for ((partition, _), result) in waits.iter().zip(results) {
         if let Err(e) = result {
             let failed = responses
                 .iter_mut()
+                .filter(|t| {
+                    t.name.0.as_str() == partition.id().topic || t.topic_id == partition.topic_id()
+                })
                 .flat_map(|t| t.partition_responses.iter_mut())
                 .find(|r| {
                     r.index == partition.id().partition && r.error_code == 0 && r.base_offset >= 0

@@ -18,7 +18,7 @@ use super::{remote_error, topic_name, Owner};
 use crate::http::subscribe::{parse_messages, read_from, Read};
 use crate::http::{ApiError, HttpApi};
 use crate::metrics as m;
-use crate::replication::{NotServed, Partition, TopicReplicas};
+use crate::replication::{Acks, NotServed, Partition, TopicReplicas};
 
 /// One read of a partition, wherever it is led.
 #[derive(Debug, Default)]
@@ -353,9 +353,10 @@ impl HttpApi {
                 }
                 let unavailable =
                     |e: crate::replication::PartitionError| ApiError::unavailable(e.to_string());
-                let info = partition.append(&batch, now).map_err(unavailable)?;
-                partition
-                    .wait_durable(info.last_offset)
+                let flush = self.services.replicas.durability().flush_on_ack_all;
+                let publish_timeout = std::time::Duration::from_millis(PRODUCE_TIMEOUT_MS as u64);
+                let info = partition
+                    .write(&batch, now, Acks::All, flush, publish_timeout)
                     .await
                     .map_err(unavailable)?;
                 // (A leader elsewhere counts what it is sent, as for any producer.)

@@ -1,0 +1,65 @@
+//! OffsetForLeaderEpoch (key 23, v0–4): where a leader epoch ends in this leader's log
+//! (KIP-101, KIP-279): the largest epoch at or below the one asked for, and the start
+//! offset of the next epoch after it (or the log end for the latest). Followers use it
+//! to find a divergent tail; consumers validate their position after a leader change
+//! with it (KIP-320). Only the leader answers (NOT_LEADER_OR_FOLLOWER elsewhere), and
+//! a stale or future `current_leader_epoch` (v2+) is FENCED_LEADER_EPOCH or
+//! UNKNOWN_LEADER_EPOCH, as Kafka's `Partition.lastOffsetForLeaderEpoch`.
+
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
+use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
+use kafka_protocol::ResponseError;
+
+use super::super::context::RequestContext;
+use super::super::errors;
+
+pub async fn handle(
+    ctx: &RequestContext,
+    request: OffsetForLeaderEpochRequest,
+) -> OffsetForLeaderEpochResponse {
+    let topics = request
+        .topics
+        .iter()
+        .map(|topic| {
+            let replicas = ctx.services.replicas.topic(topic.topic.0.as_str());
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|wanted| {
+                    let answer = EpochEndOffset::default()
+                        .with_partition(wanted.partition)
+                        .with_leader_epoch(-1)
+                        .with_end_offset(-1);
+                    let partition = match replicas.as_ref().map(|t| t.partition(wanted.partition)) {
+                        Some(Ok(partition)) => partition,
+                        Some(Err(not_served)) => {
+                            return answer.with_error_code(errors::not_served(not_served).code())
+                        }
+                        None => {
+                            return answer
+                                .with_error_code(ResponseError::UnknownTopicOrPartition.code())
+                        }
+                    };
+                    let current = partition.leader_epoch();
+                    let asked = wanted.current_leader_epoch;
+                    if ctx.api_version >= 2 && asked >= 0 && asked != current {
+                        let error = if asked < current {
+                            ResponseError::FencedLeaderEpoch
+                        } else {
+                            ResponseError::UnknownLeaderEpoch
+                        };
+                        return answer.with_error_code(error.code());
+                    }
+                    let (epoch, end_offset) = partition.end_offset_for_epoch(wanted.leader_epoch);
+                    answer.with_leader_epoch(epoch).with_end_offset(end_offset)
+                })
+                .collect();
+            OffsetForLeaderTopicResult::default()
+                .with_topic(topic.topic.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    OffsetForLeaderEpochResponse::default().with_topics(topics)
+}

@@ -1,0 +1,260 @@
+//! Followers replicate by fetching from their leaders, as Kafka's replica fetcher
+//! threads do: one task per leader this broker follows partitions of, each with its
+//! own connection, sending one Fetch for all of them (with this broker's replica id,
+//! the partition's leader epoch and the epoch of its last batch) and long-polling
+//! until the leader has something new.
+//!
+//! What comes back is appended unchanged (`Partition::append_replicated`), so a
+//! replica's log is byte-identical to its leader's. A `diverging_epoch` answer (the
+//! follower holds a tail the leader does not: it led or followed a deposed leader)
+//! truncates that tail by `follower::truncation_offset`; a fetch offset below the
+//! leader's log start starts the replica over there.
+//!
+//! The set of tasks follows the replicas' roles: whenever a reconcile changes them
+//! (`ReplicaManager::watch_roles`), tasks start for new leaders and stop for leaders
+//! no longer followed; each task re-reads its partitions every round.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
+use kafka_protocol::messages::{BrokerId, FetchResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use tokio_util::sync::CancellationToken;
+
+use super::follower::TruncationDecision;
+use super::{Partition, ReplicaManager};
+use crate::client::Client;
+use crate::cluster::MetadataStore;
+use crate::config::limits::{
+    REPLICA_FETCH_BACKOFF, REPLICA_FETCH_MAX_BYTES, REPLICA_FETCH_PARTITION_MAX_BYTES,
+    REPLICA_FETCH_WAIT_MS,
+};
+
+/// The fetch version followers send: v12 has `last_fetched_epoch` and
+/// `diverging_epoch` (KIP-595's truncation on fetch) and still names topics.
+const FETCH_VERSION: i16 = 12;
+
+#[derive(Debug)]
+pub struct ReplicaFetchers {
+    node_id: i32,
+    replicas: Arc<ReplicaManager>,
+    store: Arc<dyn MetadataStore>,
+    tasks: parking_lot::Mutex<HashMap<i32, CancellationToken>>,
+}
+
+impl ReplicaFetchers {
+    pub fn new(
+        node_id: i32,
+        replicas: Arc<ReplicaManager>,
+        store: Arc<dyn MetadataStore>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            node_id,
+            replicas,
+            store,
+            tasks: parking_lot::Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Keeps one fetcher per followed leader until `shutdown`.
+    pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut roles = self.replicas.watch_roles();
+        loop {
+            self.plan(&shutdown);
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                changed = roles.changed() => if changed.is_err() { break },
+            }
+        }
+        for (_, task) in self.tasks.lock().drain() {
+            task.cancel();
+        }
+    }
+
+    /// Starts fetchers for leaders followed now, stops those no longer followed.
+    fn plan(self: &Arc<Self>, shutdown: &CancellationToken) {
+        let leaders: std::collections::BTreeSet<i32> = self
+            .replicas
+            .all_partitions()
+            .iter()
+            .filter_map(|p| p.following())
+            .collect();
+        let mut tasks = self.tasks.lock();
+        tasks.retain(|leader, task| {
+            let keep = leaders.contains(leader);
+            if !keep {
+                task.cancel();
+            }
+            keep
+        });
+        for leader in leaders {
+            if tasks.contains_key(&leader) {
+                continue;
+            }
+            let stop = shutdown.child_token();
+            tasks.insert(leader, stop.clone());
+            let this = Arc::clone(self);
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = stop.cancelled() => {}
+                    _ = this.fetch_from(leader) => {}
+                }
+            });
+        }
+    }
+
+    /// Fetches from `leader` for as long as the task lives.
+    async fn fetch_from(&self, leader: i32) {
+        let mut client: Option<Client> = None;
+        loop {
+            let partitions = self.replicas.followed_from(leader);
+            if partitions.is_empty() {
+                tokio::time::sleep(REPLICA_FETCH_BACKOFF).await;
+                continue;
+            }
+            if client.is_none() {
+                client = self.connect(leader).await;
+                if client.is_none() {
+                    tokio::time::sleep(REPLICA_FETCH_BACKOFF).await;
+                    continue;
+                }
+            }
+            let Some(connection) = client.as_mut() else {
+                continue;
+            };
+            let request = self.request(&partitions);
+            match connection.send(request, FETCH_VERSION).await {
+                Ok((_, response)) => {
+                    if !self.apply(leader, &partitions, response).await {
+                        tokio::time::sleep(REPLICA_FETCH_BACKOFF).await;
+                    }
+                }
+                Err(error) => {
+                    tracing::debug!(leader, %error, "replica fetch failed; reconnecting");
+                    client = None;
+                    tokio::time::sleep(REPLICA_FETCH_BACKOFF).await;
+                }
+            }
+        }
+    }
+
+    async fn connect(&self, leader: i32) -> Option<Client> {
+        let address = self
+            .store
+            .brokers()
+            .into_iter()
+            .find(|b| b.node_id == leader)?
+            .peer_address();
+        match Client::connect(&address, "tern-replica-fetcher").await {
+            Ok(client) => Some(client),
+            Err(error) => {
+                tracing::debug!(leader, %error, "cannot reach the leader to replicate");
+                None
+            }
+        }
+    }
+
+    /// One Fetch for every partition followed from this leader, each at its log end.
+    fn request(&self, partitions: &[Arc<Partition>]) -> FetchRequest {
+        let mut topics: Vec<FetchTopic> = Vec::new();
+        for partition in partitions {
+            let (fetch_offset, last_epoch) = partition.fetch_position();
+            let (log_start, _, _) = partition.offsets();
+            let wanted = FetchPartition::default()
+                .with_partition(partition.id().partition)
+                .with_current_leader_epoch(partition.leader_epoch())
+                .with_fetch_offset(fetch_offset)
+                .with_last_fetched_epoch(last_epoch.unwrap_or(-1))
+                .with_log_start_offset(log_start)
+                .with_partition_max_bytes(REPLICA_FETCH_PARTITION_MAX_BYTES);
+            let name = &partition.id().topic;
+            match topics.iter_mut().find(|t| t.topic.0.as_str() == name) {
+                Some(topic) => topic.partitions.push(wanted),
+                None => topics.push(
+                    FetchTopic::default()
+                        .with_topic(TopicName(StrBytes::from_string(name.clone())))
+                        .with_topic_id(partition.topic_id())
+                        .with_partitions(vec![wanted]),
+                ),
+            }
+        }
+        FetchRequest::default()
+            .with_replica_id(BrokerId(self.node_id))
+            .with_max_wait_ms(REPLICA_FETCH_WAIT_MS)
+            .with_min_bytes(1)
+            .with_max_bytes(REPLICA_FETCH_MAX_BYTES)
+            .with_session_id(0)
+            .with_session_epoch(-1)
+            .with_topics(topics)
+    }
+
+    /// Applies a fetch response; false when nothing progressed (back off).
+    async fn apply(
+        &self,
+        leader: i32,
+        partitions: &[Arc<Partition>],
+        response: FetchResponse,
+    ) -> bool {
+        if response.error_code != 0 {
+            tracing::debug!(leader, error = response.error_code, "replica fetch refused");
+            return false;
+        }
+        let mut progressed = false;
+        for topic in &response.responses {
+            for data in &topic.partitions {
+                let Some(partition) = partitions.iter().find(|p| {
+                    p.id().topic == topic.topic.0.as_str()
+                        && p.id().partition == data.partition_index
+                }) else {
+                    continue;
+                };
+                match self.apply_partition(leader, partition, data).await {
+                    Ok(moved) => progressed |= moved,
+                    Err(error) => {
+                        tracing::warn!(partition = %partition.id(), leader, %error, "replicating failed")
+                    }
+                }
+            }
+        }
+        progressed
+    }
+
+    /// Applies one partition's answer; `Ok(true)` when the replica's log changed.
+    async fn apply_partition(
+        &self,
+        leader: i32,
+        partition: &Partition,
+        data: &kafka_protocol::messages::fetch_response::PartitionData,
+    ) -> Result<bool, super::PartitionError> {
+        match ResponseError::try_from_code(data.error_code) {
+            None => {}
+            Some(ResponseError::OffsetOutOfRange) => {
+                let (fetch_offset, _) = partition.fetch_position();
+                if fetch_offset < data.log_start_offset {
+                    partition.reset_to(data.log_start_offset).await?;
+                } else if data.high_watermark >= 0 && fetch_offset > data.high_watermark {
+                    // Ahead of the leader without a divergence answer (an unclean
+                    // election): keep only what the leader has committed.
+                    partition.truncate_to(data.high_watermark).await?;
+                }
+                return Ok(true);
+            }
+            Some(error) => {
+                tracing::debug!(partition = %partition.id(), leader, ?error, "replica fetch refused for partition");
+                return Ok(false);
+            }
+        }
+        if data.diverging_epoch.epoch >= 0 || data.diverging_epoch.end_offset >= 0 {
+            let diverging = (data.diverging_epoch.epoch, data.diverging_epoch.end_offset);
+            match partition.truncation_point(diverging) {
+                TruncationDecision::TruncateTo(offset) => partition.truncate_to(offset).await?,
+            }
+            return Ok(true);
+        }
+        let records = data.records.as_deref().unwrap_or_default();
+        let appended = partition.append_replicated(records, data.high_watermark)?;
+        Ok(appended.is_some())
+    }
+}
