@@ -2273,5 +2273,3 @@ mod tests {
     }
 }
 
-// Temporary stand-ins until the repl-log branch lands.
-mod stubs;
