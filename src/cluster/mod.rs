@@ -11,6 +11,7 @@
 
 pub mod broker_config;
 pub mod controller;
+pub mod election;
 pub mod embedded;
 pub mod etcd;
 pub mod peers;
