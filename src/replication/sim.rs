@@ -298,6 +298,12 @@ impl Sim {
                 45..=47 if faults => self.fault(),
                 48..=52 if faults => self.heal(),
                 53 if faults && self.rng.below(3) == 0 => self.reassign(),
+                54..=56 => {
+                    // The store's watch catches a broker up (messages may have been lost).
+                    let id = self.rng.below(self.brokers.len() as u64) as i32;
+                    let state = self.store.clone();
+                    self.send(id, Msg::Metadata(state));
+                }
                 _ => {}
             }
             self.fetch_all();
@@ -832,6 +838,21 @@ impl Sim {
             "{ctx}: no leader after healing: {:?}",
             self.store
         );
+        // Liveness after healing: every replica caught up, back in the ISR, and holding
+        // exactly the leader's log below the leader's high watermark (which has reached
+        // its log end: nothing is written any more).
+        let l = &self.brokers[leader as usize];
+        let hw = l.leader.as_ref().map_or(-1, |s| s.high_watermark());
+        assert_eq!(hw, l.log_end(), "{ctx}: leader {leader} HW stuck below its end");
+        let mut isr = self.store.isr.clone();
+        let mut replicas = self.store.replicas.clone();
+        isr.sort_unstable();
+        replicas.sort_unstable();
+        assert_eq!(isr, replicas, "{ctx}: not every replica rejoined: {:?}", self.store);
+        for &id in &self.store.replicas {
+            let b = &self.brokers[id as usize];
+            assert_eq!(b.log, l.log, "{ctx}: replica {id} differs from leader {leader}");
+        }
         for &id in &self.store.isr {
             let b = &self.brokers[id as usize];
             for &(off, value) in &self.acked {
