@@ -278,6 +278,7 @@ mod tests {
             leader_epoch: le,
             isr: isr.to_vec(),
             partition_epoch: pe,
+            target: Vec::new(),
         }
     }
 

@@ -902,11 +902,13 @@ fn sync_error(error: GroupError) -> SyncResult {
 /// Reads a whole offsets partition from its log start and rebuilds its groups.
 fn replay(partition: &Partition) -> ReplayedState {
     let mut state = ReplayedState::default();
-    // Up to the high watermark: what lies past it may still be truncated away.
-    let (mut offset, end, _) = partition.offsets();
+    // To the log end, as Kafka's GroupMetadataManager loads (FetchIsolation.LOG_END): a
+    // new leader's log is the partition's truth — its followers truncate to it — and
+    // its high watermark may still lag behind commits that were acknowledged.
+    let (mut offset, _, end) = partition.offsets();
     let mut skipped = 0usize;
     while offset < end {
-        let Ok(read) = partition.read(offset, 1 << 20, true) else {
+        let Ok(read) = partition.read_to_log_end(offset, 1 << 20, true) else {
             break;
         };
         let Some(records) = read.records else { break };

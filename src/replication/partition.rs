@@ -680,6 +680,24 @@ impl Partition {
         })
     }
 
+    /// Whole batches up to the log end, past the high watermark: for the broker's own
+    /// replay of a partition it now leads (the group coordinator's load).
+    pub fn read_to_log_end(
+        &self,
+        offset: i64,
+        max_bytes: u64,
+        min_one: bool,
+    ) -> Result<ReadResult, PartitionError> {
+        let high_watermark = self.high_watermark();
+        let log = self.log.lock();
+        let records = log.read(offset, max_bytes, min_one)?;
+        Ok(ReadResult {
+            records,
+            high_watermark,
+            log_start_offset: log.log_start_offset(),
+        })
+    }
+
     /// A consumer's read here: as [`Self::read`], but a follower answers an offset past
     /// its log end (the consumer's position came from the leader, which is ahead) with
     /// no records rather than OFFSET_OUT_OF_RANGE, which would reset the consumer.
@@ -827,6 +845,7 @@ mod tests {
                 leader_epoch: 0,
                 isr: vec![0],
                 partition_epoch: 0,
+                target: Vec::new(),
             },
             0,
         );

@@ -50,7 +50,7 @@ pub const SUPPORTED: &[ApiRange] = &[
     api(ApiKey::CreateTopics, 0, 7),
     api(ApiKey::DeleteTopics, 0, 6),
     api(ApiKey::DeleteRecords, 0, 2),
-    api(ApiKey::OffsetForLeaderEpoch, 0, 4),
+    api(ApiKey::OffsetForLeaderEpoch, 2, 4),
     api(ApiKey::InitProducerId, 0, 5),
     api(ApiKey::DescribeConfigs, 0, 4),
     api(ApiKey::AlterConfigs, 0, 2),

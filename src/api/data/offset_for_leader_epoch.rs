@@ -1,9 +1,9 @@
-//! OffsetForLeaderEpoch (key 23, v0–4): where a leader epoch ends in this leader's log
+//! OffsetForLeaderEpoch (key 23, v2–4, as Kafka 4 after KIP-896): where a leader epoch ends in this leader's log
 //! (KIP-101, KIP-279): the largest epoch at or below the one asked for, and the start
 //! offset of the next epoch after it (or the log end for the latest). Followers use it
 //! to find a divergent tail; consumers validate their position after a leader change
 //! with it (KIP-320). Only the leader answers (NOT_LEADER_OR_FOLLOWER elsewhere), and
-//! a stale or future `current_leader_epoch` (v2+) is FENCED_LEADER_EPOCH or
+//! a stale or future `current_leader_epoch` is FENCED_LEADER_EPOCH or
 //! UNKNOWN_LEADER_EPOCH, as Kafka's `Partition.lastOffsetForLeaderEpoch`.
 
 use kafka_protocol::messages::offset_for_leader_epoch_response::{
@@ -44,7 +44,7 @@ pub async fn handle(
                     };
                     let current = partition.leader_epoch();
                     let asked = wanted.current_leader_epoch;
-                    if ctx.api_version >= 2 && asked >= 0 && asked != current {
+                    if asked >= 0 && asked != current {
                         let error = if asked < current {
                             ResponseError::FencedLeaderEpoch
                         } else {
