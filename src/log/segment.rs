@@ -685,6 +685,10 @@ impl Segment {
     pub fn offset_of_max_timestamp(&self) -> i64 {
         self.offset_of_max_timestamp
     }
+    /// Most bytes the segment's mapping can hold.
+    pub fn capacity(&self) -> u64 {
+        self.log.capacity()
+    }
     pub fn index_entries(&self) -> usize {
         self.index.inner().len()
     }
