@@ -2027,7 +2027,8 @@ mod tests {
             }
             if append_after {
                 for i in 0..3 {
-                    log.append(&simple_batch(1, 7_000 + i), 0)?;
+                    // Same size as the cut batches: a stale one right after them would parse.
+                    log.append(&simple_batch(2, 7_000 + i), 0)?;
                 }
             }
             let expected = batches_of(&log)?;
