@@ -619,6 +619,8 @@ impl Log {
         for header in &headers {
             self.maybe_roll(header.total_bytes() as u64, now_ms)
                 .map_err(io_error(&self.dir))?;
+            self.make_room(header.total_bytes() as u64)
+                .map_err(io_error(&self.dir))?;
             self.epochs
                 .assign(header.partition_leader_epoch(), header.base_offset());
             self.persist_epochs()?;
@@ -632,6 +634,25 @@ impl Log {
             last_offset: expected - 1,
             log_append_time: None,
         })
+    }
+
+    /// An empty active segment too small for a batch the leader accepted (its
+    /// `segment.bytes` was lowered since, or this replica's differs) is made again
+    /// with room for it, as a roll sizes a new segment for its first batch. Nothing
+    /// was read from an empty segment, so no view of its file exists.
+    fn make_room(&mut self, bytes: u64) -> io::Result<()> {
+        let Some((&base, active)) = self.segments.iter().next_back() else {
+            return Ok(());
+        };
+        if !active.is_empty() || active.capacity() >= bytes {
+            return Ok(());
+        }
+        let mut sizes = self.config.sizes();
+        sizes.segment_bytes = sizes.segment_bytes.max(bytes);
+        self.segments.remove(&base);
+        self.segments
+            .insert(base, Segment::create(&self.dir, base, sizes)?);
+        Ok(())
     }
 
     /// Removes every batch at or above `offset` (rounded down to the start of the
@@ -1082,9 +1103,11 @@ impl Log {
     /// Records that `plan` ran successfully. Work deferred after the plan was made
     /// stays pending for the next one. A plan made before a truncation or a reset
     /// marks nothing: what it synced may have been cut, and its offsets re-used.
-    pub fn mark_flushed(&mut self, plan: &FlushPlan) {
+    /// Returns whether the plan counted; when it did not, its `up_to_offset` is no
+    /// durability promise (use [`Log::recovery_point`]).
+    pub fn mark_flushed(&mut self, plan: &FlushPlan) -> bool {
         if plan.generation != self.generation() {
-            return;
+            return false;
         }
         for (base, to, _) in &plan.segments {
             if let Some(segment) = self.segments.get_mut(base) {
@@ -1111,6 +1134,7 @@ impl Log {
             deferred.epochs_unsynced = false;
         }
         self.recovery_point = self.recovery_point.max(plan.up_to_offset);
+        true
     }
 
     pub fn unflushed_bytes(&self) -> u64 {
@@ -2003,7 +2027,8 @@ mod tests {
             }
             if append_after {
                 for i in 0..3 {
-                    log.append(&simple_batch(1, 7_000 + i), 0)?;
+                    // Same size as the cut batches: a stale one right after them would parse.
+                    log.append(&simple_batch(2, 7_000 + i), 0)?;
                 }
             }
             let expected = batches_of(&log)?;
@@ -2106,7 +2131,7 @@ mod tests {
         log.truncate_to(first_end - 2)?.delete()?;
         assert!(planned_snapshot > log.log_end_offset());
         plan.run()?;
-        log.mark_flushed(&plan);
+        assert!(!log.mark_flushed(&plan), "a stale plan does not count");
         assert!(log.recovery_point() <= log.log_end_offset());
         assert!(
             !list_suffix(dir.path(), ".snapshot")?.contains(&planned_snapshot),
@@ -2157,6 +2182,35 @@ mod tests {
         );
         assert_eq!(list_suffix(dir.path(), ".log")?, vec![1_000]);
         assert_eq!(log.epoch_entries(), &[(5, 1_000)]);
+        Ok(())
+    }
+
+    #[test]
+    fn a_replicated_batch_larger_than_this_replicas_segments_still_fits() -> TestResult {
+        let leader_dir = tempfile::tempdir()?;
+        let follower_dir = tempfile::tempdir()?;
+        let mut config = small_config();
+        config.segment_bytes = 1 << 20;
+        let mut leader = Log::open(
+            leader_dir.path(),
+            config,
+            OpenMode {
+                clean: false,
+                recovery_point: 0,
+            },
+        )?;
+        leader.append(&simple_batch(100, 0), 0)?;
+        leader.append(&simple_batch(100, 0), 0)?;
+        let bytes = leader.read(0, 1 << 20, true)?.ok_or("no data")?;
+        assert!(
+            bytes.len() > 2 * 1024,
+            "larger than the follower's segments"
+        );
+        let mut follower = fresh(follower_dir.path())?;
+        assert_eq!(follower.append_replicated(&bytes)?.last_offset, 199);
+        assert_eq!(all_bytes(&follower)?, all_bytes(&leader)?);
+        drop(follower);
+        assert_eq!(fresh(follower_dir.path())?.log_end_offset(), 200);
         Ok(())
     }
 

@@ -1,8 +1,12 @@
 //! One slice of a partition log on disk: `<base_offset:020>.log` with its sparse
 //! `.index` (offset -> position) and `.timeindex` (timestamp -> offset).
 //!
-//! A segment is append-only. Only [`Segment::append`] writes, and it writes past the
-//! committed size, so the `Bytes` views that [`Segment::read`] hands out stay valid.
+//! A segment is appended to ([`Segment::append`], or [`Segment::append_raw`] for a
+//! follower's copy of its leader's batches) past the committed size, so the `Bytes`
+//! views that [`Segment::read`] hands out stay valid. A follower may cut its tail
+//! ([`Segment::truncate_to`]): only logically (committed size, index entries); the
+//! bytes past the cut are zeroed for re-use only once no view reaches them
+//! ([`Segment::invalidate_tail`]), and no file is ever shortened below a live view.
 //! The active segment is preallocated and mapped whole; sealing trims the files to
 //! their contents so that their lengths can be trusted after a clean restart.
 
@@ -684,6 +688,10 @@ impl Segment {
     }
     pub fn offset_of_max_timestamp(&self) -> i64 {
         self.offset_of_max_timestamp
+    }
+    /// Most bytes the segment's mapping can hold.
+    pub fn capacity(&self) -> u64 {
+        self.log.capacity()
     }
     pub fn index_entries(&self) -> usize {
         self.index.inner().len()
