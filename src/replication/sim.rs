@@ -169,6 +169,13 @@ enum Msg {
         seq: u64,
         body: Resp,
     },
+    /// To the store (recipient -1): an ISR compare-and-swap.
+    Alter { from: i32, proposal: IsrProposal },
+    AlterResult {
+        leader_epoch: i32,
+        proposal: IsrProposal,
+        committed: Option<(Vec<i32>, i32)>,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -256,7 +263,9 @@ impl Sim {
     }
 
     fn send(&mut self, to: i32, msg: Msg) {
-        if self.rng.below(50) == 0 {
+        // The store's RPCs are retried until answered (as etcd clients do): never lost.
+        let reliable = matches!(msg, Msg::Alter { .. } | Msg::AlterResult { .. });
+        if !reliable && self.rng.below(50) == 0 {
             return; // dropped
         }
         let delay = if self.rng.below(20) == 0 {
@@ -318,6 +327,14 @@ impl Sim {
         let mut i = 0;
         while i < self.net.len() {
             let (at, to, _) = &self.net[i];
+            if *to < 0 {
+                if *at <= now {
+                    due.push(self.net.swap_remove(i));
+                } else {
+                    i += 1;
+                }
+                continue;
+            }
             let b = &self.brokers[*to as usize];
             if !b.alive {
                 self.net.swap_remove(i);
@@ -363,6 +380,18 @@ impl Sim {
                 seq,
                 body,
             } => self.on_fetch_response(to, leader_epoch, fetch_offset, seq, body),
+            Msg::Alter { from, proposal } => self.store_alter(from, proposal),
+            Msg::AlterResult {
+                leader_epoch,
+                proposal,
+                committed,
+            } => {
+                let b = &mut self.brokers[to as usize];
+                if let Some(l) = b.leader.as_mut().filter(|l| l.leader_epoch() == leader_epoch) {
+                    l.proposal_answered(&proposal, committed);
+                }
+                self.after_hw_change(to);
+            }
         }
     }
 
@@ -532,28 +561,39 @@ impl Sim {
         }
     }
 
-    /// The ISR compare-and-swap on the partition epoch (AlterPartition).
+    /// A leader sends an ISR change to the store (AlterPartition), answered later.
     fn alter_partition(&mut self, id: i32, p: IsrProposal) {
-        let ok = self.store.partition_epoch == p.partition_epoch && self.store.leader == id;
-        self.log(|| {
-            format!(
-                "broker {id} proposes {p:?}: {}",
-                if ok { "committed" } else { "refused" }
-            )
-        });
-        if ok {
+        self.send(
+            -1,
+            Msg::Alter {
+                from: id,
+                proposal: p,
+            },
+        );
+    }
+
+    /// The store's compare-and-swap on the partition epoch.
+    fn store_alter(&mut self, from: i32, p: IsrProposal) {
+        let ok = self.store.partition_epoch == p.partition_epoch && self.store.leader == from;
+        self.log(|| format!("broker {from} proposes {p:?}: {}", if ok { "committed" } else { "refused" }));
+        let committed = if ok {
             self.store.isr = p.isr.clone();
             self.store.partition_epoch += 1;
             self.stats.isr_changes += 1;
-            let pe = self.store.partition_epoch;
-            if let Some(l) = self.brokers[id as usize].leader.as_mut() {
-                l.proposal_committed(p.isr, pe);
-            }
             self.broadcast();
-        } else if let Some(l) = self.brokers[id as usize].leader.as_mut() {
-            l.proposal_failed();
-        }
-        self.after_hw_change(id);
+            Some((p.isr.clone(), self.store.partition_epoch))
+        } else {
+            None
+        };
+        let leader_epoch = self.store.leader_epoch;
+        self.send(
+            from,
+            Msg::AlterResult {
+                leader_epoch,
+                proposal: p,
+                committed,
+            },
+        );
     }
 
     /// A leader's HW may have moved: it never goes back, and what is below it is committed.
