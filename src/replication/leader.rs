@@ -284,7 +284,11 @@ impl LeaderState {
     /// stale and ignored, except that a commit newer than our state is still news (Kafka's
     /// AlterPartition callback ignores a response once the partition state moved on:
     /// dropping a *newer* pending expansion early would let the HW pass the new member).
-    pub fn proposal_answered(&mut self, proposal: &IsrProposal, committed: Option<(Vec<i32>, i32)>) {
+    pub fn proposal_answered(
+        &mut self,
+        proposal: &IsrProposal,
+        committed: Option<(Vec<i32>, i32)>,
+    ) {
         let current = self.pending.as_ref() == Some(proposal);
         match committed {
             Some((isr, partition_epoch)) if current || partition_epoch > self.partition_epoch => {
@@ -629,7 +633,7 @@ mod tests {
                 3..=6 if !silent => {
                     let f = 2 + rng.below(3) as i32;
                     // The follower fetched what it had (≤ leader end), then may catch up.
-                    let e = ends.get_mut(&f).unwrap();
+                    let Some(e) = ends.get_mut(&f) else { continue };
                     let fetch = *e;
                     let (_, p) = s.on_follower_fetch(f, fetch, leader_end, now);
                     known.insert(f, fetch);

@@ -170,7 +170,10 @@ enum Msg {
         body: Resp,
     },
     /// To the store (recipient -1): an ISR compare-and-swap.
-    Alter { from: i32, proposal: IsrProposal },
+    Alter {
+        from: i32,
+        proposal: IsrProposal,
+    },
     AlterResult {
         leader_epoch: i32,
         proposal: IsrProposal,
@@ -387,7 +390,11 @@ impl Sim {
                 committed,
             } => {
                 let b = &mut self.brokers[to as usize];
-                if let Some(l) = b.leader.as_mut().filter(|l| l.leader_epoch() == leader_epoch) {
+                if let Some(l) = b
+                    .leader
+                    .as_mut()
+                    .filter(|l| l.leader_epoch() == leader_epoch)
+                {
                     l.proposal_answered(&proposal, committed);
                 }
                 self.after_hw_change(to);
@@ -575,7 +582,12 @@ impl Sim {
     /// The store's compare-and-swap on the partition epoch.
     fn store_alter(&mut self, from: i32, p: IsrProposal) {
         let ok = self.store.partition_epoch == p.partition_epoch && self.store.leader == from;
-        self.log(|| format!("broker {from} proposes {p:?}: {}", if ok { "committed" } else { "refused" }));
+        self.log(|| {
+            format!(
+                "broker {from} proposes {p:?}: {}",
+                if ok { "committed" } else { "refused" }
+            )
+        });
         let committed = if ok {
             self.store.isr = p.isr.clone();
             self.store.partition_epoch += 1;
@@ -883,15 +895,26 @@ impl Sim {
         // its log end: nothing is written any more).
         let l = &self.brokers[leader as usize];
         let hw = l.leader.as_ref().map_or(-1, |s| s.high_watermark());
-        assert_eq!(hw, l.log_end(), "{ctx}: leader {leader} HW stuck below its end");
+        assert_eq!(
+            hw,
+            l.log_end(),
+            "{ctx}: leader {leader} HW stuck below its end"
+        );
         let mut isr = self.store.isr.clone();
         let mut replicas = self.store.replicas.clone();
         isr.sort_unstable();
         replicas.sort_unstable();
-        assert_eq!(isr, replicas, "{ctx}: not every replica rejoined: {:?}", self.store);
+        assert_eq!(
+            isr, replicas,
+            "{ctx}: not every replica rejoined: {:?}",
+            self.store
+        );
         for &id in &self.store.replicas {
             let b = &self.brokers[id as usize];
-            assert_eq!(b.log, l.log, "{ctx}: replica {id} differs from leader {leader}");
+            assert_eq!(
+                b.log, l.log,
+                "{ctx}: replica {id} differs from leader {leader}"
+            );
         }
         for &id in &self.store.isr {
             let b = &self.brokers[id as usize];
