@@ -216,6 +216,9 @@ struct Sim {
     acked: Vec<(i64, u64)>,
     next_value: u64,
     stats: Stats,
+    /// Brokers in controlled shutdown, and when each stops.
+    shutting_down: BTreeSet<i32>,
+    stop_at: Vec<Option<i64>>,
     /// Print every event (set `SIM_TRACE=1` to debug one seed).
     trace: bool,
 }
@@ -249,6 +252,8 @@ impl Sim {
             acked: Vec::new(),
             next_value: 1,
             stats: Stats::default(),
+            shutting_down: BTreeSet::new(),
+            stop_at: vec![None; brokers as usize],
             trace: std::env::var_os("SIM_TRACE").is_some(),
         };
         sim.broadcast();
@@ -301,6 +306,12 @@ impl Sim {
             let now = self.now;
             for b in self.brokers.iter_mut().filter(|b| b.running()) {
                 b.last_renew_ms = now;
+            }
+            for id in 0..self.brokers.len() {
+                if self.stop_at[id].is_some_and(|t| t <= self.now) {
+                    self.stop_at[id] = None;
+                    self.crash(id as i32);
+                }
             }
             self.deliver();
             match self.rng.below(100) {
@@ -757,10 +768,9 @@ impl Sim {
 
     fn controller(&mut self) {
         let live = self.live();
-        let none = BTreeSet::new();
         let members = Membership {
             live: &live,
-            shutting_down: &none,
+            shutting_down: &self.shutting_down,
         };
         if let Some(change) = next_state(Some(&self.store), &self.target, &members, false) {
             assert!(
@@ -793,11 +803,20 @@ impl Sim {
         } else {
             self.rng.below(self.brokers.len() as u64) as i32
         };
-        let crash = self.rng.below(2) == 0;
-        let b = &mut self.brokers[id as usize];
-        if !b.running() {
+        let kind = self.rng.below(3);
+        if !self.brokers[id as usize].running() || self.shutting_down.contains(&id) {
             return;
         }
+        if kind == 2 {
+            // SIGTERM: controlled shutdown, then the process stops a little later.
+            self.stats.faults += 1;
+            self.log(|| format!("fault: broker {id} shuts down"));
+            self.shutting_down.insert(id);
+            self.stop_at[id as usize] = Some(self.now + 100 + self.rng.below(300) as i64);
+            return;
+        }
+        let crash = kind == 0;
+        let b = &mut self.brokers[id as usize];
         self.stats.faults += 1;
         if self.trace {
             eprintln!(
@@ -807,15 +826,21 @@ impl Sim {
             );
         }
         if crash {
-            // kill -9: memory is lost, the (durable) log and HW checkpoint stay.
-            b.alive = false;
-            b.leader = None;
-            b.pending_acks.clear();
-            b.view = None;
-            b.fetch_sent_ms = None;
+            self.crash(id);
         } else {
             b.paused = true;
         }
+    }
+
+    /// The process stops: memory is lost, the (durable) log and HW checkpoint stay.
+    fn crash(&mut self, id: i32) {
+        let b = &mut self.brokers[id as usize];
+        b.alive = false;
+        b.paused = false;
+        b.leader = None;
+        b.pending_acks.clear();
+        b.view = None;
+        b.fetch_sent_ms = None;
     }
 
     fn heal(&mut self) {
@@ -825,6 +850,7 @@ impl Sim {
             eprintln!("[{}] heal: broker {id}", self.step);
         }
         if !b.alive {
+            self.shutting_down.remove(&id);
             b.alive = true;
             b.paused = false;
             b.last_renew_ms = self.now;
@@ -871,6 +897,8 @@ impl Sim {
     /// Heal everything, let the system settle, and check every acknowledged write is on
     /// every in-sync replica at its offset.
     fn settle_and_verify(&mut self) {
+        self.shutting_down.clear();
+        self.stop_at.iter_mut().for_each(|t| *t = None);
         for b in &mut self.brokers {
             if !b.alive {
                 b.alive = true;
