@@ -303,12 +303,12 @@ mod tests {
 
     #[test]
     fn new_partition() {
-        let c = run(None, &[1, 2, 3], &[1, 2, 3], &[], false).unwrap();
+        let c = run(None, &[1, 2, 3], &[1, 2, 3], &[], false).expect("a change");
         assert_eq!(c.next, pa(1, &[1, 2, 3], &[1, 2, 3], 0, 0));
         assert!(c.leader_moved && !c.unclean);
-        let c = run(None, &[1, 2, 3], &[2, 3], &[], false).unwrap();
+        let c = run(None, &[1, 2, 3], &[2, 3], &[], false).expect("a change");
         assert_eq!(c.next, pa(2, &[1, 2, 3], &[2, 3], 0, 0));
-        let c = run(None, &[1, 2], &[], &[], false).unwrap();
+        let c = run(None, &[1, 2], &[], &[], false).expect("a change");
         assert_eq!(c.next, pa(-1, &[1, 2], &[1, 2], 0, 0));
         assert!(!c.leader_moved);
         assert_eq!(run(None, &[], &[1], &[], false), None);
@@ -323,7 +323,7 @@ mod tests {
     #[test]
     fn leader_death_elects_from_the_isr() {
         let cur = pa(1, &[1, 2, 3], &[1, 3], 4, 9);
-        let c = run(Some(&cur), &[1, 2, 3], &[2, 3], &[], false).unwrap();
+        let c = run(Some(&cur), &[1, 2, 3], &[2, 3], &[], false).expect("a change");
         assert_eq!(c.next, pa(3, &[1, 2, 3], &[3], 5, 10), "2 is not in sync");
         assert!(c.leader_moved);
     }
@@ -331,26 +331,26 @@ mod tests {
     #[test]
     fn last_isr_member_dies_offline_and_kept() {
         let cur = pa(1, &[1, 2, 3], &[1], 4, 9);
-        let c = run(Some(&cur), &[1, 2, 3], &[2, 3], &[], false).unwrap();
+        let c = run(Some(&cur), &[1, 2, 3], &[2, 3], &[], false).expect("a change");
         assert_eq!(c.next, pa(-1, &[1, 2, 3], &[1], 5, 10));
         // Nothing more changes while 1 is gone; then 1 comes back and leads.
         assert_eq!(run(Some(&c.next), &[1, 2, 3], &[2, 3], &[], false), None);
-        let back = run(Some(&c.next), &[1, 2, 3], &[1, 2, 3], &[], false).unwrap();
+        let back = run(Some(&c.next), &[1, 2, 3], &[1, 2, 3], &[], false).expect("a change");
         assert_eq!(back.next, pa(1, &[1, 2, 3], &[1], 6, 11));
         // Two die at once: both stay.
         let cur = pa(1, &[1, 2, 3], &[1, 2], 4, 9);
-        let c = run(Some(&cur), &[1, 2, 3], &[3], &[], false).unwrap();
+        let c = run(Some(&cur), &[1, 2, 3], &[3], &[], false).expect("a change");
         assert_eq!(c.next, pa(-1, &[1, 2, 3], &[1, 2], 5, 10));
     }
 
     #[test]
     fn unclean_only_when_allowed() {
         let cur = pa(1, &[1, 2, 3], &[1], 4, 9);
-        let c = run(Some(&cur), &[1, 2, 3], &[3], &[], true).unwrap();
+        let c = run(Some(&cur), &[1, 2, 3], &[3], &[], true).expect("a change");
         assert_eq!(c.next, pa(3, &[1, 2, 3], &[3], 5, 10));
         assert!(c.unclean);
         // Never a dead broker.
-        let c = run(Some(&cur), &[1, 2, 3], &[], &[], true).unwrap();
+        let c = run(Some(&cur), &[1, 2, 3], &[], &[], true).expect("a change");
         assert_eq!(c.next.leader, -1);
         assert!(!c.unclean);
     }
@@ -358,7 +358,7 @@ mod tests {
     #[test]
     fn follower_death_leaves_the_isr() {
         let cur = pa(1, &[1, 2, 3], &[1, 2, 3], 4, 9);
-        let c = run(Some(&cur), &[1, 2, 3], &[1, 2], &[], false).unwrap();
+        let c = run(Some(&cur), &[1, 2, 3], &[1, 2], &[], false).expect("a change");
         assert_eq!(c.next, pa(1, &[1, 2, 3], &[1, 2], 4, 10));
         assert!(!c.leader_moved);
     }
@@ -368,21 +368,21 @@ mod tests {
         let cur = pa(2, &[1, 2, 3], &[2, 3], 4, 9);
         assert_eq!(run(Some(&cur), &[1, 2, 3], &[1, 2, 3], &[], false), None);
         let cur = pa(2, &[1, 2, 3], &[2, 3, 1], 4, 9);
-        let c = run(Some(&cur), &[1, 2, 3], &[1, 2, 3], &[], false).unwrap();
+        let c = run(Some(&cur), &[1, 2, 3], &[1, 2, 3], &[], false).expect("a change");
         assert_eq!(c.next, pa(1, &[1, 2, 3], &[1, 2, 3], 5, 10));
     }
 
     #[test]
     fn controlled_shutdown_moves_leadership() {
         let cur = pa(1, &[1, 2, 3], &[1, 2, 3], 4, 9);
-        let c = run(Some(&cur), &[1, 2, 3], &[1, 2, 3], &[1], false).unwrap();
+        let c = run(Some(&cur), &[1, 2, 3], &[1, 2, 3], &[1], false).expect("a change");
         assert_eq!(c.next, pa(2, &[1, 2, 3], &[2, 3], 5, 10));
         // The last live in-sync copy keeps leading while it shuts down.
         let cur = pa(1, &[1, 2, 3], &[1], 4, 9);
         assert_eq!(run(Some(&cur), &[1, 2, 3], &[1, 2, 3], &[1], false), None);
         // A shutting-down follower leaves the ISR.
         let cur = pa(1, &[1, 2, 3], &[1, 2, 3], 4, 9);
-        let c = run(Some(&cur), &[1, 2, 3], &[1, 2, 3], &[3], false).unwrap();
+        let c = run(Some(&cur), &[1, 2, 3], &[1, 2, 3], &[3], false).expect("a change");
         assert_eq!(c.next, pa(1, &[1, 2, 3], &[1, 2], 4, 10));
     }
 
@@ -391,19 +391,19 @@ mod tests {
         // Ring moves [1,2,3] to [4,2,3]: 4 is added, not in the ISR.
         let cur = pa(1, &[1, 2, 3], &[1, 2, 3], 4, 9);
         let all = [1, 2, 3, 4];
-        let c = run(Some(&cur), &[4, 2, 3], &all, &[], false).unwrap();
+        let c = run(Some(&cur), &[4, 2, 3], &all, &[], false).expect("a change");
         assert_eq!(c.next, pa(1, &[1, 2, 3, 4], &[1, 2, 3], 4, 10));
         assert!(!c.leader_moved);
         let step = c.next;
         assert_eq!(run(Some(&step), &[4, 2, 3], &all, &[], false), None);
         // The leader added 4 to the ISR once it caught up: the move completes.
         let caught_up = pa(1, &[1, 2, 3, 4], &[1, 2, 3, 4], 4, 11);
-        let c = run(Some(&caught_up), &[4, 2, 3], &all, &[], false).unwrap();
+        let c = run(Some(&caught_up), &[4, 2, 3], &all, &[], false).expect("a change");
         assert_eq!(c.next, pa(4, &[4, 2, 3], &[4, 2, 3], 5, 12));
         assert!(c.leader_moved);
         // A follower move keeps the leader and bumps the leader epoch (dropped replica).
         let cur = pa(1, &[1, 2, 3, 4], &[1, 2, 3, 4], 4, 11);
-        let c = run(Some(&cur), &[1, 2, 4], &all, &[], false).unwrap();
+        let c = run(Some(&cur), &[1, 2, 4], &all, &[], false).expect("a change");
         assert_eq!(c.next, pa(1, &[1, 2, 4], &[1, 2, 4], 5, 12));
         assert!(!c.leader_moved);
     }
@@ -411,7 +411,7 @@ mod tests {
     #[test]
     fn legacy_state_reads_isr_as_leader() {
         let cur = pa(1, &[1, 2, 3], &[], 4, 0);
-        let c = run(Some(&cur), &[1, 2, 3], &[1, 2, 3], &[], false).unwrap();
+        let c = run(Some(&cur), &[1, 2, 3], &[1, 2, 3], &[], false).expect("a change");
         assert_eq!(c.next, pa(1, &[1, 2, 3], &[1], 4, 1));
     }
 
@@ -510,7 +510,7 @@ mod tests {
                     if change.is_some() {
                         let again = next_state(Some(s), &target, &members, unclean_allowed);
                         // An expansion may have happened since; only check without one.
-                        if s == &change.as_ref().unwrap().next {
+                        if change.as_ref().is_some_and(|c| &c.next == s) {
                             assert_eq!(again, None, "{ctx}: not a fixed point from {s:?}");
                         }
                     }

@@ -95,8 +95,8 @@ pub struct LeaderState {
     replicas: Vec<i32>,
     /// The committed ISR (what the store holds, as far as we know).
     isr: Vec<i32>,
-    /// The ISR of the proposal in flight, if any.
-    pending: Option<Vec<i32>>,
+    /// The proposal in flight, if any.
+    pending: Option<IsrProposal>,
     followers: BTreeMap<i32, Follower>,
     leader_log_end: i64,
     high_watermark: i64,
@@ -248,18 +248,21 @@ impl LeaderState {
     }
 
     fn propose(&mut self, isr: Vec<i32>) -> IsrProposal {
-        self.pending = Some(isr.clone());
-        IsrProposal {
+        let proposal = IsrProposal {
             isr,
             partition_epoch: self.partition_epoch,
-        }
+        };
+        self.pending = Some(proposal.clone());
+        proposal
     }
 
     /// The store accepted the last proposal and now holds `isr` at `partition_epoch`.
     /// The high watermark may move (a member left): compare [`Self::high_watermark`].
-    /// A stale answer (an older partition epoch) is ignored.
+    /// A stale answer (a partition epoch not newer than ours) is ignored.
     pub fn proposal_committed(&mut self, isr: Vec<i32>, partition_epoch: i32) {
-        if partition_epoch < self.partition_epoch {
+        // A commit is always newer than the state it was based on; an answer no newer than
+        // ours is already reflected (the store's watch got here first).
+        if partition_epoch <= self.partition_epoch {
             return;
         }
         self.pending = None;
@@ -268,10 +271,32 @@ impl LeaderState {
 
     /// The store refused the last proposal (its partition epoch moved): the state stays
     /// as committed, and the next fetch or tick may propose again (after
-    /// [`Self::update_from_store`] brought the new partition epoch).
+    /// [`Self::update_from_store`] brought the new partition epoch). Call it only for the
+    /// proposal still in flight; when answers can arrive late, use
+    /// [`Self::proposal_answered`], which ignores stale ones.
     pub fn proposal_failed(&mut self) {
         self.pending = None;
         self.maybe_increment_hw();
+    }
+
+    /// The store's answer to `proposal`: `Some((isr, partition_epoch))` when it was
+    /// committed, `None` when refused. An answer for anything but the proposal in flight is
+    /// stale and ignored, except that a commit newer than our state is still news (Kafka's
+    /// AlterPartition callback ignores a response once the partition state moved on:
+    /// dropping a *newer* pending expansion early would let the HW pass the new member).
+    pub fn proposal_answered(
+        &mut self,
+        proposal: &IsrProposal,
+        committed: Option<(Vec<i32>, i32)>,
+    ) {
+        let current = self.pending.as_ref() == Some(proposal);
+        match committed {
+            Some((isr, partition_epoch)) if current || partition_epoch > self.partition_epoch => {
+                self.proposal_committed(isr, partition_epoch)
+            }
+            None if current => self.proposal_failed(),
+            _ => {}
+        }
     }
 
     /// The store's state changed under us (the controller wrote new replicas or a
@@ -313,7 +338,7 @@ impl LeaderState {
     pub fn maximal_isr(&self) -> Vec<i32> {
         let mut isr = self.isr.clone();
         if let Some(pending) = &self.pending {
-            for &id in pending {
+            for &id in &pending.isr {
                 if !isr.contains(&id) {
                     isr.push(id);
                 }
@@ -360,7 +385,7 @@ impl LeaderState {
 
     /// The proposal in flight, if any (its ISR).
     pub fn pending_isr(&self) -> Option<&[i32]> {
-        self.pending.as_deref()
+        self.pending.as_ref().map(|p| p.isr.as_slice())
     }
 
     pub fn replicas(&self) -> &[i32] {
@@ -608,7 +633,7 @@ mod tests {
                 3..=6 if !silent => {
                     let f = 2 + rng.below(3) as i32;
                     // The follower fetched what it had (≤ leader end), then may catch up.
-                    let e = ends.get_mut(&f).unwrap();
+                    let Some(e) = ends.get_mut(&f) else { continue };
                     let fetch = *e;
                     let (_, p) = s.on_follower_fetch(f, fetch, leader_end, now);
                     known.insert(f, fetch);

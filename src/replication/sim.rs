@@ -169,6 +169,16 @@ enum Msg {
         seq: u64,
         body: Resp,
     },
+    /// To the store (recipient -1): an ISR compare-and-swap.
+    Alter {
+        from: i32,
+        proposal: IsrProposal,
+    },
+    AlterResult {
+        leader_epoch: i32,
+        proposal: IsrProposal,
+        committed: Option<(Vec<i32>, i32)>,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -206,6 +216,9 @@ struct Sim {
     acked: Vec<(i64, u64)>,
     next_value: u64,
     stats: Stats,
+    /// Brokers in controlled shutdown, and when each stops.
+    shutting_down: BTreeSet<i32>,
+    stop_at: Vec<Option<i64>>,
     /// Print every event (set `SIM_TRACE=1` to debug one seed).
     trace: bool,
 }
@@ -239,6 +252,8 @@ impl Sim {
             acked: Vec::new(),
             next_value: 1,
             stats: Stats::default(),
+            shutting_down: BTreeSet::new(),
+            stop_at: vec![None; brokers as usize],
             trace: std::env::var_os("SIM_TRACE").is_some(),
         };
         sim.broadcast();
@@ -256,7 +271,9 @@ impl Sim {
     }
 
     fn send(&mut self, to: i32, msg: Msg) {
-        if self.rng.below(50) == 0 {
+        // The store's RPCs are retried until answered (as etcd clients do): never lost.
+        let reliable = matches!(msg, Msg::Alter { .. } | Msg::AlterResult { .. });
+        if !reliable && self.rng.below(50) == 0 {
             return; // dropped
         }
         let delay = if self.rng.below(20) == 0 {
@@ -290,6 +307,12 @@ impl Sim {
             for b in self.brokers.iter_mut().filter(|b| b.running()) {
                 b.last_renew_ms = now;
             }
+            for id in 0..self.brokers.len() {
+                if self.stop_at[id].is_some_and(|t| t <= self.now) {
+                    self.stop_at[id] = None;
+                    self.crash(id as i32);
+                }
+            }
             self.deliver();
             match self.rng.below(100) {
                 0..=29 if faults => self.produce(),
@@ -318,6 +341,14 @@ impl Sim {
         let mut i = 0;
         while i < self.net.len() {
             let (at, to, _) = &self.net[i];
+            if *to < 0 {
+                if *at <= now {
+                    due.push(self.net.swap_remove(i));
+                } else {
+                    i += 1;
+                }
+                continue;
+            }
             let b = &self.brokers[*to as usize];
             if !b.alive {
                 self.net.swap_remove(i);
@@ -363,6 +394,22 @@ impl Sim {
                 seq,
                 body,
             } => self.on_fetch_response(to, leader_epoch, fetch_offset, seq, body),
+            Msg::Alter { from, proposal } => self.store_alter(from, proposal),
+            Msg::AlterResult {
+                leader_epoch,
+                proposal,
+                committed,
+            } => {
+                let b = &mut self.brokers[to as usize];
+                if let Some(l) = b
+                    .leader
+                    .as_mut()
+                    .filter(|l| l.leader_epoch() == leader_epoch)
+                {
+                    l.proposal_answered(&proposal, committed);
+                }
+                self.after_hw_change(to);
+            }
         }
     }
 
@@ -532,28 +579,44 @@ impl Sim {
         }
     }
 
-    /// The ISR compare-and-swap on the partition epoch (AlterPartition).
+    /// A leader sends an ISR change to the store (AlterPartition), answered later.
     fn alter_partition(&mut self, id: i32, p: IsrProposal) {
-        let ok = self.store.partition_epoch == p.partition_epoch && self.store.leader == id;
+        self.send(
+            -1,
+            Msg::Alter {
+                from: id,
+                proposal: p,
+            },
+        );
+    }
+
+    /// The store's compare-and-swap on the partition epoch.
+    fn store_alter(&mut self, from: i32, p: IsrProposal) {
+        let ok = self.store.partition_epoch == p.partition_epoch && self.store.leader == from;
         self.log(|| {
             format!(
-                "broker {id} proposes {p:?}: {}",
+                "broker {from} proposes {p:?}: {}",
                 if ok { "committed" } else { "refused" }
             )
         });
-        if ok {
+        let committed = if ok {
             self.store.isr = p.isr.clone();
             self.store.partition_epoch += 1;
             self.stats.isr_changes += 1;
-            let pe = self.store.partition_epoch;
-            if let Some(l) = self.brokers[id as usize].leader.as_mut() {
-                l.proposal_committed(p.isr, pe);
-            }
             self.broadcast();
-        } else if let Some(l) = self.brokers[id as usize].leader.as_mut() {
-            l.proposal_failed();
-        }
-        self.after_hw_change(id);
+            Some((p.isr.clone(), self.store.partition_epoch))
+        } else {
+            None
+        };
+        let leader_epoch = self.store.leader_epoch;
+        self.send(
+            from,
+            Msg::AlterResult {
+                leader_epoch,
+                proposal: p,
+                committed,
+            },
+        );
     }
 
     /// A leader's HW may have moved: it never goes back, and what is below it is committed.
@@ -705,10 +768,9 @@ impl Sim {
 
     fn controller(&mut self) {
         let live = self.live();
-        let none = BTreeSet::new();
         let members = Membership {
             live: &live,
-            shutting_down: &none,
+            shutting_down: &self.shutting_down,
         };
         if let Some(change) = next_state(Some(&self.store), &self.target, &members, false) {
             assert!(
@@ -741,11 +803,20 @@ impl Sim {
         } else {
             self.rng.below(self.brokers.len() as u64) as i32
         };
-        let crash = self.rng.below(2) == 0;
-        let b = &mut self.brokers[id as usize];
-        if !b.running() {
+        let kind = self.rng.below(3);
+        if !self.brokers[id as usize].running() || self.shutting_down.contains(&id) {
             return;
         }
+        if kind == 2 {
+            // SIGTERM: controlled shutdown, then the process stops a little later.
+            self.stats.faults += 1;
+            self.log(|| format!("fault: broker {id} shuts down"));
+            self.shutting_down.insert(id);
+            self.stop_at[id as usize] = Some(self.now + 100 + self.rng.below(300) as i64);
+            return;
+        }
+        let crash = kind == 0;
+        let b = &mut self.brokers[id as usize];
         self.stats.faults += 1;
         if self.trace {
             eprintln!(
@@ -755,15 +826,21 @@ impl Sim {
             );
         }
         if crash {
-            // kill -9: memory is lost, the (durable) log and HW checkpoint stay.
-            b.alive = false;
-            b.leader = None;
-            b.pending_acks.clear();
-            b.view = None;
-            b.fetch_sent_ms = None;
+            self.crash(id);
         } else {
             b.paused = true;
         }
+    }
+
+    /// The process stops: memory is lost, the (durable) log and HW checkpoint stay.
+    fn crash(&mut self, id: i32) {
+        let b = &mut self.brokers[id as usize];
+        b.alive = false;
+        b.paused = false;
+        b.leader = None;
+        b.pending_acks.clear();
+        b.view = None;
+        b.fetch_sent_ms = None;
     }
 
     fn heal(&mut self) {
@@ -773,6 +850,7 @@ impl Sim {
             eprintln!("[{}] heal: broker {id}", self.step);
         }
         if !b.alive {
+            self.shutting_down.remove(&id);
             b.alive = true;
             b.paused = false;
             b.last_renew_ms = self.now;
@@ -819,6 +897,8 @@ impl Sim {
     /// Heal everything, let the system settle, and check every acknowledged write is on
     /// every in-sync replica at its offset.
     fn settle_and_verify(&mut self) {
+        self.shutting_down.clear();
+        self.stop_at.iter_mut().for_each(|t| *t = None);
         for b in &mut self.brokers {
             if !b.alive {
                 b.alive = true;
