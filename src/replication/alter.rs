@@ -46,15 +46,15 @@ pub async fn run(
                     crate::metrics::ISR_EXPANDS_TOTAL
                 };
                 metrics::counter!(counter).increment(1);
-                partition.isr_outcome(Some(&state));
+                partition.isr_outcome(&proposal, Some(&state));
             }
             Ok(None) => {
                 tracing::info!(partition = %id, isr = ?proposal.isr, "ISR change refused: the partition changed meanwhile");
-                partition.isr_outcome(None);
+                partition.isr_outcome(&proposal, None);
             }
             Err(error) => {
                 tracing::warn!(partition = %id, %error, "ISR change not written");
-                partition.isr_outcome(None);
+                partition.isr_outcome(&proposal, None);
             }
         }
     }

@@ -211,6 +211,12 @@ impl Partition {
             let log_end = {
                 let mut log = self.log.lock();
                 log.set_leader_epoch(epoch);
+                // Kafka's makeLeader → maybeAssignEpochStartOffset: the epoch starts at
+                // the log end now, not at its first batch, so that a follower whose tail
+                // diverges before any write in this epoch is still told where.
+                if let Err(error) = log.start_leader_epoch(epoch) {
+                    tracing::warn!(partition = %self.id, epoch, %error, "could not record the leader epoch start");
+                }
                 log.log_end_offset()
             };
             let high_watermark = (*self.high_watermark.borrow()).min(log_end);
@@ -228,10 +234,22 @@ impl Partition {
             )));
         }
         if let Role::Leader(leader) = &mut *role {
-            if leader.on_leader_append(*self.log_end.borrow()) {
-                self.high_watermark.send_replace(leader.high_watermark());
-            }
+            leader.on_leader_append(*self.log_end.borrow());
+            self.publish_high_watermark(leader);
         }
+    }
+
+    /// Publishes the leader's high watermark if it moved (an ISR change or the store's
+    /// update may move it without an append).
+    fn publish_high_watermark(&self, leader: &LeaderState) {
+        let high_watermark = leader.high_watermark();
+        self.high_watermark.send_if_modified(|hw| {
+            let moved = high_watermark > *hw;
+            if moved {
+                *hw = high_watermark;
+            }
+            moved
+        });
     }
 
     /// Follows `leader` under `leader_epoch`: appends come only from its fetcher.
@@ -283,7 +301,7 @@ impl Partition {
         };
         self.log_end.send_replace(log_end);
         if leader.on_leader_append(log_end) {
-            self.high_watermark.send_replace(leader.high_watermark());
+            self.publish_high_watermark(leader);
         }
         Ok(info)
     }
@@ -524,7 +542,7 @@ impl Partition {
         drop(log);
         let (moved, proposal) = leader.on_follower_fetch(follower, fetch_offset, log_end, now_ms);
         if moved {
-            self.high_watermark.send_replace(leader.high_watermark());
+            self.publish_high_watermark(leader);
         }
         Ok(ReplicaRead {
             read: ReadResult {
@@ -566,19 +584,17 @@ impl Partition {
         leader.tick(now_ms, lag_max_ms, *self.log_end.borrow())
     }
 
-    /// The store's answer to an ISR proposal: `Some(state)` committed, `None` refused.
-    pub fn isr_outcome(&self, committed: Option<&PartitionAssignment>) {
+    /// The store's answer to `proposal`: `Some(state)` committed, `None` refused.
+    pub fn isr_outcome(&self, proposal: &IsrProposal, committed: Option<&PartitionAssignment>) {
         let mut role = self.role.lock();
         let Role::Leader(leader) = &mut *role else {
             return;
         };
-        match committed {
-            Some(state) => leader.proposal_committed(state.in_sync(), state.partition_epoch),
-            None => leader.proposal_failed(),
-        }
-        if leader.on_leader_append(*self.log_end.borrow()) {
-            self.high_watermark.send_replace(leader.high_watermark());
-        }
+        leader.proposal_answered(
+            proposal,
+            committed.map(|state| (state.in_sync(), state.partition_epoch)),
+        );
+        self.publish_high_watermark(leader);
     }
 
     /// `(follower, fetch offset, last caught-up time)` of each follower while leading.
@@ -624,8 +640,15 @@ impl Partition {
         let outcome = tokio::task::spawn_blocking(move || plan.run().map(|()| plan)).await;
         match outcome {
             Ok(Ok(plan)) => {
-                self.log.lock().mark_flushed(&plan);
-                self.durable_offset.fetch_max(up_to, Ordering::AcqRel);
+                let mut log = self.log.lock();
+                // A plan made before a truncation covers offsets that no longer exist:
+                // only the log's own recovery point says what is durable then.
+                let durable = if log.mark_flushed(&plan) {
+                    up_to
+                } else {
+                    log.recovery_point()
+                };
+                self.durable_offset.fetch_max(durable, Ordering::AcqRel);
                 Ok(())
             }
             Ok(Err(error)) => {
