@@ -52,8 +52,8 @@ def isr_listing(cluster: Cluster, topic: str, via=None) -> dict[int, tuple[int, 
     return parts
 
 
-def all_in_sync(cluster: Cluster, topic: str, n: int = 3) -> bool:
-    listing = isr_listing(cluster, topic)
+def all_in_sync(cluster: Cluster, topic: str, n: int = 3, via=None) -> bool:
+    listing = isr_listing(cluster, topic, via)
     return bool(listing) and all(len(isr) == n and leader > 0 for leader, _, isr in listing.values())
 
 
@@ -176,17 +176,18 @@ def test_a_paused_follower_leaves_the_isr_and_rejoins_after_sigcont(cluster, top
     wait_until(lambda: all_in_sync(cluster, topic), 15, what="all in sync")
     controller = cluster.metadata().controller_id
     victim = next(b for n, b in cluster.brokers.items() if n != controller)
+    watcher = cluster.brokers[controller]
     recorder = start_recorder(cluster, topic)
     os.kill(victim.pid, signal.SIGSTOP)
     try:
         wait_until(lambda: all(victim.node_id not in isr and leader > 0
-                               for leader, _, isr in isr_listing(cluster, topic).values()),
+                               for leader, _, isr in isr_listing(cluster, topic, watcher).values()),
                    LAG_MS / 1000 + LEASE_TTL_S + 8, what="the paused broker out of every ISR")
         acked = len(recorder.acked)
         wait_until(lambda: len(recorder.acked) > acked + 200, 15, what="acks=all writes going on with 2 of 3")
     finally:
         os.kill(victim.pid, signal.SIGCONT)
-    wait_until(lambda: all_in_sync(cluster, topic), 30, what="the follower back in every ISR")
+    wait_until(lambda: all_in_sync(cluster, topic, via=watcher), 30, what="the follower back in every ISR")
     recorder.finish()
     assert_nothing_acknowledged_lost(recorder, read_all(cluster, topic, 6))
 
