@@ -32,6 +32,7 @@ mod t_hostile;
 mod t_legacy;
 mod t_list_offsets;
 mod t_metadata;
+mod t_offset_for_leader_epoch;
 mod t_offsets;
 mod t_pipelining;
 mod t_produce;

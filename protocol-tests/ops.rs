@@ -17,12 +17,14 @@ use kafka_protocol::messages::produce_response::PartitionProduceResponse;
 use kafka_protocol::messages::{
     alter_configs_request, create_partitions_request, create_topics_request,
     delete_records_request, delete_topics_request, describe_configs_request, fetch_request,
-    incremental_alter_configs_request, list_offsets_request, metadata_request, produce_request,
-    AlterConfigsRequest, ApiKey, ApiVersionsRequest, ApiVersionsResponse, CreatePartitionsRequest,
-    CreateTopicsRequest, CreateTopicsResponse, DeleteRecordsRequest, DeleteTopicsRequest,
-    DeleteTopicsResponse, DescribeClusterRequest, DescribeConfigsRequest, FetchRequest,
-    FetchResponse, IncrementalAlterConfigsRequest, InitProducerIdRequest, InitProducerIdResponse,
-    ListOffsetsRequest, MetadataRequest, MetadataResponse, ProduceRequest, TopicName,
+    incremental_alter_configs_request, list_offsets_request, metadata_request,
+    offset_for_leader_epoch_request, produce_request, AlterConfigsRequest, ApiKey,
+    ApiVersionsRequest, ApiVersionsResponse, CreatePartitionsRequest, CreateTopicsRequest,
+    CreateTopicsResponse, DeleteRecordsRequest, DeleteTopicsRequest, DeleteTopicsResponse,
+    DescribeClusterRequest, DescribeConfigsRequest, FetchRequest, FetchResponse,
+    IncrementalAlterConfigsRequest, InitProducerIdRequest, InitProducerIdResponse,
+    ListOffsetsRequest, MetadataRequest, MetadataResponse, OffsetForLeaderEpochRequest,
+    ProduceRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
@@ -1049,4 +1051,41 @@ pub fn assert_broker_serves(ctx: &Ctx, what: &str) {
         !b.is_empty() && b[0].record_count == 3,
         "after {what}: Fetch v{fv} did not return the produced batch"
     );
+}
+
+pub fn offset_for_leader_epoch_req(
+    topic: &str,
+    partition: i32,
+    current_leader_epoch: i32,
+    leader_epoch: i32,
+) -> OffsetForLeaderEpochRequest {
+    OffsetForLeaderEpochRequest::default()
+        .with_replica_id((-1).into())
+        .with_topics(vec![
+            offset_for_leader_epoch_request::OffsetForLeaderTopic::default()
+                .with_topic(tn(topic))
+                .with_partitions(vec![
+                    offset_for_leader_epoch_request::OffsetForLeaderPartition::default()
+                        .with_partition(partition)
+                        .with_current_leader_epoch(current_leader_epoch)
+                        .with_leader_epoch(leader_epoch),
+                ]),
+        ])
+}
+
+/// One partition's OffsetForLeaderEpoch answer: `(error, leader epoch, end offset)`.
+pub fn offset_for_leader_epoch(
+    c: &mut Client,
+    v: i16,
+    topic: &str,
+    partition: i32,
+    current_leader_epoch: i32,
+    leader_epoch: i32,
+) -> (i16, i32, i64) {
+    let resp = c.call(
+        v,
+        &offset_for_leader_epoch_req(topic, partition, current_leader_epoch, leader_epoch),
+    );
+    let p = &resp.topics[0].partitions[0];
+    (p.error_code, p.leader_epoch, p.end_offset)
 }

@@ -124,6 +124,7 @@ fn sample_body(api: i16, v: i16, topic: &Topic) -> Option<Vec<u8>> {
                     ])]),
             v,
         ),
+        ApiKey::OffsetForLeaderEpoch => enc(&offset_for_leader_epoch_req(&topic.name, 0, -1, 0), v),
         ApiKey::DescribeConfigs => enc(
             &DescribeConfigsRequest::default().with_resources(vec![
                 describe_configs_request::DescribeConfigsResource::default()
