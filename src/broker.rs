@@ -527,8 +527,8 @@ fn sample(services: &Services, data_dir: &std::path::Path) {
     }
 }
 
-/// Partitions led here with replicas outside the ISR (every replica but the leader
-/// until replication lands), and — counted by the controller only, as in Kafka —
+/// Partitions led here with replicas outside the ISR, and — counted by the controller
+/// only, as in Kafka —
 /// partitions of the cluster without a live leader.
 fn replica_health(services: &Services) -> (usize, usize) {
     let store = &services.store;
@@ -541,7 +541,12 @@ fn replica_health(services: &Services) -> (usize, usize) {
         for index in 0..topic.spec.partitions {
             let placed = assignment.as_ref().and_then(|a| a.partition(index));
             match placed {
-                Some(p) if live.contains(&p.leader) && p.leader == me && p.replicas.len() > 1 => {
+                // Kafka's UnderReplicatedPartitions: led here, ISR smaller than the replicas.
+                Some(p)
+                    if live.contains(&p.leader)
+                        && p.leader == me
+                        && p.in_sync().len() < p.replicas.len() =>
+                {
                     under_replicated += 1;
                 }
                 Some(p) if live.contains(&p.leader) => {}

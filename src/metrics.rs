@@ -90,9 +90,7 @@ define_metrics! {
     Gauge(Count) LOG_END_OFFSET = "tern_log_end_offset";
     /// Partitions led by this broker.
     Gauge(Count) LEADER_PARTITIONS = "tern_leader_partitions";
-    /// Partitions whose in-sync replica set is smaller than their replica set.
-    ///
-    /// Always 0 until replication lands.
+    /// Partitions led here whose in-sync replica set is smaller than their replica set.
     Gauge(Count) UNDER_REPLICATED_PARTITIONS = "tern_under_replicated_partitions";
     /// Partitions with no live leader.
     Gauge(Count) OFFLINE_PARTITIONS = "tern_offline_partitions";
