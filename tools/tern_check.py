@@ -580,9 +580,11 @@ def read_everything(bootstrap: str) -> tuple[dict[int, list[tuple[int, bytes]]],
         consumer.close()
 
 
-def check_history(producer: ProducerLoop, got: dict[int, list[tuple[int, bytes]]]) -> dict:
-    sent = producer.sent
-    status, part, off = producer.status, producer.partition, producer.offset
+def check_history(status, part, off, got: dict[int, list[tuple[int, bytes]]]) -> dict:
+    """Checks what was read against the history: status[i] (PENDING/ACKED/FAILED),
+    part[i] and off[i] (where message i was acknowledged) for every message sent, and
+    got = {partition: [(offset, value)]} as read."""
+    sent = len(status)
     seen_at: dict[int, tuple[int, int]] = {}  # value -> where it was first read
     at_offset: dict[tuple[int, int], int] = {}
     duplicates = unknown = 0
@@ -836,7 +838,7 @@ def run(args) -> int:
             pass
         log("reading every partition back")
         got, marks, read_complete = read_everything(cluster.bootstrap())
-        checked = check_history(producer, got)
+        checked = check_history(producer.status, producer.partition, producer.offset, got)
         unclean = cluster.stop_all()
         log("auditing the replicas' segment files")
         audit = audit_replicas(cluster)
