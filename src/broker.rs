@@ -133,7 +133,7 @@ impl Broker {
             node_id: config.node_id,
             host: server.advertised_host.clone(),
             port: server.advertised_port,
-            rack: None,
+            rack: server.rack.clone(),
             weight: config.ring_weight,
             peer_address: server.peer_address.clone(),
             shutting_down: false,
@@ -161,7 +161,11 @@ impl Broker {
         topics.apply_broker_configs();
         let loaded = topics.load_all().await?;
         let offsets_topic = topics
-            .ensure_internal(OFFSETS_TOPIC, config.groups.offsets_topic_partitions)
+            .ensure_internal(
+                OFFSETS_TOPIC,
+                config.groups.offsets_topic_partitions,
+                config.groups.offsets_topic_replication_factor,
+            )
             .await?;
         let groups = Arc::new(
             GroupCoordinator::new(offsets_topic.spec.partitions, config.groups.coordinator)
@@ -280,6 +284,7 @@ impl Broker {
     /// Stops accepting, lets in-flight requests finish (bounded), then closes the logs.
     pub async fn shutdown(self) -> std::io::Result<()> {
         tracing::info!("shutting down");
+        self.move_leadership_away().await;
         self.shutdown.cancel();
         self.tasks.close();
         if tokio::time::timeout(limits::SHUTDOWN_WAIT, self.tasks.wait())
@@ -297,6 +302,40 @@ impl Broker {
             .map_err(std::io::Error::other)??;
         tracing::info!("shut down cleanly");
         Ok(())
+    }
+}
+
+impl Broker {
+    /// Controlled shutdown: asks the controller to move every leadership that can move
+    /// (a partition with another in-sync replica) and waits, bounded, until it has, so
+    /// that producers see a leader change instead of a dead leader.
+    async fn move_leadership_away(&self) {
+        let services = &self.services;
+        if services.store.brokers().len() < 2 {
+            return;
+        }
+        services.store.begin_shutdown().await;
+        let deadline = tokio::time::Instant::now() + limits::CONTROLLED_SHUTDOWN_WAIT;
+        loop {
+            let movable = services
+                .replicas
+                .led_partitions()
+                .iter()
+                .filter(|p| p.isr_size() > 1)
+                .count();
+            if movable == 0 {
+                tracing::info!("controlled shutdown: no movable leadership left here");
+                return;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                tracing::warn!(
+                    movable,
+                    "controlled shutdown: leaderships still here; leaving anyway"
+                );
+                return;
+            }
+            tokio::time::sleep(limits::PLACEMENT_POLL).await;
+        }
     }
 }
 

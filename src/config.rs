@@ -70,6 +70,8 @@ serve_args! {
     advertise: String = String::new(), "TERN_ADVERTISE";
     /// Address the other brokers of a cluster reach this one's Kafka listener at, HOST:PORT, when it differs from what clients are told (e.g. a container's name while --advertise is a host address) [default: the advertised address]
     peer_advertise: String = String::new(), "TERN_PEER_ADVERTISE";
+    /// This broker's rack (broker.rack): consumers with the same client.rack read from it when it holds an in-sync replica (KIP-392) [default: none]
+    broker_rack: String = String::new(), "TERN_BROKER_RACK";
     /// This broker's id [default: 1]
     node_id: i32 = 1, "TERN_NODE_ID";
     /// Cluster id: with --etcd, names the cluster (its etcd key prefix); alone, the id of a new data directory [default: "tern" with --etcd, else random and kept in the data dir]
@@ -112,6 +114,8 @@ serve_args! {
     replica_lag_time_max_ms: u64 = 30_000, "TERN_REPLICA_LAG_TIME_MAX_MS";
     /// acks=all produce waits until its data is fsynced (group commit) [default: true]
     flush_on_ack_all: bool = true, "TERN_FLUSH_ON_ACK_ALL";
+    /// Fault-injection tests only: after an unclean stop, drop every log's tail past its recovery checkpoint, as a machine losing power would lose what was not fsynced [default: false]
+    test_drop_unflushed_on_start: bool = false, "TERN_TEST_DROP_UNFLUSHED_ON_START";
     /// Delay before a new group's first rebalance, ms (group.initial.rebalance.delay.ms) [default: 3000]
     group_initial_rebalance_delay_ms: i32 = 3000, "TERN_GROUP_INITIAL_REBALANCE_DELAY_MS";
     /// Shortest session timeout a member may ask for, ms (group.min.session.timeout.ms) [default: 6000]
@@ -124,6 +128,8 @@ serve_args! {
     offsets_retention_minutes: i64 = 7 * 24 * 60, "TERN_OFFSETS_RETENTION_MINUTES";
     /// Partitions of the internal __consumer_offsets topic, fixed at its creation (offsets.topic.num.partitions) [default: 50]
     offsets_topic_num_partitions: i32 = 50, "TERN_OFFSETS_TOPIC_NUM_PARTITIONS";
+    /// Replicas of each __consumer_offsets partition, placed on as many live brokers as there are up to this (offsets.topic.replication.factor) [default: 3]
+    offsets_topic_replication_factor: i16 = 3, "TERN_OFFSETS_TOPIC_REPLICATION_FACTOR";
     /// Requests slower than this are logged at WARN with their span (ms; 0 disables) [default: 1000]
     slow_request_ms: u64 = 1000, "TERN_SLOW_REQUEST_MS";
     /// Log format: text or json [default: text]
@@ -164,6 +170,8 @@ pub struct Config {
 pub struct GroupsConfig {
     pub coordinator: crate::group::coordinator::CoordinatorConfig,
     pub offsets_topic_partitions: i32,
+    /// Replicas per offsets partition; the ring places min(this, live brokers).
+    pub offsets_topic_replication_factor: i16,
 }
 
 /// The Kafka listener's limits.
@@ -175,6 +183,8 @@ pub struct ServerConfig {
     /// Where other brokers reach this one (`--peer-advertise`), when not the advertised
     /// address.
     pub peer_address: Option<String>,
+    /// `broker.rack`, if set.
+    pub rack: Option<String>,
     pub max_request_bytes: u32,
     pub max_in_flight_requests: usize,
     pub max_connections: usize,
@@ -235,6 +245,7 @@ impl Config {
             .unwrap_or_else(|| listen.to_string());
         let (advertised_host, advertised_port) = split_host_port(&advertise)?;
         let peer_address = a.peer_advertise.filter(|s| !s.is_empty());
+        let rack = a.broker_rack.filter(|s| !s.is_empty());
         if let Some(address) = &peer_address {
             split_host_port(address)?;
         }
@@ -289,6 +300,7 @@ impl Config {
                 advertised_host,
                 advertised_port,
                 peer_address,
+                rack,
                 max_request_bytes: a
                     .max_request_bytes
                     .unwrap_or_else(defaults::max_request_bytes),
@@ -325,6 +337,9 @@ impl Config {
                         .unwrap_or_else(defaults::log_flush_interval_ms)
                         .max(1),
                 ),
+                drop_unflushed_on_start: a
+                    .test_drop_unflushed_on_start
+                    .unwrap_or_else(defaults::test_drop_unflushed_on_start),
             },
             retention_check_interval: Duration::from_millis(
                 a.log_retention_check_interval_ms
@@ -372,6 +387,13 @@ impl Config {
                             .unwrap_or_else(defaults::offsets_topic_num_partitions),
                     ),
                 )? as i32,
+                offsets_topic_replication_factor: positive(
+                    "offsets_topic_replication_factor",
+                    i64::from(
+                        a.offsets_topic_replication_factor
+                            .unwrap_or_else(defaults::offsets_topic_replication_factor),
+                    ),
+                )? as i16,
             },
         })
     }
@@ -504,6 +526,22 @@ impl Config {
                 Some(defaults::offsets_topic_num_partitions().to_string()),
                 Int,
                 "Partitions of __consumer_offsets, fixed when it is created.",
+            ),
+            entry(
+                "offsets.topic.replication.factor",
+                "offsets_topic_replication_factor",
+                self.groups.offsets_topic_replication_factor.to_string(),
+                Some(defaults::offsets_topic_replication_factor().to_string()),
+                Int,
+                "Replicas of each __consumer_offsets partition (at most the live brokers).",
+            ),
+            entry(
+                "replica.lag.time.max.ms",
+                "replica_lag_time_max_ms",
+                self.replica_lag_time_max.as_millis().to_string(),
+                Some(defaults::replica_lag_time_max_ms().to_string()),
+                Long,
+                "A follower that has not caught up for this long leaves the ISR.",
             ),
             entry(
                 "offsets.retention.minutes",
@@ -645,6 +683,10 @@ pub mod limits {
     /// Bound on connecting and on one request/response exchange.
     pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
     // Replication.
+
+    /// How long a controlled shutdown waits for its leaderships to move before it
+    /// leaves anyway (Kafka retries ControlledShutdown for about as long).
+    pub const CONTROLLED_SHUTDOWN_WAIT: Duration = Duration::from_secs(15);
 
     /// How long a group's commit waits for its ISR before REQUEST_TIMED_OUT (Kafka's
     /// `offsets.commit.timeout.ms`).

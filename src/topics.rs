@@ -197,6 +197,7 @@ impl TopicService {
         &self,
         name: &str,
         partitions: i32,
+        replication_factor: i16,
     ) -> Result<Arc<TopicReplicas>, TopicError> {
         let spec = match self.store.topic(name).await {
             Some(spec) => spec,
@@ -206,7 +207,9 @@ impl TopicService {
                 let topic = NewTopic {
                     name: name.to_string(),
                     partitions,
-                    replication_factor: 1,
+                    // Not capped by the brokers alive now: the ring places as many
+                    // replicas as there are live brokers, up to this, as they join.
+                    replication_factor,
                     configs,
                 };
                 match self.store.create_topic(topic).await {

@@ -1013,6 +1013,34 @@ impl MetadataStore for EtcdStore {
         monotonic_ms() < self.alive_until_ms.load(Ordering::Acquire)
     }
 
+    async fn begin_shutdown(&self) {
+        let lease = self.lease.load(Ordering::Acquire);
+        if lease == 0 {
+            return;
+        }
+        let key = self.keys.broker(self.node.node_id);
+        let mut node = self.node.clone();
+        node.shutting_down = true;
+        let Ok(value) = serde_json::to_vec(&node) else {
+            return;
+        };
+        // Only over this broker's own registration (same lease), never a successor's.
+        let txn = Txn::new()
+            .when([Compare::lease(key.clone(), CompareOp::Equal, lease)])
+            .and_then([TxnOp::put(
+                key,
+                value,
+                Some(PutOptions::new().with_lease(lease)),
+            )]);
+        match self.txn_seen(txn).await {
+            Ok(response) if response.succeeded() => {
+                tracing::info!("controlled shutdown: leaderships moving away")
+            }
+            Ok(_) => tracing::warn!("controlled shutdown: registration changed; leaving directly"),
+            Err(error) => tracing::warn!(%error, "controlled shutdown could not be announced"),
+        }
+    }
+
     async fn leave(&self) {
         let lease = self.lease.swap(0, Ordering::AcqRel);
         self.alive_until_ms.store(0, Ordering::Release);

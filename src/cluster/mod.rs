@@ -298,6 +298,10 @@ pub trait MetadataStore: Send + Sync + Debug + 'static {
     fn may_lead(&self) -> bool {
         true
     }
+    /// Announces a controlled shutdown (Kafka's ControlledShutdown): the controller
+    /// moves this broker's leaderships to other in-sync replicas and takes it out of
+    /// the ISRs, while it still serves.
+    async fn begin_shutdown(&self) {}
     /// Leaves the cluster on a clean shutdown, so others take over at once.
     async fn leave(&self) {}
 }

@@ -657,6 +657,29 @@ impl Partition {
         })
     }
 
+    /// A consumer's read here: as [`Self::read`], but a follower answers an offset past
+    /// its log end (the consumer's position came from the leader, which is ahead) with
+    /// no records rather than OFFSET_OUT_OF_RANGE, which would reset the consumer.
+    pub fn read_for_consumer(
+        &self,
+        offset: i64,
+        max_bytes: u64,
+        min_one: bool,
+    ) -> Result<ReadResult, PartitionError> {
+        match self.read(offset, max_bytes, min_one) {
+            Err(PartitionError::OutOfRange(range))
+                if offset > range.log_end && self.following().is_some() =>
+            {
+                Ok(ReadResult {
+                    records: None,
+                    high_watermark: self.high_watermark(),
+                    log_start_offset: range.log_start,
+                })
+            }
+            other => other,
+        }
+    }
+
     /// `(log start, high watermark, log end)`.
     pub fn offsets(&self) -> (i64, i64, i64) {
         let high_watermark = self.high_watermark();

@@ -52,6 +52,9 @@ pub struct Durability {
     pub flush_on_ack_all: bool,
     /// Everything is flushed at least this often (`log.flush.interval.ms`).
     pub flush_interval: Duration,
+    /// Tests only: an unclean start loses each log's tail past its recovery checkpoint,
+    /// emulating a power loss (what was only in the page cache is gone).
+    pub drop_unflushed_on_start: bool,
 }
 
 /// A topic's partitions as this broker sees them, indexed by partition number.
@@ -384,7 +387,14 @@ impl ReplicaManager {
                 .copied()
                 .unwrap_or(0),
         };
-        let log = Log::open(&dir, log_config.clone(), mode)?;
+        let mut log = Log::open(&dir, log_config.clone(), mode)?;
+        if self.durability.drop_unflushed_on_start && !mode.clean {
+            let doomed = log
+                .truncate_to(mode.recovery_point)
+                .map_err(io::Error::other)?;
+            tracing::warn!(partition = %id, recovery_point = mode.recovery_point, "test: dropped the unflushed tail");
+            doomed.delete()?;
+        }
         write_partition_metadata(&dir, spec.topic_id)?;
         let high_watermark = self
             .high_watermarks
@@ -577,6 +587,7 @@ mod tests {
         let durability = Durability {
             flush_on_ack_all: true,
             flush_interval: Duration::from_secs(1),
+            drop_unflushed_on_start: false,
         };
         let (replicas, _isr_changes) = ReplicaManager::new(dir.path(), 0, defaults, durability)?;
         let orders = spec("orders");

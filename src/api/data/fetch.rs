@@ -101,7 +101,16 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
                 .with_log_start_offset(-1)
                 .with_preferred_read_replica(BrokerId(-1))
                 .with_records(Some(Bytes::new()));
-            let partition = match replicas.as_ref().map(|t| t.partition(wanted.partition)) {
+            // KIP-392: a consumer (v11+) may read from a follower it was pointed to.
+            let follower_read = replica_id < 0 && ctx.api_version >= 11;
+            let lookup = replicas.as_ref().map(|t| {
+                t.partition(wanted.partition).or_else(|not_served| {
+                    t.replica(wanted.partition)
+                        .filter(|p| follower_read && p.following().is_some())
+                        .ok_or(not_served)
+                })
+            });
+            let partition = match lookup {
                 Some(Ok(partition)) => partition,
                 lookup => {
                     has_error = true;
@@ -154,8 +163,23 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
                     partitions.push(data.with_error_code(code.code()));
                     continue;
                 }
+                let preferred = (ctx.api_version >= 11 && partition.is_leader())
+                    .then(|| preferred_read_replica(ctx, partition, request.rack_id.as_str()))
+                    .flatten();
+                if let Some(preferred) = preferred {
+                    // Kafka answers with no records and the replica to read from.
+                    let (log_start, high_watermark, _) = partition.offsets();
+                    partitions.push(
+                        data.with_preferred_read_replica(BrokerId(preferred))
+                            .with_high_watermark(high_watermark)
+                            .with_last_stable_offset(high_watermark)
+                            .with_log_start_offset(log_start),
+                    );
+                    has_error = true;
+                    continue;
+                }
                 watches.push(partition.watch_high_watermark());
-                partition.read(wanted.fetch_offset, limit, bytes == 0)
+                partition.read_for_consumer(wanted.fetch_offset, limit, bytes == 0)
             };
             match outcome {
                 Ok(read) => {
@@ -205,6 +229,33 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
         watches,
         served,
     }
+}
+
+/// KIP-392's rack-aware selection: when the consumer names a rack the leader is not
+/// in, an in-sync follower in that rack (the most caught up, then the lowest id).
+fn preferred_read_replica(
+    ctx: &RequestContext,
+    partition: &crate::replication::Partition,
+    client_rack: &str,
+) -> Option<i32> {
+    if client_rack.is_empty() || ctx.services.node.rack.as_deref() == Some(client_rack) {
+        return None;
+    }
+    let in_rack: Vec<i32> = ctx
+        .services
+        .store
+        .brokers()
+        .into_iter()
+        .filter(|b| b.rack.as_deref() == Some(client_rack))
+        .map(|b| b.node_id)
+        .collect();
+    let isr = partition.isr();
+    partition
+        .follower_progress()
+        .into_iter()
+        .filter(|(id, _, _)| isr.contains(id) && in_rack.contains(id))
+        .max_by_key(|&(id, fetch_offset, _)| (fetch_offset, -id))
+        .map(|(id, _, _)| id)
 }
 
 /// Counts what was served per topic (bytes and records, by topic name) and the
