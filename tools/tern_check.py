@@ -383,17 +383,23 @@ class ProducerLoop(threading.Thread):
 
 # ---- faults ---------------------------------------------------------------------------
 
-def supports_drop_unflushed(binary: Path) -> bool:
+def drop_unflushed_args(binary: Path) -> list[str] | None:
+    """The flags that make one start of `tern serve` lose its unflushed tails, or None when
+    the broker has no such test-only flag (`--flag` alone, or `--flag true` for a valued one)."""
     try:
         out = subprocess.run([str(binary), "serve", "--help"], capture_output=True, timeout=30).stdout.decode()
     except (OSError, subprocess.TimeoutExpired):
-        return False
-    return DROP_UNFLUSHED_FLAG in out
+        return None
+    if DROP_UNFLUSHED_FLAG not in out:
+        return None
+    return [DROP_UNFLUSHED_FLAG, "true"] if f"{DROP_UNFLUSHED_FLAG} <" in out else [DROP_UNFLUSHED_FLAG]
 
 
 class Faults:
-    def __init__(self, cluster: Cluster, history: History, rng: random.Random, kinds: list[str]):
+    def __init__(self, cluster: Cluster, history: History, rng: random.Random, kinds: list[str],
+                 drop_args: list[str] | None = None):
         self.cluster = cluster
+        self.drop_args = drop_args or []
         self.history = history
         self.rng = rng
         self.kinds = kinds
@@ -401,6 +407,7 @@ class Faults:
         self.skipped: dict[str, int] = {}
         self.unrecovered = 0
         self.isr_not_full = 0
+        self.crashes: list[dict] = []
 
     def _pick_partition(self) -> tuple[int, tuple[int, list[int], list[int]]] | None:
         try:
@@ -429,8 +436,19 @@ class Faults:
         self.history.write(ev="fault", kind=kind, secs=round(now() - t0, 2), **detail)
         log(f"fault {sum(self.injected.values())}: {kind} {detail} ({now() - t0:.1f}s)")
 
+    def restart_crashed(self) -> None:
+        """A broker that exited without being killed here is counted, and started again."""
+        for n in self.cluster.nodes.values():
+            if n.broker.proc is not None and not n.alive():
+                code = n.broker.proc.returncode
+                self.crashes.append({"node": n.node_id, "exit": code, "log": str(n.broker.log_paths[-1])})
+                self.history.write(ev="broker_exited", node=n.node_id, exit=code)
+                log(f"broker {n.node_id} exited by itself (code {code}); restarting it")
+                n.start()
+
     def recover(self) -> None:
         """Waits (bounded) until every partition is led again and, softly, fully in sync."""
+        self.restart_crashed()
         t0 = now()
         try:
             wait_until(self.cluster.all_led, LEADERS_WAIT_S, interval=0.2, what="every partition led")
@@ -485,7 +503,7 @@ class Faults:
         n = self._node(leader)
         if n is None:
             return None
-        down = self._kill_and_restart(n, [DROP_UNFLUSHED_FLAG])
+        down = self._kill_and_restart(n, self.drop_args)
         return {"node": leader, "p": p, "down": round(down, 2)}
 
     def _pause(self, n: Node, secs: float) -> None:
@@ -721,12 +739,31 @@ def audit_replicas(cluster: Cluster) -> dict:
         details += [dict(p=p, **b) for b in bad]
         per_partition[p] = {"hw": hw, "batches": len(ref), "epochs": sorted({b[2] for b in ref}),
                             "replica_hws": {n: r["hw"] for n, r in replicas.items()},
+                            "replica_log_ends": {n: (r["batches"][-1][0] + r["batches"][-1][1] + 1)
+                                                 if r["batches"] else 0 for n, r in replicas.items()},
                             "torn_bytes": {n: r["torn"] for n, r in replicas.items() if r["torn"]},
                             "gaps": gaps}
     return {"replica_mismatches": mismatches, "mismatch_details": details[:20], "partitions": per_partition}
 
 
 # ---- the run --------------------------------------------------------------------------
+
+def panics_in_logs(cluster: Cluster) -> dict:
+    """How many times brokers panicked (Rust's "panicked at"), and where, from their logs."""
+    count, where = 0, {}
+    for n in cluster.nodes.values():
+        for path in n.broker.log_paths:
+            try:
+                text = path.read_text(errors="replace")
+            except OSError:
+                continue
+            for line in text.splitlines():
+                if " panicked at " in line:
+                    count += 1
+                    at = line.split(" panicked at ", 1)[1].rstrip(":")
+                    where[at] = where.get(at, 0) + 1
+    return {"count": count, "where": dict(sorted(where.items(), key=lambda kv: -kv[1])[:10])}
+
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(prog="tern-check", description=__doc__.split("\n\n")[0])
@@ -769,6 +806,8 @@ def print_table(summary: dict) -> None:
             ("DUPLICATES", summary["duplicates"]), ("OUT OF ORDER", summary["out_of_order"]),
             ("UNKNOWN values", summary["unknown"]), ("REPLICA MISMATCHES", summary["replica_mismatches"]),
             ("fatal producer errors", summary["fatal_producer_errors"]),
+            ("brokers that exited by themselves", len(summary["broker_exits"])),
+            ("broker panics (in their logs)", summary["panics"]["count"]),
             ("faults injected", summary["faults_total"])]
     rows += [(f"  {k}", v) for k, v in summary["faults"].items()]
     rows += [("not recovered in time", summary["unrecovered"]), ("ISR not back to 3 between faults",
@@ -783,6 +822,8 @@ def print_table(summary: dict) -> None:
         print("producer delivery errors:", summary["producer_errors"])
     for k, v in summary.get("examples", {}).items():
         print(f"examples of {k}: {v}")
+    if summary["panics"]["count"]:
+        print("broker panics at:", summary["panics"]["where"])
     for d in summary.get("mismatch_details", []):
         print("replica mismatch:", d)
 
@@ -794,8 +835,8 @@ def run(args) -> int:
     temp = args.work_dir is None
     work = Path(tempfile.mkdtemp(prefix="tern-check-")) if temp else args.work_dir.resolve()
     work.mkdir(parents=True, exist_ok=True)
-    drop_supported = supports_drop_unflushed(binary)
-    kinds, left_out = choose_kinds(args.faults, drop_supported)
+    drop_args = drop_unflushed_args(binary)
+    kinds, left_out = choose_kinds(args.faults, drop_args is not None)
     log(f"seed {seed}; work dir {work}; faults {kinds or 'none'}" + (f"; left out: {left_out}" if left_out else ""))
     history = History(work / "history.jsonl")
     history.write(ev="start", seed=seed, faults=kinds, rate=args.rate, seconds=args.seconds, binary=str(binary))
@@ -810,7 +851,7 @@ def run(args) -> int:
             return 2
         producer = ProducerLoop(cluster, history, args.rate, args.message_timeout_ms)
         producer.start()
-        faults = Faults(cluster, history, rng, kinds)
+        faults = Faults(cluster, history, rng, kinds, drop_args)
         t0 = now()
         time.sleep(min(2.0, args.seconds))  # some traffic before the first fault
         while now() - t0 < args.seconds and producer.is_alive():
@@ -855,6 +896,7 @@ def run(args) -> int:
             "producer_errors": producer.errors, "unrecovered": faults.unrecovered,
             "isr_not_full": faults.isr_not_full, "final_in_sync": final_in_sync, "read_complete": read_complete,
             "watermarks": {p: list(m) for p, m in marks.items()}, "final_partitions": final_partitions,
+            "broker_exits": faults.crashes, "panics": panics_in_logs(cluster),
             "audit": audit["partitions"], "unclean_stops": unclean, "work_dir": str(work),
             "examples": checked["examples"], "mismatch_details": audit["mismatch_details"],
         }
