@@ -861,6 +861,7 @@ def run(args) -> int:
             time.sleep(min(rng.uniform(args.pause_min, args.pause_max), max(0.0, args.seconds - (now() - t0))))
         fault_seconds = round(now() - t0, 1)
         log(f"faults done after {fault_seconds}s; healing and flushing")
+        faults.restart_crashed()
         cluster.heal_all()
         producer.stop_event.set()
         producer.join(args.message_timeout_ms / 1000 + 60)
