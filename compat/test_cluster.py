@@ -34,8 +34,11 @@ FAILOVER_BOUND_S = LEASE_TTL_S + 2
 
 
 class Cluster:
-    def __init__(self, tmp_path, brokers: int = 3):
+    def __init__(self, tmp_path, brokers: int = 3, extra_args: list[str] | None = None,
+                 rack_of=None):
         self.tmp = tmp_path
+        self.extra_args = list(extra_args or [])
+        self.rack_of = rack_of
         self.etcd = Etcd(tmp_path / "etcd", tmp_path / "logs")
         self.brokers: dict[int, Broker] = {}
         for node in range(1, brokers + 1):
@@ -47,7 +50,8 @@ class Cluster:
             node_id=node,
             extra_args=["--etcd", etcd_endpoint or self.etcd.endpoint, "--etcd-lease-ttl-secs", str(LEASE_TTL_S),
                         "--metrics", f"127.0.0.1:{free_port()}", "--http", f"127.0.0.1:{free_port()}",
-                        "--group-initial-rebalance-delay-ms", "300"],
+                        "--group-initial-rebalance-delay-ms", "300", *self.extra_args,
+                        *(["--broker-rack", self.rack_of(node)] if self.rack_of else [])],
         )
         self.brokers[node] = b
         if start:
@@ -85,9 +89,11 @@ class Cluster:
         md = self.metadata(via, topic)
         return {p.id: p.leader for p in md.topics[topic].partitions.values()}
 
-    def create_topic(self, topic: str, partitions: int) -> None:
+    def create_topic(self, topic: str, partitions: int, replication_factor: int = 3,
+                     config: dict | None = None) -> None:
         admin = AdminClient({"bootstrap.servers": self.bootstrap()})
-        admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(15)
+        new = NewTopic(topic, partitions, replication_factor, config=config or {})
+        admin.create_topics([new])[topic].result(15)
         # Each broker learns of the topic through its own etcd watch: wait until every one of
         # them knows a leader for every partition, so no test races a broker's cache.
         for b in self.live():

@@ -34,6 +34,8 @@ pub fn append_error(error: &AppendError) -> ResponseError {
             ResponseError::InvalidProducerEpoch
         }
         AppendError::Io { .. } => ResponseError::KafkaStorageError,
+        // Only a follower's fetcher appends replicated batches; no client sees this.
+        AppendError::NotContiguous { .. } => ResponseError::UnknownServerError,
     }
 }
 

@@ -172,6 +172,15 @@ impl OffsetIndex {
         }
     }
 
+    /// Drops the entries of batches at or past byte `position` (a log truncation).
+    pub fn truncate_to_position(&mut self, position: u64) {
+        let keep = self
+            .file
+            .floor(position as i64 - 1, |e| i64::from(Self::decode(e).1))
+            .map_or(0, |i| i + 1);
+        self.file.truncate_entries(keep);
+    }
+
     /// Checks entries are increasing and point inside a log of `log_bytes`.
     pub fn is_consistent(&self, log_bytes: u64) -> bool {
         let mut previous: Option<(u32, u32)> = None;
@@ -217,6 +226,13 @@ mod tests {
         assert_eq!(index.lookup(1_000), (130, 8192));
         assert!(index.is_consistent(10_000));
         assert!(!index.is_consistent(5_000), "entry points past the log");
+        index.truncate_to_position(8192);
+        assert_eq!(index.inner().len(), 1, "the entry at the cut goes");
+        assert_eq!(index.lookup(1_000), (110, 4096));
+        index.truncate_to_position(4097);
+        assert_eq!(index.inner().len(), 1);
+        index.truncate_to_position(0);
+        assert!(index.inner().is_empty());
         Ok(())
     }
 

@@ -17,6 +17,7 @@
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -44,6 +45,10 @@ pub struct MappedFile {
     capacity: u64,
     /// Bytes of the file backed by allocated blocks; writes stay below this.
     allocated: u64,
+    /// The furthest end of any view [`MappedFile::slice`] handed out. While a view may
+    /// be alive, the file is never shortened below it (SIGBUS) and a log truncation
+    /// does not rewrite bytes below it.
+    exposed: AtomicU64,
 }
 
 impl MappedFile {
@@ -63,7 +68,24 @@ impl MappedFile {
             mode,
             capacity,
             allocated,
+            exposed: AtomicU64::new(0),
         })
+    }
+
+    /// Whether a view handed out by [`MappedFile::slice`] may still be alive and reach
+    /// past `position`. Exact about "none alive": every view holds a reference to the
+    /// map, so with none left only this file holds it (and no view can be made without
+    /// `&self`, which a caller holding `&mut self` excludes).
+    pub fn has_views_beyond(&self, position: u64) -> bool {
+        Arc::strong_count(&self.map) > 1 && self.exposed.load(Ordering::Relaxed) > position
+    }
+
+    /// Forgets views that reached past `position` once none is alive any more.
+    pub fn forget_views_beyond(&mut self, position: u64) {
+        if Arc::strong_count(&self.map) == 1 {
+            let exposed = self.exposed.get_mut();
+            *exposed = (*exposed).min(position);
+        }
     }
 
     /// Bytes the mapping can hold.
@@ -127,6 +149,37 @@ impl MappedFile {
         Ok(())
     }
 
+    /// Makes `[position, file length)` read as zeros without changing the file's
+    /// length (so no map view past it can fault): `fallocate(ZERO_RANGE)`, which keeps
+    /// the blocks allocated, else a punched hole, else written zeros. A metadata
+    /// operation on most file systems, not a copy. Callers make sure no live view
+    /// covers the range (see [`MappedFile::has_views_beyond`]).
+    pub fn zero_from(&mut self, position: u64) -> io::Result<()> {
+        if position >= self.allocated {
+            return Ok(());
+        }
+        let offset = libc::off_t::try_from(position).map_err(io::Error::other)?;
+        let len = libc::off_t::try_from(self.allocated - position).map_err(io::Error::other)?;
+        for mode in [
+            libc::FALLOC_FL_ZERO_RANGE,
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+        ] {
+            // SAFETY: a plain syscall on a descriptor we own; no memory is passed.
+            if unsafe { libc::fallocate(self.file.as_raw_fd(), mode, offset, len) } == 0 {
+                return Ok(());
+            }
+        }
+        use std::os::unix::fs::FileExt;
+        let zeros = vec![0u8; 64 << 10];
+        let mut at = position;
+        while at < self.allocated {
+            let n = (self.allocated - at).min(zeros.len() as u64) as usize;
+            self.file.write_all_at(&zeros[..n], at)?;
+            at += n as u64;
+        }
+        Ok(())
+    }
+
     /// Borrows `len` bytes at `position`, or `None` past the file length.
     pub fn read_at(&self, position: u64, len: usize) -> Option<&[u8]> {
         let start = usize::try_from(position).ok()?;
@@ -146,6 +199,7 @@ impl MappedFile {
         if end as u64 > self.allocated {
             return None;
         }
+        self.exposed.fetch_max(end as u64, Ordering::Relaxed);
         Some(Bytes::from_owner(MapSlice {
             map: Arc::clone(&self.map),
             start,
@@ -172,10 +226,19 @@ impl MappedFile {
         }
     }
 
-    /// Shrinks the file to `len` bytes, releasing preallocated blocks past it.
+    /// Shrinks the file to `len` bytes, releasing preallocated blocks past it — but
+    /// never below the end of a view that may still be alive: touching a mapped page
+    /// past the end of its file raises SIGBUS. [`MappedFile::allocated`] tells the
+    /// length the file got.
     ///
     /// The mapping stays as large as before; nothing may read past `len` afterwards.
     pub fn truncate(&mut self, len: u64) -> io::Result<()> {
+        let floor = if Arc::strong_count(&self.map) > 1 {
+            self.exposed.load(Ordering::Relaxed)
+        } else {
+            0
+        };
+        let len = len.max(floor.min(self.allocated));
         self.file.set_len(len)?;
         self.allocated = len;
         Ok(())
@@ -246,8 +309,9 @@ struct MapSlice {
 impl AsRef<[u8]> for MapSlice {
     fn as_ref(&self) -> &[u8] {
         // SAFETY: `MappedFile::slice` checked the range against the file length when
-        // it made this owner; the mapping lives as long as `self.map`, and the log
-        // never rewrites or truncates bytes below the committed end it handed out.
+        // it made this owner; the mapping lives as long as `self.map`; the file is
+        // never shortened below a live view (`truncate`), and the log never rewrites
+        // bytes a live view covers (a log truncation checks `has_views_beyond`).
         unsafe {
             std::slice::from_raw_parts(self.map.as_ptr().add(self.start), self.end - self.start)
         }
@@ -280,6 +344,37 @@ mod tests {
         map.truncate(11)?;
         assert_eq!(std::fs::metadata(dir.path().join("f"))?.len(), 11);
         assert!(map.slice(5, 7).is_none());
+        Ok(())
+    }
+
+    #[test]
+    fn views_are_tracked_and_keep_the_file_from_shrinking_under_them() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("f");
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)?;
+        let mut map = MappedFile::new(file, 1 << 20, WriteMode::File)?;
+        map.write_at(0, &[7u8; 10_000])?;
+        let view = map.slice(4_000, 4_000).ok_or(io::Error::other("no view"))?;
+        assert!(map.has_views_beyond(7_999) && !map.has_views_beyond(8_000));
+        map.truncate(5_000)?;
+        assert_eq!(std::fs::metadata(&path)?.len(), 8_000, "kept for the view");
+        assert!(view.iter().all(|&b| b == 7));
+        drop(view);
+        assert!(!map.has_views_beyond(0));
+        map.zero_from(6_000)?;
+        assert_eq!(
+            std::fs::metadata(&path)?.len(),
+            8_000,
+            "zeroing keeps the length"
+        );
+        assert_eq!(map.read_at(5_999, 2), Some(&[7u8, 0][..]));
+        map.truncate(5_000)?;
+        assert_eq!(std::fs::metadata(&path)?.len(), 5_000, "no view: trimmed");
         Ok(())
     }
 

@@ -9,13 +9,22 @@
 //!     00000000000000004096.log        ... the active (last) segment is preallocated
 //!     00000000000000004096.snapshot   producer state as of offset 4096 (taken at roll)
 //!     log-start-offset                written by DeleteRecords
+//!     leader-epoch-checkpoint         epoch -> start offset, Kafka's format (epochs.rs)
+//!     *.deleted                       taken out by a truncation, not unlinked yet
 //! ```
 //!
 //! Invariants: offsets in the log are contiguous from the first segment's base to the
-//! log end offset; no reader is ever handed bytes past a segment's committed size.
+//! log end offset; no reader is ever handed bytes past a segment's committed size; no
+//! file is shortened, and no byte rewritten, under a view a reader may still hold.
+//!
+//! A leader appends producers' batches ([`Log::append`]: offsets and epoch assigned
+//! here); a follower appends its leader's batches as they are
+//! ([`Log::append_replicated`]) and cuts a divergent tail ([`Log::truncate_to`]), so
+//! that replicas are byte-identical below the high watermark.
 
 pub mod batch;
 pub mod compression;
+pub mod epochs;
 pub mod index;
 mod mmap;
 pub mod producer_state;
@@ -25,11 +34,12 @@ pub mod time_index;
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 
-use self::batch::BatchError;
+use self::batch::{BatchError, BatchHeader};
+use self::epochs::LeaderEpochCache;
 use self::mmap::RangeFlusher;
 use self::producer_state::{ProducerStateTable, SequenceCheck, SequenceError};
 use self::segment::{Segment, SegmentSizes};
@@ -90,6 +100,9 @@ pub enum AppendError {
     LargerThanSegment { bytes: u64, segment_bytes: u64 },
     #[error(transparent)]
     Sequence(#[from] SequenceError),
+    /// Replicated batches that do not continue the log where it ends.
+    #[error("replicated batch at offset {found} does not follow the log end {expected}")]
+    NotContiguous { expected: i64, found: i64 },
     #[error("writing log {dir}: {source}")]
     Io {
         dir: PathBuf,
@@ -136,6 +149,13 @@ pub struct FlushPlan {
     log_start: Option<i64>,
     /// The directory's change count to sync up to, when it changed since its last sync.
     dir_changes: Option<u64>,
+    /// The leader-epoch checkpoint was rewritten since its last sync.
+    sync_epochs: bool,
+    /// The log's truncation count when the plan was made, and the log's shared count:
+    /// a plan made before a truncation must not write its (older) snapshot after it,
+    /// nor mark anything flushed (see [`Log::mark_flushed`]).
+    generation: u64,
+    shape: Arc<Mutex<u64>>,
 }
 
 impl FlushPlan {
@@ -159,7 +179,15 @@ impl FlushPlan {
             )?;
         }
         if let Some((offset, raw)) = &self.snapshot {
-            write_snapshot_file(&self.dir, *offset, raw)?;
+            write_snapshot_file(
+                &self.dir,
+                *offset,
+                raw,
+                Some((&self.shape, self.generation)),
+            )?;
+        }
+        if self.sync_epochs {
+            epochs::sync(&self.dir)?;
         }
         if self.dir_changes.is_some() {
             sync_dir(&self.dir)?;
@@ -185,6 +213,8 @@ struct Deferred {
     /// Segment files created in the directory, counted; `dir_synced` of them are durable.
     dir_changes: u64,
     dir_synced: u64,
+    /// The leader-epoch checkpoint was rewritten (without fsync) since the last flush.
+    epochs_unsynced: bool,
 }
 
 /// Segments taken out of the log, whose files the caller deletes once it no longer
@@ -192,19 +222,32 @@ struct Deferred {
 /// `Bytes` of them keep their mappings alive.
 #[derive(Debug, Default)]
 #[must_use = "the files of removed segments stay on disk until delete() is called"]
-pub struct Doomed(Vec<Segment>);
+pub struct Doomed {
+    segments: Vec<Segment>,
+    /// Other files to unlink (producer snapshots above a truncation point).
+    files: Vec<PathBuf>,
+}
 
 impl Doomed {
+    /// Segments taken out.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.segments.len()
     }
+    /// Nothing to delete.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.segments.is_empty() && self.files.is_empty()
     }
     /// Removes the segments' files.
     pub fn delete(self) -> io::Result<()> {
-        for segment in &self.0 {
+        for segment in &self.segments {
             segment.delete_files()?;
+        }
+        for path in &self.files {
+            match std::fs::remove_file(path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
         }
         Ok(())
     }
@@ -221,6 +264,9 @@ pub struct Log {
     /// Everything below this offset is on disk.
     recovery_point: i64,
     deferred: Deferred,
+    epochs: LeaderEpochCache,
+    /// How many truncations and resets the log went through (see [`FlushPlan`]).
+    shape: Arc<Mutex<u64>>,
 }
 
 const LOG_START_FILE: &str = "log-start-offset";
@@ -251,11 +297,12 @@ impl Log {
                 continue;
             }
             let next_base = bases.get(i + 1).copied();
+            let limit = next_base.unwrap_or(i64::MAX);
             let below_recovery_point = next_base.is_some_and(|n| n <= mode.recovery_point);
             if mode.clean || below_recovery_point {
-                segments.insert(base, Segment::open(dir, base, sizes, true)?);
+                segments.insert(base, Segment::open_bounded(dir, base, sizes, true, limit)?);
             } else {
-                let mut segment = Segment::open(dir, base, sizes, false)?;
+                let mut segment = Segment::open_bounded(dir, base, sizes, false, limit)?;
                 let report = segment.recover(mode.recovery_point)?;
                 if report.truncated_bytes > 0 {
                     tracing::info!(dir = %dir.display(), base, truncated = report.truncated_bytes, "recovered segment tail");
@@ -282,16 +329,71 @@ impl Log {
             leader_epoch: 0,
             recovery_point: 0,
             deferred,
+            epochs: LeaderEpochCache::new(),
+            shape: Arc::new(Mutex::new(0)),
         };
-        log.log_start_offset = log.log_start_offset.min(log.log_end_offset());
-        log.recovery_point = log.log_end_offset();
+        let log_end = log.log_end_offset();
+        log.log_start_offset = log.log_start_offset.min(log_end);
+        // After a crash, what lies past the checkpoint was found in files that may have
+        // been only in the page cache of the crashed process: it stays unflushed (the
+        // recovered segments count it so) until the next flush syncs it.
+        log.recovery_point = if mode.clean {
+            log_end
+        } else {
+            mode.recovery_point.clamp(first_base, log_end)
+        };
         // Segments wholly below the log start are left by a deletion that a crash or a
         // failed unlink interrupted; they are not part of the log.
         if let Err(error) = log.take_segments_below_log_start()?.delete() {
             tracing::warn!(dir = %dir.display(), %error, "could not delete segments below the log start");
         }
         log.load_producer_state()?;
+        log.load_epochs(mode)?;
         Ok(log)
+    }
+
+    /// Reads the leader-epoch checkpoint and brings it in line with the recovered log:
+    /// entries past its end go, epochs of the batches past the recovery point (which
+    /// the file may not have caught) are added. A missing or unreadable file is
+    /// rebuilt from every batch header.
+    fn load_epochs(&mut self, mode: OpenMode) -> io::Result<()> {
+        let (mut cache, from) = match LeaderEpochCache::load(&self.dir)? {
+            Some(cache) => (
+                cache,
+                if mode.clean {
+                    i64::MAX
+                } else {
+                    self.recovery_point
+                },
+            ),
+            None => (LeaderEpochCache::unwritten(), 0),
+        };
+        cache.truncate_from_end(self.log_end_offset());
+        for segment in self.segments.values() {
+            if segment.next_offset() <= from {
+                continue;
+            }
+            segment.for_each_batch_from(from, |header| {
+                cache.assign(header.partition_leader_epoch(), header.base_offset());
+            });
+        }
+        cache.truncate_from_start(self.log_start_offset);
+        self.epochs = cache;
+        self.persist_epochs().map_err(|e| match e {
+            AppendError::Io { source, .. } => source,
+            other => io::Error::other(other),
+        })
+    }
+
+    /// Writes the epoch cache's file if it changed; its fsync goes with the next flush.
+    fn persist_epochs(&mut self) -> Result<(), AppendError> {
+        if !self.epochs.is_dirty() {
+            return Ok(());
+        }
+        self.epochs.write(&self.dir).map_err(io_error(&self.dir))?;
+        self.deferred.epochs_unsynced = true;
+        self.deferred.dir_changes += 1;
+        Ok(())
     }
 
     /// Loads the newest usable producer-state snapshot and replays batches after it.
@@ -433,6 +535,10 @@ impl Log {
             self.maybe_roll(header.total_bytes() as u64, now_ms)
                 .map_err(io_error(&self.dir))?;
             let epoch = self.leader_epoch;
+            // Before the batch, as Kafka does: an entry starting at the log end with no
+            // batch behind it (the write failed) is dropped at the next open.
+            self.epochs.assign(epoch, base);
+            self.persist_epochs()?;
             let appended = self.active_mut().and_then(|segment| {
                 segment.append(header.bytes(), base, epoch, log_append_time, now_ms)
             });
@@ -446,6 +552,264 @@ impl Log {
             last_offset: last,
             log_append_time,
         })
+    }
+
+    /// The latest leader epoch with an entry in the epoch cache (the epoch of the
+    /// newest batch, or one started by [`Log::start_leader_epoch`]).
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.epochs.latest().map(|(epoch, _)| epoch)
+    }
+
+    /// OffsetForLeaderEpoch's answer for `epoch`, as Kafka's `endOffsetFor`: the
+    /// largest epoch `<=` `epoch` this log knows and the offset where it ended, or
+    /// `(-1, -1)` ([`LeaderEpochCache::end_offset_for`]).
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
+        self.epochs.end_offset_for(epoch, self.log_end_offset())
+    }
+
+    /// The epoch cache's `(epoch, start_offset)` entries, ascending.
+    pub fn epoch_entries(&self) -> &[(i32, i64)] {
+        self.epochs.entries()
+    }
+
+    /// Becoming the leader in `epoch`: batches appended from now on carry it, and the
+    /// epoch cache records that it starts at the log end now, before any batch, as
+    /// Kafka does at election (`maybeAssignEpochStartOffset`). Without that entry a
+    /// follower whose divergent epoch lies between this leader's last written epoch
+    /// and `epoch` would get an undefined answer instead of the truncation point.
+    pub fn start_leader_epoch(&mut self, epoch: i32) -> Result<(), AppendError> {
+        self.leader_epoch = epoch;
+        self.epochs.assign(epoch, self.log_end_offset());
+        self.persist_epochs()
+    }
+
+    /// Appends batches a follower fetched from its leader, byte for byte as they came
+    /// (offsets, leader epochs, timestamps, producer ids, CRC), so that the replica is
+    /// identical to the leader's log.
+    ///
+    /// Every whole batch's framing and CRC-32C are checked before anything is written,
+    /// and the batches must continue the log exactly where it ends
+    /// ([`AppendError::NotContiguous`] otherwise: nothing written). A trailing partial
+    /// batch (a fetch response may end in one) is ignored; when nothing whole is left,
+    /// nothing is appended and the answer's `last_offset` is below its `base_offset`.
+    /// Producer state is recorded from each batch without sequence checks (the leader
+    /// made them), so that it is there if this replica becomes the leader.
+    pub fn append_replicated(&mut self, records: &[u8]) -> Result<AppendInfo, AppendError> {
+        let log_end = self.log_end_offset();
+        let mut headers = Vec::new();
+        let mut rest = records;
+        let mut expected = log_end;
+        while !rest.is_empty() {
+            let header = match BatchHeader::parse_checked(rest) {
+                Ok(header) => header,
+                Err(BatchError::Truncated { .. }) => break,
+                Err(error) => return Err(error.into()),
+            };
+            if header.base_offset() != expected {
+                return Err(AppendError::NotContiguous {
+                    expected,
+                    found: header.base_offset(),
+                });
+            }
+            expected = header.last_offset() + 1;
+            rest = &rest[header.total_bytes()..];
+            headers.push(header);
+        }
+        let now_ms = wall_clock_ms();
+        for header in &headers {
+            self.maybe_roll(header.total_bytes() as u64, now_ms)
+                .map_err(io_error(&self.dir))?;
+            self.epochs
+                .assign(header.partition_leader_epoch(), header.base_offset());
+            self.persist_epochs()?;
+            self.active_mut()
+                .and_then(|segment| segment.append_raw(header, now_ms))
+                .map_err(io_error(&self.dir))?;
+            self.producers.record(header, header.base_offset());
+        }
+        Ok(AppendInfo {
+            base_offset: log_end,
+            last_offset: expected - 1,
+            log_append_time: None,
+        })
+    }
+
+    /// Removes every batch at or above `offset` (rounded down to the start of the
+    /// batch holding it): a follower cutting the tail where its log diverged from its
+    /// leader's. Nothing when `offset` is at or past the log end; below the log start,
+    /// the whole log goes as with [`Log::reset_to`] (Kafka's `truncateFullyAndStartAt`).
+    ///
+    /// No file is shortened under a live view (a response may still be writing
+    /// `Bytes` of the tail), and nothing slow happens here:
+    /// - segments wholly above the cut are taken out and returned to be deleted off
+    ///   the lock; their files are renamed to `*.deleted` at once, so that a crash
+    ///   cannot bring them back;
+    /// - the segment holding the cut is shortened logically (committed size and index
+    ///   entries). If no reader holds a view past the cut, a zeroed batch length is
+    ///   written there (so a scan at open stops) and it takes appends again; if one
+    ///   may, its bytes are left alone and a new active segment starts at the cut,
+    ///   whose base offset bounds the old one at the next open.
+    ///
+    /// The recovery point drops to the cut, so a crash rescans from there, and the
+    /// next flush syncs the invalidation; producer state is rebuilt as of the cut
+    /// (snapshots above it go) and the epoch cache is truncated from the end.
+    pub fn truncate_to(&mut self, offset: i64) -> Result<Doomed, AppendError> {
+        let log_end = self.log_end_offset();
+        if offset < 0 {
+            return Err(self.out_of_range(offset));
+        }
+        if offset >= log_end {
+            return Ok(Doomed::default());
+        }
+        if offset < self.log_start_offset {
+            return self.reset_to(offset);
+        }
+        let dir = self.dir.clone();
+        let target_base = self
+            .segments
+            .range(..=offset)
+            .next_back()
+            .map(|(&base, _)| base)
+            .ok_or_else(|| self.out_of_range(offset))?;
+        let above: Vec<i64> = self
+            .segments
+            .range(target_base + 1..)
+            .map(|(&base, _)| base)
+            .collect();
+        let mut doomed = self.take_segments(&above);
+        let target = self
+            .segments
+            .get_mut(&target_base)
+            .ok_or_else(|| io_error(&dir)(io::Error::other("log has no segment")))?;
+        let new_end = target.truncate_to(offset).map_err(io_error(&dir))?;
+        let (mut roll, mut fresh) = (false, false);
+        if target.is_empty() {
+            // Nothing left in it: it goes too, and an empty one starts at the cut (not
+            // the previous segment, whose file was trimmed and may hold a stale tail
+            // that only the next segment's base offset bounds).
+            let mut emptied = self.take_segments(&[target_base]);
+            doomed.segments.append(&mut emptied.segments);
+            fresh = true;
+        } else if target.has_views_past_end() {
+            roll = true;
+        } else {
+            target.invalidate_tail().map_err(io_error(&dir))?;
+            self.deferred
+                .seals
+                .push((target_base, vec![target.file_syncer()]));
+        }
+        for segment in &mut doomed.segments {
+            segment.mark_deleted().map_err(io_error(&dir))?;
+        }
+        if !doomed.segments.is_empty() {
+            self.deferred.dir_changes += 1;
+        }
+        if fresh {
+            self.segments.insert(
+                new_end,
+                Segment::create(&self.dir, new_end, self.config.sizes()).map_err(io_error(&dir))?,
+            );
+            self.deferred.dir_changes += 1;
+        }
+        self.bump_shape();
+        self.recovery_point = self.recovery_point.min(new_end);
+        if self
+            .deferred
+            .snapshot
+            .as_ref()
+            .is_some_and(|(at, _)| *at > new_end)
+        {
+            self.deferred.snapshot = None;
+        }
+        doomed
+            .files
+            .extend(self.take_snapshots_above(new_end).map_err(io_error(&dir))?);
+        self.producers = ProducerStateTable::default();
+        self.load_producer_state().map_err(io_error(&dir))?;
+        self.epochs.truncate_from_end(new_end);
+        self.persist_epochs()?;
+        if roll {
+            self.roll(0).map_err(io_error(&dir))?;
+        }
+        Ok(doomed)
+    }
+
+    /// Empties the log and starts it again at `offset`: a follower whose log ends below
+    /// its leader's log start, or a new replica of a partition whose log does not start
+    /// at 0. Every segment goes (to be deleted off the lock; renamed to `*.deleted` at
+    /// once), one empty active segment starts at `offset`, which becomes the log start
+    /// (written by the next flush, as DeleteRecords' is); producer state and the epoch
+    /// cache are cleared.
+    pub fn reset_to(&mut self, offset: i64) -> Result<Doomed, AppendError> {
+        if offset < 0 {
+            return Err(self.out_of_range(offset));
+        }
+        let dir = self.dir.clone();
+        let all: Vec<i64> = self.segments.keys().copied().collect();
+        let mut doomed = self.take_segments(&all);
+        for segment in &mut doomed.segments {
+            segment.mark_deleted().map_err(io_error(&dir))?;
+        }
+        self.segments.insert(
+            offset,
+            Segment::create(&self.dir, offset, self.config.sizes()).map_err(io_error(&dir))?,
+        );
+        self.deferred.dir_changes += 2;
+        self.bump_shape();
+        self.log_start_offset = offset;
+        self.deferred.log_start = Some(offset);
+        self.recovery_point = offset;
+        self.deferred.snapshot = None;
+        doomed
+            .files
+            .extend(self.take_snapshots_above(-1).map_err(io_error(&dir))?);
+        self.producers = ProducerStateTable::default();
+        self.epochs.clear();
+        self.persist_epochs()?;
+        Ok(doomed)
+    }
+
+    fn out_of_range(&self, offset: i64) -> AppendError {
+        AppendError::Io {
+            dir: self.dir.clone(),
+            source: io::Error::new(
+                io::ErrorKind::InvalidInput,
+                OffsetOutOfRange {
+                    offset,
+                    log_start: self.log_start_offset,
+                    log_end: self.log_end_offset(),
+                },
+            ),
+        }
+    }
+
+    /// Counts a change of the log's shape: flush plans made before it are stale.
+    fn bump_shape(&mut self) {
+        let mut generation = self.shape.lock().unwrap_or_else(|e| e.into_inner());
+        *generation += 1;
+    }
+
+    fn generation(&self) -> u64 {
+        *self.shape.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Renames the producer snapshots taken above `offset` to `*.deleted` (they
+    /// describe batches that are gone) and returns their new paths, to unlink later.
+    fn take_snapshots_above(&mut self, offset: i64) -> io::Result<Vec<PathBuf>> {
+        let mut taken = Vec::new();
+        for at in list_suffix(&self.dir, ".snapshot")? {
+            if at > offset {
+                let path = snapshot_path(&self.dir, at);
+                let mut renamed = path.as_os_str().to_os_string();
+                renamed.push(segment::DELETED_SUFFIX);
+                std::fs::rename(&path, &renamed)?;
+                taken.push(PathBuf::from(renamed));
+            }
+        }
+        if !taken.is_empty() {
+            self.deferred.dir_changes += 1;
+        }
+        Ok(taken)
     }
 
     fn maybe_roll(&mut self, incoming_bytes: u64, now_ms: i64) -> io::Result<()> {
@@ -490,6 +854,20 @@ impl Log {
         max_bytes: u64,
         min_one: bool,
     ) -> Result<Option<Bytes>, OffsetOutOfRange> {
+        self.read_below(offset, max_bytes, min_one, self.log_end_offset())
+    }
+
+    /// [`Log::read`] of the whole batches whose base offset is below `upper` only: a
+    /// consumer's fetch is bounded by the high watermark. `None` when nothing below
+    /// `upper` starts at or after the batch holding `offset`. Whether `offset` is in
+    /// range is judged against the log, not `upper`.
+    pub fn read_below(
+        &self,
+        offset: i64,
+        max_bytes: u64,
+        min_one: bool,
+        upper: i64,
+    ) -> Result<Option<Bytes>, OffsetOutOfRange> {
         let log_end = self.log_end_offset();
         if offset < self.log_start_offset || offset > log_end {
             return Err(OffsetOutOfRange {
@@ -513,7 +891,10 @@ impl Log {
             if segment.next_offset() <= offset {
                 continue;
             }
-            if let Some(bytes) = segment.read(offset, max_bytes, min_one) {
+            if segment.base_offset() >= upper {
+                break;
+            }
+            if let Some(bytes) = segment.read_below(offset, max_bytes, min_one, upper) {
                 return Ok(Some(bytes));
             }
         }
@@ -593,6 +974,8 @@ impl Log {
         let doomed = self
             .take_segments_below_log_start()
             .map_err(io_error(&self.dir))?;
+        self.epochs.truncate_from_start(offset);
+        self.persist_epochs()?;
         Ok((self.log_start_offset, doomed))
     }
 
@@ -618,12 +1001,13 @@ impl Log {
         self.deferred
             .seals
             .retain(|(base, _)| !bases.contains(base));
-        Doomed(
-            bases
+        Doomed {
+            segments: bases
                 .iter()
                 .filter_map(|base| self.segments.remove(base))
                 .collect(),
-        )
+            files: Vec::new(),
+        }
     }
 
     /// Takes out segments past `retention.ms` or beyond `retention.bytes`, oldest first.
@@ -665,6 +1049,11 @@ impl Log {
         if let Some(&first) = self.segments.keys().next() {
             self.log_start_offset = self.log_start_offset.max(first);
         }
+        self.epochs.truncate_from_start(self.log_start_offset);
+        self.persist_epochs().map_err(|e| match e {
+            AppendError::Io { source, .. } => source,
+            other => io::Error::other(other),
+        })?;
         Ok(doomed)
     }
 
@@ -684,12 +1073,19 @@ impl Log {
             log_start: deferred.log_start,
             dir_changes: (deferred.dir_changes > deferred.dir_synced)
                 .then_some(deferred.dir_changes),
+            sync_epochs: deferred.epochs_unsynced,
+            generation: self.generation(),
+            shape: Arc::clone(&self.shape),
         }
     }
 
     /// Records that `plan` ran successfully. Work deferred after the plan was made
-    /// stays pending for the next one.
+    /// stays pending for the next one. A plan made before a truncation or a reset
+    /// marks nothing: what it synced may have been cut, and its offsets re-used.
     pub fn mark_flushed(&mut self, plan: &FlushPlan) {
+        if plan.generation != self.generation() {
+            return;
+        }
         for (base, to, _) in &plan.segments {
             if let Some(segment) = self.segments.get_mut(base) {
                 segment.mark_flushed(*to);
@@ -710,6 +1106,10 @@ impl Log {
         if let Some(changes) = plan.dir_changes {
             deferred.dir_synced = deferred.dir_synced.max(changes);
         }
+        if plan.sync_epochs && deferred.dir_synced >= deferred.dir_changes {
+            // No rewrite since the plan was made (each one counts a directory change).
+            deferred.epochs_unsynced = false;
+        }
         self.recovery_point = self.recovery_point.max(plan.up_to_offset);
     }
 
@@ -724,7 +1124,12 @@ impl Log {
         plan.run()?;
         self.mark_flushed(&plan);
         self.active_mut()?.seal()?;
-        write_snapshot_file(&self.dir, self.log_end_offset(), &self.producer_snapshot()?)
+        write_snapshot_file(
+            &self.dir,
+            self.log_end_offset(),
+            &self.producer_snapshot()?,
+            None,
+        )
     }
 }
 
@@ -733,9 +1138,18 @@ fn snapshot_path(dir: &Path, offset: i64) -> PathBuf {
 }
 
 /// Writes a producer-state snapshot and keeps only the two newest (older ones are
-/// never read).
-fn write_snapshot_file(dir: &Path, offset: i64, raw: &[u8]) -> io::Result<()> {
-    write_atomically(&snapshot_path(dir, offset), raw)?;
+/// never read). With a `guard`, the snapshot is put in place only if the log's shape
+/// count still is the one given: a snapshot of a log that was truncated since it was
+/// taken would describe batches that are gone.
+fn write_snapshot_file(
+    dir: &Path,
+    offset: i64,
+    raw: &[u8],
+    guard: Option<(&Mutex<u64>, u64)>,
+) -> io::Result<()> {
+    if !write_atomically_if(&snapshot_path(dir, offset), raw, guard)? {
+        return Ok(());
+    }
     let snapshots = list_suffix(dir, ".snapshot")?;
     if snapshots.len() > 2 {
         for old in &snapshots[..snapshots.len() - 2] {
@@ -745,14 +1159,15 @@ fn write_snapshot_file(dir: &Path, offset: i64, raw: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// Removes what a crash left of [`write_atomically`]'s temporary files.
+/// Removes what a crash left of [`write_atomically`]'s temporary files, and files
+/// taken out of the log but not unlinked yet.
 fn remove_temporary_files(dir: &Path) -> io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         if entry
             .file_name()
             .to_str()
-            .is_some_and(|n| n.ends_with(".tmp"))
+            .is_some_and(|n| n.ends_with(".tmp") || n.ends_with(segment::DELETED_SUFFIX))
         {
             let _ = std::fs::remove_file(entry.path());
         }
@@ -793,6 +1208,17 @@ fn read_i64_file(path: &Path) -> io::Result<Option<i64>> {
 /// Writes `data` to `path` so that a crash leaves either the old or the new file:
 /// write a temporary file, fsync it, rename it over, fsync the directory.
 pub fn write_atomically(path: &Path, data: &[u8]) -> io::Result<()> {
+    write_atomically_if(path, data, None).map(|_| ())
+}
+
+/// [`write_atomically`], renaming only if `guard`'s count (checked under its lock, so
+/// that no truncation runs between the check and the rename) is the one given.
+/// Returns whether the file was put in place.
+fn write_atomically_if(
+    path: &Path,
+    data: &[u8],
+    guard: Option<(&Mutex<u64>, u64)>,
+) -> io::Result<bool> {
     use std::io::Write;
     use std::sync::atomic::{AtomicU64, Ordering};
     // A temporary name of its own per call: two writers of the same file must not
@@ -807,11 +1233,28 @@ pub fn write_atomically(path: &Path, data: &[u8]) -> io::Result<()> {
         file.write_all(data)?;
         file.sync_all()?;
     }
-    std::fs::rename(&tmp, path)?;
+    match guard {
+        None => std::fs::rename(&tmp, path)?,
+        Some((shape, generation)) => {
+            let current = shape.lock().unwrap_or_else(|e| e.into_inner());
+            if *current != generation {
+                drop(current);
+                let _ = std::fs::remove_file(&tmp);
+                return Ok(false);
+            }
+            std::fs::rename(&tmp, path)?;
+        }
+    }
     if let Some(parent) = path.parent() {
         sync_dir(parent)?;
     }
-    Ok(())
+    Ok(true)
+}
+
+fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 #[cfg(test)]
@@ -1231,7 +1674,602 @@ mod tests {
         assert_eq!(log.max_timestamp(), Some((11, 10_000)));
         Ok(())
     }
+
+    // ---- replication: follower appends, truncation, epochs ----
+
+    type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+    fn open_with(dir: &Path, clean: bool, recovery_point: i64) -> io::Result<Log> {
+        Log::open(
+            dir,
+            small_config(),
+            OpenMode {
+                clean,
+                recovery_point,
+            },
+        )
+    }
+
+    /// (base offset, last offset, leader epoch, max timestamp) of a batch.
+    type BatchSummary = (i64, i64, i32, i64);
+
+    /// Every batch of the log.
+    fn batches_of(log: &Log) -> Result<Vec<BatchSummary>, Box<dyn std::error::Error>> {
+        let mut out = Vec::new();
+        let mut offset = log.log_start_offset();
+        while let Some(bytes) = log.read(offset, 1 << 20, true)? {
+            for header in batch::batches(&bytes) {
+                let header = header?;
+                out.push((
+                    header.base_offset(),
+                    header.last_offset(),
+                    header.partition_leader_epoch(),
+                    header.max_timestamp(),
+                ));
+                offset = header.last_offset() + 1;
+            }
+        }
+        assert_eq!(offset, log.log_end_offset(), "reads reach the log end");
+        Ok(out)
+    }
+
+    fn all_bytes(log: &Log) -> Result<Vec<u8>, Box<dyn std::error::Error>> {
+        let mut out = Vec::new();
+        let mut offset = log.log_start_offset();
+        while let Some(bytes) = log.read(offset, 1 << 20, true)? {
+            out.extend_from_slice(&bytes);
+            offset = batches_last(&bytes)? + 1;
+        }
+        Ok(out)
+    }
+
+    fn batches_last(bytes: &[u8]) -> Result<i64, BatchError> {
+        let mut last = -1;
+        for header in batch::batches(bytes) {
+            last = header?.last_offset();
+        }
+        Ok(last)
+    }
+
+    /// A leader log: plain batches under epoch 0, idempotent ones under epoch 3,
+    /// rolled over several segments.
+    fn leader_log(dir: &Path) -> Result<Log, Box<dyn std::error::Error>> {
+        let mut log = fresh(dir)?;
+        log.start_leader_epoch(0)?;
+        for i in 0..20 {
+            log.append(&simple_batch(2, 1_000 + i), 0)?;
+        }
+        log.start_leader_epoch(3)?;
+        let records = vec![TestRecord::default(); 3];
+        for seq in 0..20 {
+            log.append(
+                &encode_batch(&records, 2_000 + i64::from(seq), (7, 1, seq * 3)),
+                0,
+            )?;
+        }
+        assert!(log.segment_count() >= 3, "the test spans segments");
+        Ok(log)
+    }
+
+    #[test]
+    fn a_follower_copies_its_leader_byte_for_byte() -> TestResult {
+        let leader_dir = tempfile::tempdir()?;
+        let follower_dir = tempfile::tempdir()?;
+        let leader = leader_log(leader_dir.path())?;
+        let mut follower = fresh(follower_dir.path())?;
+        let mut offset = 0;
+        while let Some(bytes) = leader.read(offset, 300, true)? {
+            // A fetch response may end mid-batch: append it with half a batch more.
+            let mut chunk = bytes.to_vec();
+            if let Ok(Some(next)) = leader.read(batches_last(&bytes)? + 1, 1, true) {
+                chunk.extend_from_slice(&next[..next.len() / 2]);
+            }
+            let info = follower.append_replicated(&chunk)?;
+            assert_eq!(info.base_offset, offset);
+            offset = info.last_offset + 1;
+        }
+        assert_eq!(follower.log_end_offset(), leader.log_end_offset());
+        assert_eq!(all_bytes(&follower)?, all_bytes(&leader)?, "same bytes");
+        assert_eq!(batches_of(&follower)?, batches_of(&leader)?);
+        assert_eq!(
+            follower.segments.keys().collect::<Vec<_>>(),
+            leader.segments.keys().collect::<Vec<_>>(),
+            "same segment boundaries"
+        );
+        for (&base, segment) in &follower.segments {
+            let size = segment.size() as usize;
+            let ours = std::fs::read(segment::log_path(follower_dir.path(), base))?;
+            let theirs = std::fs::read(segment::log_path(leader_dir.path(), base))?;
+            assert_eq!(ours[..size], theirs[..size], "segment {base} identical");
+        }
+        assert_eq!(follower.epoch_entries(), &[(0, 0), (3, 40)]);
+        assert_eq!(follower.epoch_entries(), leader.epoch_entries());
+        assert_eq!(follower.latest_epoch(), Some(3));
+        assert_eq!(follower.end_offset_for_epoch(0), (0, 40));
+        assert_eq!(follower.producers, leader.producers, "producer state");
+        // Promoted, the follower knows the producer: a retry is a duplicate and the
+        // next sequence is accepted.
+        follower.start_leader_epoch(4)?;
+        let records = vec![TestRecord::default(); 3];
+        let retry = encode_batch(&records, 0, (7, 1, 57));
+        assert_eq!(follower.append(&retry, 0)?.base_offset, 97);
+        let next = encode_batch(&records, 0, (7, 1, 60));
+        assert_eq!(follower.append(&next, 0)?.base_offset, 100);
+        assert_eq!(follower.latest_epoch(), Some(4));
+        // The epoch file came along too, and survives a restart.
+        follower.close()?;
+        let reopened = open_with(follower_dir.path(), true, 0)?;
+        assert_eq!(reopened.epoch_entries(), &[(0, 0), (3, 40), (4, 100)]);
+        Ok(())
+    }
+
+    #[test]
+    fn a_gap_an_overlap_or_a_corrupt_batch_is_refused_with_nothing_written() -> TestResult {
+        let leader_dir = tempfile::tempdir()?;
+        let follower_dir = tempfile::tempdir()?;
+        let leader = leader_log(leader_dir.path())?;
+        let mut follower = fresh(follower_dir.path())?;
+        let first = leader.read(0, 1, true)?.ok_or("no batch")?;
+        let second = leader.read(2, 1, true)?.ok_or("no batch")?;
+        let third = leader.read(4, 1, true)?.ok_or("no batch")?;
+        assert!(matches!(
+            follower.append_replicated(&second),
+            Err(AppendError::NotContiguous {
+                expected: 0,
+                found: 2
+            })
+        ));
+        let gap = [&first[..], &third[..]].concat();
+        assert!(matches!(
+            follower.append_replicated(&gap),
+            Err(AppendError::NotContiguous {
+                expected: 2,
+                found: 4
+            })
+        ));
+        let mut corrupt = [&first[..], &second[..]].concat();
+        let last = corrupt.len() - 1;
+        corrupt[last] ^= 1;
+        assert!(matches!(
+            follower.append_replicated(&corrupt),
+            Err(AppendError::Batch(BatchError::CrcMismatch { .. }))
+        ));
+        assert_eq!(follower.log_end_offset(), 0, "nothing of any refused set");
+        assert!(follower.epoch_entries().is_empty());
+        follower.append_replicated(&first)?;
+        assert!(matches!(
+            follower.append_replicated(&first),
+            Err(AppendError::NotContiguous {
+                expected: 2,
+                found: 0
+            })
+        ));
+        let nothing = follower.append_replicated(&second[..20])?;
+        assert!(
+            nothing.last_offset < nothing.base_offset,
+            "only a partial batch"
+        );
+        assert_eq!(follower.log_end_offset(), 2);
+        Ok(())
+    }
+
+    fn log_file_lengths(dir: &Path) -> io::Result<BTreeMap<String, u64>> {
+        let mut lengths = BTreeMap::new();
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.contains(".log") {
+                lengths.insert(name, entry.metadata()?.len());
+            }
+        }
+        Ok(lengths)
+    }
+
+    #[test]
+    fn truncation_across_segments_then_appends_reads_only_the_new_batches() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        let mut log = fresh(dir.path())?;
+        for i in 0..40 {
+            log.append(&simple_batch(2, 1_000 + i), 0)?;
+        }
+        let segments = log.segment_count();
+        assert!(segments > 3);
+        // Into the middle of the second segment, an offset inside a batch: rounded
+        // down to the batch's start.
+        let second = *log.segments.keys().nth(1).ok_or("no segment")?;
+        let cut = second + 5;
+        let doomed = log.truncate_to(cut)?;
+        assert_eq!(log.log_end_offset(), second + 4);
+        assert_eq!(doomed.len(), segments - 2, "the segments above go");
+        doomed.delete()?;
+        assert_eq!(list_suffix(dir.path(), ".log")?.len(), 2);
+        for i in 0..30 {
+            log.append(&simple_batch(2, 5_000 + i), 0)?;
+        }
+        let batches = batches_of(&log)?;
+        let mut expected = 0;
+        for &(base, last, _, ts) in &batches {
+            assert_eq!(base, expected, "contiguous");
+            expected = last + 1;
+            if base < second + 4 {
+                assert!(ts < 5_000, "an old batch below the cut");
+            } else {
+                assert!(ts >= 5_000, "offset {base} holds a truncated batch");
+            }
+        }
+        assert_eq!(expected, second + 4 + 60);
+        assert!(
+            log.segment_count() > 2,
+            "the shortened segment rolled again"
+        );
+        assert!(log.truncate_to(1_000)?.is_empty(), "past the end: a no-op");
+        // Back to the very start of a segment: it goes, an empty one starts there.
+        let third = *log.segments.keys().nth(2).ok_or("no segment")?;
+        log.truncate_to(third)?.delete()?;
+        assert_eq!(log.log_end_offset(), third);
+        assert_eq!(log.segments.keys().next_back(), Some(&third));
+        assert_eq!(log.append(&simple_batch(1, 9_000), 0)?.base_offset, third);
+        Ok(())
+    }
+
+    #[test]
+    fn a_view_taken_before_a_truncation_stays_readable_and_no_file_shrinks_under_it() -> TestResult
+    {
+        let dir = tempfile::tempdir()?;
+        let mut log = fresh(dir.path())?;
+        for i in 0..40 {
+            log.append(&simple_batch(2, 1_000 + i), 0)?;
+        }
+        let second = *log.segments.keys().nth(1).ok_or("no segment")?;
+        let active = *log.segments.keys().next_back().ok_or("no segment")?;
+        // Views of the tail of a retired segment and of the active one.
+        let retired_view = log.read(second + 2, 1 << 20, true)?.ok_or("no data")?;
+        let active_view = log.read(active, 1 << 20, true)?.ok_or("no data")?;
+        let (retired_copy, active_copy) = (retired_view.to_vec(), active_view.to_vec());
+        let before = log_file_lengths(dir.path())?;
+        let doomed = log.truncate_to(second + 2)?;
+        assert_eq!(log.log_end_offset(), second + 2);
+        assert!(
+            log.segments.contains_key(&(second + 2)),
+            "a view reaches past the cut: a new segment starts there"
+        );
+        for i in 0..30 {
+            log.append(&simple_batch(2, 5_000 + i), 0)?;
+        }
+        let flushed = log.flush_plan();
+        flushed.run()?;
+        log.mark_flushed(&flushed);
+        doomed.delete()?; // unlinking a mapped file is safe
+        assert_eq!(retired_view[..], retired_copy[..], "no byte rewritten");
+        assert_eq!(active_view[..], active_copy[..]);
+        let after = log_file_lengths(dir.path())?;
+        for (name, length) in &before {
+            if let Some(now) = after.get(name) {
+                assert!(now >= length, "{name} shrank from {length} to {now}");
+            }
+        }
+        let batches = batches_of(&log)?;
+        assert!(batches
+            .iter()
+            .all(|&(base, _, _, ts)| (base < second + 2) == (ts < 5_000)));
+        drop((retired_view, active_view));
+        // The stale tail of the retired segment stays bounded after a crash and after
+        // a clean restart alike.
+        let end = log.log_end_offset();
+        let checkpoint = log.checkpoint_offset();
+        drop(log);
+        for (clean, recovery_point) in [(false, checkpoint), (false, 0)] {
+            let reopened = open_with(dir.path(), clean, recovery_point)?;
+            assert_eq!(reopened.log_end_offset(), end);
+            assert_eq!(batches_of(&reopened)?, batches);
+        }
+        let mut reopened = open_with(dir.path(), false, checkpoint)?;
+        reopened.close()?;
+        let reopened = open_with(dir.path(), true, 0)?;
+        assert_eq!(batches_of(&reopened)?, batches);
+        Ok(())
+    }
+
+    /// Truncates a flushed log, appends new batches, and crashes: whichever recovery
+    /// checkpoint the restart uses (before or after the truncation), and whether or
+    /// not the removed segments' files were deleted, no truncated batch comes back.
+    #[test]
+    fn truncated_batches_never_come_back_after_a_crash() -> TestResult {
+        // (cut as a segment index and an offset within it, append afterwards, delete doomed)
+        for (segment_index, within, append_after, delete) in [
+            (usize::MAX, 2, false, false), // the active segment
+            (usize::MAX, 2, true, true),
+            (1, 4, true, false), // a retired segment
+            (1, 4, false, true),
+            (0, 6, true, true),
+        ] {
+            let dir = tempfile::tempdir()?;
+            let mut log = fresh(dir.path())?;
+            for i in 0..40 {
+                log.append(&simple_batch(2, 1_000 + i), 0)?;
+            }
+            flush(&mut log)?;
+            let old_checkpoint = log.checkpoint_offset();
+            assert_eq!(old_checkpoint, 80);
+            let bases: Vec<i64> = log.segments.keys().copied().collect();
+            let base = *bases.get(segment_index).unwrap_or(&bases[bases.len() - 1]);
+            let cut = base + within;
+            let doomed = log.truncate_to(cut)?;
+            assert!(log.checkpoint_offset() <= cut, "the recovery point dropped");
+            if delete {
+                doomed.delete()?;
+            } else {
+                drop(doomed); // crash before the unlink
+            }
+            if append_after {
+                for i in 0..3 {
+                    log.append(&simple_batch(1, 7_000 + i), 0)?;
+                }
+            }
+            let expected = batches_of(&log)?;
+            let not_flushed_checkpoint = log.checkpoint_offset();
+            let plan = log.flush_plan();
+            plan.run()?;
+            log.mark_flushed(&plan);
+            let new_checkpoint = log.checkpoint_offset();
+            assert_eq!(new_checkpoint, log.log_end_offset());
+            drop(log); // crash
+            for recovery_point in [old_checkpoint, not_flushed_checkpoint, new_checkpoint, 0] {
+                let reopened = open_with(dir.path(), false, recovery_point)?;
+                let case = format!("cut {cut}, recovery point {recovery_point}");
+                assert_eq!(batches_of(&reopened)?, expected, "{case}");
+                assert!(
+                    list_suffix(dir.path(), ".log")?
+                        .iter()
+                        .all(|&b| b <= reopened.log_end_offset()),
+                    "{case}: no segment file above the log end"
+                );
+                drop(reopened);
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_clean_restart_after_truncation_keeps_the_cut() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        let mut log = fresh(dir.path())?;
+        for i in 0..40 {
+            log.append(&simple_batch(2, 1_000 + i), 0)?;
+        }
+        let second = *log.segments.keys().nth(1).ok_or("no segment")?;
+        log.truncate_to(second + 2)?.delete()?;
+        log.append(&simple_batch(1, 9_000), 0)?;
+        let expected = batches_of(&log)?;
+        log.close()?;
+        let log = open_with(dir.path(), true, 0)?;
+        assert_eq!(batches_of(&log)?, expected);
+        assert_eq!(log.log_end_offset(), second + 3);
+        Ok(())
+    }
+
+    #[test]
+    fn producer_state_after_truncation_forgets_what_was_cut() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        let mut log = fresh(dir.path())?;
+        let records = vec![TestRecord::default(); 2];
+        // Enough batches to roll (and snapshot) a few times, all from producer 5.
+        let mut seq = 0;
+        while log.segment_count() < 4 {
+            log.append(&encode_batch(&records, 0, (5, 0, seq)), 0)?;
+            seq += 2;
+            if log.segment_count() == 2 {
+                flush(&mut log)?; // a snapshot file at the second segment's base
+            }
+        }
+        flush(&mut log)?;
+        let snapshots = list_suffix(dir.path(), ".snapshot")?;
+        assert!(!snapshots.is_empty());
+        let cut = *log.segments.keys().nth(1).ok_or("no segment")? + 4;
+        log.truncate_to(cut)?.delete()?;
+        assert!(
+            list_suffix(dir.path(), ".snapshot")?
+                .iter()
+                .all(|&s| s <= cut),
+            "snapshots above the cut go"
+        );
+        // The batch just below the cut is a duplicate; the one at the cut is new.
+        let kept = encode_batch(&records, 0, (5, 0, (cut - 2) as i32));
+        assert_eq!(log.append(&kept, 0)?.base_offset, cut - 2, "duplicate");
+        assert_eq!(log.log_end_offset(), cut);
+        let cut_away = encode_batch(&records, 0, (5, 0, cut as i32));
+        assert_eq!(log.append(&cut_away, 0)?.base_offset, cut, "appended anew");
+        let beyond = encode_batch(&records, 0, (5, 0, cut as i32 + 4));
+        assert!(matches!(
+            log.append(&beyond, 0),
+            Err(AppendError::Sequence(_))
+        ));
+        // And so after a crash.
+        drop(log);
+        let mut log = fresh(dir.path())?;
+        assert_eq!(log.append(&cut_away, 0)?.base_offset, cut, "duplicate now");
+        Ok(())
+    }
+
+    #[test]
+    fn a_flush_planned_before_a_truncation_marks_nothing_and_writes_no_snapshot() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        let mut log = fresh(dir.path())?;
+        let mut i = 0;
+        while log.segment_count() < 3 {
+            log.append(&simple_batch(2, i), 0)?;
+            i += 1;
+        }
+        let plan = log.flush_plan();
+        let planned_snapshot = plan.snapshot.as_ref().map(|(at, _)| *at).ok_or("none")?;
+        let first_end = log.segments.values().next().ok_or("none")?.next_offset();
+        log.truncate_to(first_end - 2)?.delete()?;
+        assert!(planned_snapshot > log.log_end_offset());
+        plan.run()?;
+        log.mark_flushed(&plan);
+        assert!(log.recovery_point() <= log.log_end_offset());
+        assert!(
+            !list_suffix(dir.path(), ".snapshot")?.contains(&planned_snapshot),
+            "a stale plan wrote its snapshot above the cut"
+        );
+        assert!(log.unflushed_bytes() < u64::MAX);
+        flush(&mut log)?;
+        assert_eq!(log.checkpoint_offset(), log.log_end_offset());
+        Ok(())
+    }
+
+    #[test]
+    fn reset_starts_an_empty_log_at_an_offset() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        let mut log = fresh(dir.path())?;
+        log.start_leader_epoch(2)?;
+        let records = vec![TestRecord::default(); 2];
+        for seq in 0..30 {
+            log.append(&encode_batch(&records, 0, (9, 0, seq * 2)), 0)?;
+        }
+        let view = log.read(0, 1 << 20, true)?.ok_or("no data")?;
+        let copy = view.to_vec();
+        let doomed = log.reset_to(1_000)?;
+        assert!(doomed.len() > 1);
+        assert_eq!(
+            (log.log_start_offset(), log.log_end_offset()),
+            (1_000, 1_000)
+        );
+        assert!(log.epoch_entries().is_empty() && log.producers.is_empty());
+        assert!(log.read(0, 100, true).is_err());
+        doomed.delete()?;
+        assert_eq!(view[..], copy[..], "a view of a reset log stays readable");
+        // A replicated batch at 1000 continues it.
+        let leader_dir = tempfile::tempdir()?;
+        let mut leader = fresh(leader_dir.path())?;
+        leader.reset_to(1_000)?.delete()?;
+        leader.start_leader_epoch(5)?;
+        leader.append(&encode_batch(&records, 0, (9, 0, 0)), 0)?;
+        let batch = leader.read(1_000, 1 << 20, true)?.ok_or("no data")?;
+        log.append_replicated(&batch)?;
+        assert_eq!(log.epoch_entries(), &[(5, 1_000)]);
+        flush(&mut log)?;
+        drop(log);
+        let log = fresh(dir.path())?;
+        assert_eq!(
+            (log.log_start_offset(), log.log_end_offset()),
+            (1_000, 1_002)
+        );
+        assert_eq!(list_suffix(dir.path(), ".log")?, vec![1_000]);
+        assert_eq!(log.epoch_entries(), &[(5, 1_000)]);
+        Ok(())
+    }
+
+    #[test]
+    fn read_below_stops_at_the_upper_bound() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        let mut log = fresh(dir.path())?;
+        for i in 0..40 {
+            log.append(&simple_batch(2, i), 0)?;
+        }
+        let bytes = log.read_below(0, 1 << 20, true, 5)?.ok_or("no data")?;
+        assert_eq!(batches_last(&bytes)?, 5, "batches based at 0, 2, 4");
+        assert_eq!(log.read_below(6, 1 << 20, true, 6)?, None, "at the bound");
+        assert_eq!(
+            log.read_below(70, 1 << 20, true, 80)?
+                .map(|b| batches_last(&b)),
+            Some(Ok(79))
+        );
+        // An upper bound past a segment boundary reads on from the segment holding it.
+        let second = *log.segments.keys().nth(1).ok_or("no segment")?;
+        let bytes = log
+            .read_below(second, 1 << 20, true, second + 3)?
+            .ok_or("none")?;
+        assert_eq!(batches_last(&bytes)?, second + 3);
+        assert!(log.read_below(81, 1, true, 100).is_err(), "out of range");
+        assert_eq!(log.read_below(80, 1, true, 100)?, None, "the log end");
+        Ok(())
+    }
+
+    #[test]
+    fn the_epoch_checkpoint_is_rebuilt_when_missing_and_trimmed_to_the_recovered_log() -> TestResult
+    {
+        let dir = tempfile::tempdir()?;
+        let mut log = fresh(dir.path())?;
+        for (epoch, count) in [(1, 5), (4, 5), (6, 5)] {
+            log.set_leader_epoch(epoch);
+            for i in 0..count {
+                log.append(&simple_batch(2, i), 0)?;
+            }
+        }
+        let expected = [(1, 0), (4, 10), (6, 20)];
+        assert_eq!(log.epoch_entries(), &expected);
+        assert_eq!(log.end_offset_for_epoch(4), (4, 20));
+        assert_eq!(log.end_offset_for_epoch(5), (4, 20));
+        assert_eq!(log.end_offset_for_epoch(6), (6, 30));
+        assert_eq!(log.end_offset_for_epoch(7), (-1, -1));
+        assert_eq!(log.end_offset_for_epoch(0), (0, 0));
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(epochs::CHECKPOINT_FILE))?,
+            "0\n3\n1 0\n4 10\n6 20\n"
+        );
+        let plan = log.flush_plan();
+        assert!(plan.sync_epochs, "the file's fsync waits for the flush");
+        plan.run()?;
+        log.mark_flushed(&plan);
+        assert!(!log.flush_plan().sync_epochs);
+        drop(log);
+        std::fs::remove_file(dir.path().join(epochs::CHECKPOINT_FILE))?;
+        let log = fresh(dir.path())?;
+        assert_eq!(log.epoch_entries(), &expected, "rebuilt from batch headers");
+        drop(log);
+        std::fs::write(dir.path().join(epochs::CHECKPOINT_FILE), "garbage")?;
+        let log = open_with(dir.path(), false, 30)?;
+        assert_eq!(log.epoch_entries(), &expected, "rebuilt from a torn file");
+        drop(log);
+        // A file that knows epochs past the recovered log end (written before the
+        // batches that a crash lost), and one that missed the tail's epochs.
+        std::fs::write(
+            dir.path().join(epochs::CHECKPOINT_FILE),
+            "0\n4\n1 0\n4 10\n6 20\n8 30\n",
+        )?;
+        let log = open_with(dir.path(), false, 30)?;
+        assert_eq!(
+            log.epoch_entries(),
+            &expected,
+            "entries past the end dropped"
+        );
+        drop(log);
+        // (The flush that moves the recovery point past a batch also syncs the file
+        // with its epoch, so a file can only miss epochs starting past that point.)
+        std::fs::write(dir.path().join(epochs::CHECKPOINT_FILE), "0\n1\n1 0\n")?;
+        let log = open_with(dir.path(), false, 10)?;
+        assert_eq!(
+            log.epoch_entries(),
+            &expected,
+            "the recovered tail's epochs added"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn the_tail_recovered_after_a_crash_is_not_durable_until_flushed() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        let mut log = fresh(dir.path())?;
+        for i in 0..10 {
+            log.append(&simple_batch(2, i), 0)?;
+        }
+        flush(&mut log)?;
+        for i in 0..10 {
+            log.append(&simple_batch(2, 100 + i), 0)?;
+        }
+        drop(log); // crash: the last ten batches were never synced
+        let mut log = open_with(dir.path(), false, 20)?;
+        assert_eq!(log.log_end_offset(), 40);
+        assert_eq!(log.recovery_point(), 20, "not reported durable");
+        assert_eq!(log.checkpoint_offset(), 20);
+        assert!(log.unflushed_bytes() > 0, "the next flush syncs it");
+        let plan = log.flush_plan();
+        assert!(!plan.segments.is_empty());
+        plan.run()?;
+        log.mark_flushed(&plan);
+        assert_eq!(log.recovery_point(), 40);
+        Ok(())
+    }
 }
 
-// Temporary stand-ins until the repl-log branch lands.
-mod stubs;

@@ -65,6 +65,21 @@ pub struct Segment {
     sizes: SegmentSizes,
     /// Wall-clock ms when the first batch was written, for roll by age.
     first_append_ms: Option<i64>,
+    /// Offsets from here on belong to the next segment: a scan at open stops at a batch
+    /// based there (the stale tail of a segment truncated under a live view).
+    end_limit: i64,
+    /// The files were renamed to `*.deleted` ([`Segment::mark_deleted`]).
+    deleted: bool,
+}
+
+/// Suffix of the files of a segment (or snapshot) taken out of the log but not yet
+/// unlinked; removed at the next open.
+pub const DELETED_SUFFIX: &str = ".deleted";
+
+fn deleted_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_os_string();
+    name.push(DELETED_SUFFIX);
+    PathBuf::from(name)
 }
 
 impl Segment {
@@ -88,6 +103,20 @@ impl Segment {
         sizes: SegmentSizes,
         trusted: bool,
     ) -> io::Result<Self> {
+        Self::open_bounded(dir, base_offset, sizes, trusted, i64::MAX)
+    }
+
+    /// [`Segment::open`] of a segment followed by one based at `end_limit`: batches at
+    /// or past it are not part of this one. They exist when a follower truncated into
+    /// this segment while a reader still had a view of its tail, so that the tail
+    /// could be neither shortened nor overwritten (see `Log::truncate_to`).
+    pub fn open_bounded(
+        dir: &Path,
+        base_offset: i64,
+        sizes: SegmentSizes,
+        trusted: bool,
+        end_limit: i64,
+    ) -> io::Result<Self> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -95,6 +124,7 @@ impl Segment {
         let length = file.metadata()?.len();
         let log = MappedFile::new(file, sizes.segment_bytes.max(length), WriteMode::File)?;
         let mut segment = Self::assemble(dir, base_offset, log, sizes, trusted)?;
+        segment.end_limit = end_limit;
         if trusted {
             segment.size = length;
             segment.flushed = length;
@@ -140,6 +170,8 @@ impl Segment {
             flushed: 0,
             sizes,
             first_append_ms: None,
+            end_limit: i64::MAX,
+            deleted: false,
         })
     }
 
@@ -155,6 +187,7 @@ impl Segment {
         let mut position = start_position;
         while let Some((last, max_ts, total)) = self
             .header_at(position)
+            .filter(|h| h.base_offset() < self.end_limit)
             .map(|h| (h.last_offset(), h.max_timestamp(), h.total_bytes() as u64))
         {
             self.next_offset = last + 1;
@@ -169,6 +202,11 @@ impl Segment {
                 self.offset_of_max_timestamp = self.time_index.scan_start(ts + 1);
             }
         }
+        if position < self.size && self.ends_at(position) {
+            // A truncated tail kept for a reader's sake: the segment ends here.
+            self.size = position;
+            self.flushed = self.flushed.min(position);
+        }
         if position != self.size {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -181,6 +219,19 @@ impl Segment {
         Ok(())
     }
 
+    /// Whether the bytes at `position` end the segment although the file goes on:
+    /// zeros (preallocated space, or a truncation's invalidation) or a batch that
+    /// belongs to the next segment.
+    fn ends_at(&self, position: u64) -> bool {
+        let Some(head) = self.log.read_at(position, LOG_OVERHEAD) else {
+            return true;
+        };
+        let mut base = [0u8; 8];
+        base.copy_from_slice(&head[..8]);
+        let length = i32::from_be_bytes([head[8], head[9], head[10], head[11]]);
+        length == 0 || i64::from_be_bytes(base) >= self.end_limit
+    }
+
     /// Scans batches from `position`, checking CRCs, re-indexing and truncating the log
     /// at the first invalid batch. Used after an unclean shutdown.
     pub fn recover(&mut self, crc_from_offset: i64) -> io::Result<RecoveryReport> {
@@ -188,7 +239,9 @@ impl Segment {
         self.rebuild_from(crc_from_offset)?;
         let truncated = allocated - self.size;
         self.log.truncate(self.size)?;
-        self.flushed = self.size;
+        // What the scan found past the last flush may have been in the page cache of a
+        // crashed process only: not durable until the log's next flush syncs it.
+        self.flushed = 0;
         Ok(RecoveryReport {
             valid_bytes: self.size,
             truncated_bytes: truncated,
@@ -233,6 +286,9 @@ impl Segment {
             }
             if header.base_offset() < self.next_offset && position > 0 {
                 break; // offsets must grow; anything else is garbage
+            }
+            if header.base_offset() >= self.end_limit {
+                break; // the next segment's offsets: a truncated tail
             }
             let (base, last, max_ts) = (
                 header.base_offset(),
@@ -340,11 +396,84 @@ impl Segment {
         self.log.write_at(position, &head)?;
         self.log
             .write_at(position + batch::HEADER_BYTES as u64, rest)?;
-        self.index_batch(base_offset, last, max_ts, position, total)?;
+        self.committed(base_offset, last, max_ts, position, total, now_ms)
+    }
+
+    /// Appends one validated batch exactly as it is (a follower copying its leader's
+    /// log: the batch already carries its offsets, epoch and CRC). Returns its last
+    /// offset. The caller checked that it starts at [`Segment::next_offset`].
+    pub fn append_raw(&mut self, batch: &BatchHeader<'_>, now_ms: i64) -> io::Result<i64> {
+        let position = self.size;
+        let total = batch.total_bytes() as u64;
+        self.log.write_at(position, batch.bytes())?;
+        self.committed(
+            batch.base_offset(),
+            batch.last_offset(),
+            batch.max_timestamp(),
+            position,
+            total,
+            now_ms,
+        )
+    }
+
+    fn committed(
+        &mut self,
+        base: i64,
+        last: i64,
+        max_ts: i64,
+        position: u64,
+        total: u64,
+        now_ms: i64,
+    ) -> io::Result<i64> {
+        self.index_batch(base, last, max_ts, position, total)?;
         self.size += total;
         self.next_offset = last + 1;
         self.first_append_ms.get_or_insert(now_ms);
         Ok(last)
+    }
+
+    /// Shortens the segment, logically, to end before the batch holding `offset`
+    /// (rounded down to a batch boundary); returns the new end offset. The committed
+    /// size, the indexes and the tail metadata go back; the file keeps its length and
+    /// its bytes: a view handed out before may still be read (see `Log::truncate_to`).
+    pub fn truncate_to(&mut self, offset: i64) -> io::Result<i64> {
+        let Some(position) = self.position_of(offset) else {
+            return Ok(self.next_offset);
+        };
+        self.index.truncate_to_position(position);
+        let new_end = self
+            .header_at(position)
+            .map_or(self.next_offset, |h| h.base_offset());
+        self.time_index.truncate_to_offset(new_end);
+        self.size = position;
+        self.flushed = self.flushed.min(position);
+        self.max_timestamp = -1;
+        self.offset_of_max_timestamp = -1;
+        self.load_tail_metadata()?;
+        if self.size == 0 {
+            self.first_append_ms = None;
+        }
+        Ok(self.next_offset)
+    }
+
+    /// Whether a reader may still hold a view of bytes past the committed size.
+    pub fn has_views_past_end(&self) -> bool {
+        self.log.has_views_beyond(self.size)
+    }
+
+    /// Makes the bytes past the committed size read as zeros (as preallocated space
+    /// does), so that a scan at open stops there and truncated batches never come
+    /// back — also once new appends have covered part of them. Not a shrink: the file
+    /// keeps its length. Only when no view reaches past the committed size
+    /// ([`Segment::has_views_past_end`]).
+    pub fn invalidate_tail(&mut self) -> io::Result<()> {
+        self.log.forget_views_beyond(self.size);
+        self.log.zero_from(self.size)
+    }
+
+    /// A handle that makes the file's data and length durable (`fsync`), off the lock.
+    pub fn file_syncer(&self) -> super::mmap::RangeFlusher {
+        self.log.file_syncer()
     }
 
     /// Position of the first batch whose last offset is `>= offset`, if any.
@@ -362,9 +491,20 @@ impl Segment {
     /// Whole batches starting with the one that holds `offset`, up to `max_bytes`
     /// (but at least one batch when `min_one`). Zero-copy: a view of the map.
     pub fn read(&self, offset: i64, max_bytes: u64, min_one: bool) -> Option<Bytes> {
+        self.read_below(offset, max_bytes, min_one, i64::MAX)
+    }
+
+    /// [`Segment::read`] of the batches whose base offset is below `upper` only.
+    pub fn read_below(
+        &self,
+        offset: i64,
+        max_bytes: u64,
+        min_one: bool,
+        upper: i64,
+    ) -> Option<Bytes> {
         let start = self.position_of(offset)?;
         let mut end = start;
-        while let Some(header) = self.header_at(end) {
+        while let Some(header) = self.header_at(end).filter(|h| h.base_offset() < upper) {
             let next = end + header.total_bytes() as u64;
             if next - start > max_bytes && !(min_one && end == start) {
                 break;
@@ -461,6 +601,10 @@ impl Segment {
     /// without waiting for the disk (`ftruncate` only). Returns the syncs that make the
     /// trimmed length durable; the log runs them with its next flush, off its lock, so
     /// that a roll does not stall every producer of the partition for several fsyncs.
+    ///
+    /// The file is not shortened below a view that may still be alive (after a
+    /// truncation under a reader): its stale tail stays, bounded at the next open by
+    /// the next segment's base offset.
     pub fn retire(&mut self) -> io::Result<Vec<super::mmap::RangeFlusher>> {
         self.log.truncate(self.size)?;
         self.index.inner_mut().seal()?;
@@ -472,18 +616,45 @@ impl Segment {
     pub fn seal(&mut self) -> io::Result<()> {
         self.flush()?;
         self.log.truncate(self.size)?;
+        // Kept longer for a live view? Nothing bounds the last segment at open.
+        self.log.zero_from(self.size)?;
         self.index.inner_mut().seal()?;
         self.time_index.inner_mut().seal()?;
         self.log.sync_all()
     }
 
-    /// Removes the segment's files. Readers holding `Bytes` keep the mapping alive.
-    pub fn delete_files(&self) -> io::Result<()> {
-        for path in [
+    fn paths(&self) -> [PathBuf; 3] {
+        [
             log_path(&self.dir, self.base_offset),
             index_path(&self.dir, self.base_offset),
             time_index_path(&self.dir, self.base_offset),
-        ] {
+        ]
+    }
+
+    /// Renames the segment's files to `*.deleted` (a rename, not an unlink: quick, and
+    /// safe under live maps), so that a crash before [`Segment::delete_files`] cannot
+    /// bring a segment taken out by a truncation back into the log.
+    pub fn mark_deleted(&mut self) -> io::Result<()> {
+        if self.deleted {
+            return Ok(());
+        }
+        for path in self.paths() {
+            match std::fs::rename(&path, deleted_path(&path)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.deleted = true;
+        Ok(())
+    }
+
+    /// Removes the segment's files. Readers holding `Bytes` keep the mapping alive.
+    pub fn delete_files(&self) -> io::Result<()> {
+        for mut path in self.paths() {
+            if self.deleted {
+                path = deleted_path(&path);
+            }
             match std::fs::remove_file(&path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}

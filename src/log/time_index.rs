@@ -55,6 +55,21 @@ impl TimeIndex {
         self.file.append(&entry)
     }
 
+    /// Drops the entries of batches at or past `offset` (a log truncation).
+    pub fn truncate_to_offset(&mut self, offset: i64) {
+        let relative = offset - self.base_offset;
+        let mut keep = self.file.len();
+        while keep > 0
+            && self
+                .file
+                .entry(keep - 1)
+                .is_some_and(|e| i64::from(Self::decode(e).1) >= relative)
+        {
+            keep -= 1;
+        }
+        self.file.truncate_entries(keep);
+    }
+
     /// An offset from which a scan finds the first batch with max timestamp `>= target`.
     pub fn scan_start(&self, target: i64) -> i64 {
         match self.file.floor(target - 1, |e| Self::decode(e).0) {
@@ -91,6 +106,10 @@ mod tests {
         assert_eq!(index.scan_start(1_000), 50);
         assert_eq!(index.scan_start(1_500), 50);
         assert_eq!(index.scan_start(2_500), 70);
+        index.truncate_to_offset(70);
+        assert_eq!(index.last_timestamp(), Some(1_000));
+        index.truncate_to_offset(50);
+        assert_eq!(index.last_timestamp(), None);
         Ok(())
     }
 }
