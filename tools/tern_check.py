@@ -40,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from array import array
 from pathlib import Path
 
@@ -329,14 +330,26 @@ class ProducerLoop(threading.Thread):
             self.errors[name] = self.errors.get(name, 0) + 1
             self.history.write(ev="err", v=i, p=p, err=name)
 
+    @staticmethod
+    def _fatal_reason(e: KafkaException) -> str | None:
+        err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+        if err is not None and (err.fatal() or err.code() in (KafkaError._FATAL, KafkaError._INCONSISTENT)):
+            return f"{err.name()}: {err.str()}"
+        return None
+
+    def _drain(self, producer: Producer) -> None:
+        """Collects the delivery reports of a producer that failed fatally (it fails what it holds)."""
+        for step in (lambda: producer.flush(10), lambda: producer.purge(), lambda: producer.flush(5)):
+            try:
+                step()
+            except KafkaException as e:
+                log(f"while draining the failed producer: {e}")
+
     def _recreate_after_fatal(self, producer: Producer, reason: str) -> Producer:
         self.fatal.append(reason)
         self.history.write(ev="fatal", err=reason, sent=self.sent)
         log(f"fatal producer error ({reason}); recreating the producer")
-        # A fatal producer fails everything it holds; flushing delivers those reports.
-        producer.flush(10)
-        producer.purge()
-        producer.flush(5)
+        self._drain(producer)
         return self._new_producer()
 
     def run(self) -> None:
@@ -344,7 +357,7 @@ class ProducerLoop(threading.Thread):
             self._run()
         except BaseException as e:  # noqa: BLE001 - reported by the main thread
             self.exception = e
-            log(f"producer thread crashed: {e!r}")
+            log(f"producer thread crashed: {e!r}\n{traceback.format_exc()}")
 
     def _run(self) -> None:
         producer = self._new_producer()
@@ -359,26 +372,43 @@ class ProducerLoop(threading.Thread):
                 except BufferError:
                     break  # the queue is full: poll, and send the rest later
                 except KafkaException as e:
-                    if e.args and e.args[0].fatal():
-                        self._fatal_pending = f"{e.args[0].name()}: {e.args[0].str()}"
-                        break
-                    raise
+                    reason = self._fatal_reason(e)
+                    if reason is None:
+                        raise
+                    self._fatal_pending = reason
+                    break
                 self.status.append(PENDING)
                 self.partition.append(-1)
                 self.offset.append(-1)
                 self.history.write(ev="send", v=i)
                 burst += 1
-            producer.poll(0.002)
+            try:
+                producer.poll(0.002)
+            except KafkaException as e:
+                reason = self._fatal_reason(e)
+                if reason is None:
+                    raise
+                self._fatal_pending = reason
             if self._fatal_pending is not None:
                 reason, self._fatal_pending = self._fatal_pending, None
                 producer = self._recreate_after_fatal(producer, reason)
         # Stopped: wait for every report (bounded by message.timeout.ms and some).
-        self.unflushed = producer.flush(self.message_timeout_ms / 1000 + 30)
+        deadline = now() + self.message_timeout_ms / 1000 + 30
+        while now() < deadline:
+            try:
+                self.unflushed = producer.flush(max(1.0, deadline - now()))
+                break
+            except KafkaException as e:
+                reason = self._fatal_reason(e)
+                if reason is None:
+                    raise
+                self._fatal_pending = reason
+                break
         if self._fatal_pending is not None:
             self.fatal.append(self._fatal_pending)
             self.history.write(ev="fatal", err=self._fatal_pending, sent=self.sent)
-            producer.purge()
-            producer.flush(5)
+            self._drain(producer)
+            self.unflushed = len(producer)
 
 
 # ---- faults ---------------------------------------------------------------------------
@@ -887,7 +917,7 @@ def run(args) -> int:
         summary = {
             "tern_check": 1, "seed": seed, "fault_seconds": fault_seconds, "rate": args.rate,
             "sent": producer.sent, "acknowledged": producer.acked, "failed": producer.failed,
-            "pending_after_flush": producer.unflushed, **{k: checked[k] for k in
+            "pending_after_flush": producer.status.count(PENDING), **{k: checked[k] for k in
                                                           ("read", "lost", "inconsistent", "duplicates",
                                                            "out_of_order", "unknown", "unacked_present")},
             "replica_mismatches": audit["replica_mismatches"],
