@@ -23,7 +23,6 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use tokio_util::sync::CancellationToken;
 
-use super::follower::TruncationDecision;
 use super::{Partition, ReplicaManager};
 use crate::client::Client;
 use crate::cluster::MetadataStore;
@@ -232,12 +231,14 @@ impl ReplicaFetchers {
             None => {}
             Some(ResponseError::OffsetOutOfRange) => {
                 let (fetch_offset, _) = partition.fetch_position();
-                if fetch_offset < data.log_start_offset {
-                    partition.reset_to(data.log_start_offset).await?;
-                } else if data.high_watermark >= 0 && fetch_offset > data.high_watermark {
-                    // Ahead of the leader without a divergence answer (an unclean
-                    // election): keep only what the leader has committed.
+                if data.high_watermark >= 0 && fetch_offset > data.high_watermark {
+                    // Ahead of what the leader can place (an unclean election): keep
+                    // only what it has committed, and ask again from there.
                     partition.truncate_to(data.high_watermark).await?;
+                } else {
+                    // Below the leader's log start, or an epoch it no longer knows:
+                    // start over from its log start.
+                    partition.reset_to(data.log_start_offset.max(0)).await?;
                 }
                 return Ok(true);
             }
@@ -248,9 +249,10 @@ impl ReplicaFetchers {
         }
         if data.diverging_epoch.epoch >= 0 || data.diverging_epoch.end_offset >= 0 {
             let diverging = (data.diverging_epoch.epoch, data.diverging_epoch.end_offset);
-            match partition.truncation_point(diverging) {
-                TruncationDecision::TruncateTo(offset) => partition.truncate_to(offset).await?,
-            }
+            let decision = partition.truncation_point(diverging);
+            partition
+                .truncate_to(decision.offset(partition.high_watermark()))
+                .await?;
             return Ok(true);
         }
         let records = data.records.as_deref().unwrap_or_default();

@@ -9,7 +9,11 @@ pub mod follower;
 pub mod leader;
 mod partition;
 mod replicas;
+#[cfg(test)]
+pub(crate) mod sim;
 
 pub use fetcher::ReplicaFetchers;
+pub use follower::{diverging_epoch, truncation_offset, TruncationDecision};
+pub use leader::{AckCheck, IsrProposal, LeaderState};
 pub use partition::{Acks, Partition, PartitionError, ReadResult, ReplicaRead};
 pub use replicas::{Durability, NotServed, ReplicaManager, TopicReplicas};

@@ -480,11 +480,34 @@ impl Partition {
         self.check_epoch(log.leader_epoch(), current_leader_epoch)?;
         let log_end = log.log_end_offset();
         let log_start = log.log_start_offset();
-        let diverging = last_fetched_epoch
-            .filter(|&epoch| epoch >= 0)
-            .and_then(|epoch| {
-                follower::diverging_epoch(fetch_offset, epoch, log.end_offset_for_epoch(epoch))
-            });
+        if fetch_offset < log_start || fetch_offset > log_end {
+            return Err(OffsetOutOfRange {
+                offset: fetch_offset,
+                log_start,
+                log_end,
+            }
+            .into());
+        }
+        let validation = match last_fetched_epoch.filter(|&epoch| epoch >= 0) {
+            Some(epoch) => follower::validate_follower_fetch(
+                fetch_offset,
+                epoch,
+                log.end_offset_for_epoch(epoch),
+            ),
+            None => follower::FetchValidation::Consistent,
+        };
+        let diverging = match validation {
+            follower::FetchValidation::Consistent => None,
+            follower::FetchValidation::Diverging { epoch, end_offset } => Some((epoch, end_offset)),
+            follower::FetchValidation::OffsetOutOfRange => {
+                return Err(OffsetOutOfRange {
+                    offset: fetch_offset,
+                    log_start,
+                    log_end,
+                }
+                .into())
+            }
+        };
         if let Some(diverging) = diverging {
             return Ok(ReplicaRead {
                 read: ReadResult {
