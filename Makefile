@@ -4,7 +4,7 @@ CARGO ?= cargo
 PYTHON := .venv/bin/python
 TERN := target/release/tern
 
-.PHONY: run build build-deps test deps lint unit protocol-test compat ops bench clean
+.PHONY: run build build-deps test deps lint unit protocol-test compat ops durability chaos bench clean
 
 run: build
 	mkdir -p data
@@ -38,6 +38,20 @@ compat: build deps
 # promtool and systemd-analyze on deploy/.
 ops: build deps
 	TERN_BIN=$(CURDIR)/$(TERN) $(PYTHON) -m pytest tests/ops -q
+
+# The durability checker (tools/tern_check.py): 3 brokers on etcd, faults injected while an
+# idempotent acks=all producer writes, then every acknowledged message and every replica
+# checked. `make compat` (so `make test`) runs its bounded ~90 s run; `durability` runs just that.
+durability: build deps
+	TERN_BIN=$(CURDIR)/$(TERN) $(PYTHON) -m pytest compat/test_durability.py -q -s
+
+# A long run: CHAOS_SECONDS of faults (default 30 min, 200+ faults), CHAOS_SEED to replay a
+# schedule, CHAOS_RATE messages/s; the work dir (history, broker logs) is kept and printed.
+CHAOS_SECONDS ?= 1800
+CHAOS_RATE ?= 1000
+chaos: build deps
+	TERN_BIN=$(CURDIR)/$(TERN) $(PYTHON) tools/tern_check.py --seconds $(CHAOS_SECONDS) --rate $(CHAOS_RATE) \
+		--keep $(if $(CHAOS_SEED),--seed $(CHAOS_SEED),)
 
 test: deps lint unit compat ops
 
