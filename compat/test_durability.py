@@ -67,6 +67,19 @@ def test_the_history_check_finds_a_loss_a_moved_message_a_duplicate_and_disorder
     assert got["unknown"] == 1, got
 
 
+def test_a_copy_under_a_bumped_producer_epoch_is_a_client_resend_not_a_broker_duplicate():
+    """Message 1 acknowledged at offset 2, also stored at 1: under producer epochs 0 and 1 it is
+    the client's re-send after an epoch bump (the broker can only deduplicate within an epoch);
+    under one epoch it is the broker's failure to deduplicate."""
+    A = tern_check.ACKED
+    status, part, off = history([(A, 0, 0), (A, 0, 2)])
+    got = {0: [(0, v(0)), (1, v(1)), (2, v(1))]}
+    bumped = tern_check.check_history(status, part, off, got, lambda p, o: 0 if o < 2 else 1)
+    assert (bumped["duplicates"], bumped["resent_after_epoch_bump"], bumped["inconsistent"]) == (0, 1, 0), bumped
+    same = tern_check.check_history(status, part, off, got, lambda p, o: 0)
+    assert (same["duplicates"], same["resent_after_epoch_bump"]) == (1, 0), same
+
+
 def test_the_segment_parser_reads_a_real_tern_log(broker, topic):
     """One broker, 40 separate batches: the parser finds exactly them, contiguous, at offsets 0..N-1."""
     reports = []

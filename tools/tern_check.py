@@ -643,14 +643,24 @@ def read_everything(bootstrap: str) -> tuple[dict[int, list[tuple[int, bytes]]],
         consumer.close()
 
 
-def check_history(status, part, off, got: dict[int, list[tuple[int, bytes]]]) -> dict:
+def check_history(status, part, off, got: dict[int, list[tuple[int, bytes]]],
+                  producer_epoch_of=None) -> dict:
     """Checks what was read against the history: status[i] (PENDING/ACKED/FAILED),
     part[i] and off[i] (where message i was acknowledged) for every message sent, and
-    got = {partition: [(offset, value)]} as read."""
+    got = {partition: [(offset, value)]} as read.
+
+    `producer_epoch_of(p, o)`, when given, is the producer epoch of the batch holding
+    offset o of partition p (from the replica audit). A value stored twice under two
+    different producer epochs was re-sent by the client after it bumped its epoch
+    (KIP-360: librdkafka drains, bumps and re-sends what it had no answer for); the
+    broker deduplicates within a producer epoch only, as Kafka's does, so such copies are
+    counted apart (`resent_after_epoch_bump`) and do not fail the run. A copy within one
+    epoch is a broker deduplication failure (`duplicates`)."""
     sent = len(status)
     seen_at: dict[int, tuple[int, int]] = {}  # value -> where it was first read
+    positions: dict[int, list[tuple[int, int]]] = {}
     at_offset: dict[tuple[int, int], int] = {}
-    duplicates = unknown = 0
+    duplicates = unknown = resent = 0
     for p, records in got.items():
         for o, raw in records:
             try:
@@ -661,8 +671,14 @@ def check_history(status, part, off, got: dict[int, list[tuple[int, bytes]]]) ->
                 unknown += 1
                 continue
             at_offset[(p, o)] = v
+            positions.setdefault(v, []).append((p, o))
             if v in seen_at:
-                duplicates += 1
+                first = seen_at[v]
+                epochs = None if producer_epoch_of is None else (producer_epoch_of(*first), producer_epoch_of(p, o))
+                if epochs is not None and None not in epochs and epochs[0] != epochs[1]:
+                    resent += 1
+                else:
+                    duplicates += 1
             else:
                 seen_at[v] = (p, o)
     lost = inconsistent = 0
@@ -677,7 +693,7 @@ def check_history(status, part, off, got: dict[int, list[tuple[int, bytes]]]) ->
             lost += 1
             if len(examples["lost"]) < 10:
                 examples["lost"].append({"v": i, "p": part[i], "o": off[i]})
-        elif off[i] >= 0 and where != acked_at:
+        elif off[i] >= 0 and acked_at not in positions.get(i, []):
             bad = True
         elif off[i] < 0 and where[0] != part[i] and part[i] >= 0:
             bad = True  # told only the partition: it must be there
@@ -706,6 +722,7 @@ def check_history(status, part, off, got: dict[int, list[tuple[int, bytes]]]) ->
     acked_present = sum(1 for i in range(sent) if status[i] == ACKED and i in seen_at)
     unacked_present = len(seen_at) - acked_present
     return {"read": read, "lost": lost, "inconsistent": inconsistent, "duplicates": duplicates,
+            "resent_after_epoch_bump": resent,
             "out_of_order": out_of_order, "unknown": unknown, "unacked_present": unacked_present,
             "examples": {k: v for k, v in examples.items() if v}}
 
@@ -736,6 +753,49 @@ def parse_segments(partition_dir: Path) -> tuple[list[tuple[int, int, int, int]]
                 batches.append((base, delta, epoch, crc))
                 pos += LOG_OVERHEAD + length
     return batches, torn
+
+
+def producer_epochs(partition_dir: Path) -> list[tuple[int, int, int]]:
+    """[(base offset, last offset, producer epoch)] of one replica's batches, ascending."""
+    found = []
+    for seg in sorted(partition_dir.glob("*.log")):
+        size = seg.stat().st_size
+        with open(seg, "rb") as f:
+            pos = 0
+            while pos + 61 <= size:
+                f.seek(pos)
+                head = f.read(61)
+                base, length = struct.unpack_from(">qi", head, 0)
+                if length < MIN_BATCH_LENGTH or pos + LOG_OVERHEAD + length > size:
+                    break
+                delta = struct.unpack_from(">i", head, 23)[0]
+                epoch = struct.unpack_from(">h", head, 51)[0]
+                found.append((base, base + delta, epoch))
+                pos += LOG_OVERHEAD + length
+    return found
+
+
+def producer_epoch_lookup(cluster: "Cluster"):
+    """producer_epoch_of(partition, offset) over the replica with the most batches."""
+    import bisect
+    tables = {}
+    for p in range(PARTITIONS):
+        best = []
+        for n in cluster.nodes.values():
+            d = n.broker.data_dir / f"{TOPIC}-{p}"
+            if d.is_dir():
+                batches = producer_epochs(d)
+                if len(batches) > len(best):
+                    best = batches
+        tables[p] = best
+
+    def producer_epoch_of(p: int, o: int):
+        table = tables.get(p, [])
+        i = bisect.bisect_right([b[0] for b in table], o) - 1 if table else -1
+        if i >= 0 and table[i][0] <= o <= table[i][1]:
+            return table[i][2]
+        return None
+    return producer_epoch_of
 
 
 def read_checkpoint(path: Path) -> dict[str, int]:
@@ -851,7 +911,8 @@ def print_table(summary: dict) -> None:
             ("failed (not acknowledged)", summary["failed"]), ("read back", summary["read"]),
             ("unacknowledged but present", summary["unacked_present"]),
             ("LOST", summary["lost"]), ("INCONSISTENT", summary["inconsistent"]),
-            ("DUPLICATES", summary["duplicates"]), ("OUT OF ORDER", summary["out_of_order"]),
+            ("DUPLICATES", summary["duplicates"]),
+            ("RE-SENT AFTER A CLIENT EPOCH BUMP", summary["resent_after_epoch_bump"]), ("OUT OF ORDER", summary["out_of_order"]),
             ("UNKNOWN values", summary["unknown"]), ("REPLICA MISMATCHES", summary["replica_mismatches"]),
             ("fatal producer errors", summary["fatal_producer_errors"]),
             ("brokers that exited by themselves", len(summary["broker_exits"])),
@@ -932,12 +993,15 @@ def run(args) -> int:
         unclean = cluster.stop_all()
         log("auditing the replicas' segment files")
         audit = audit_replicas(cluster)
+        checked = check_history(producer.status, producer.partition, producer.offset, got,
+                                producer_epoch_lookup(cluster))
         summary = {
             "tern_check": 1, "seed": seed, "fault_seconds": fault_seconds, "rate": args.rate,
             "sent": producer.sent, "acknowledged": producer.acked, "failed": producer.failed,
             "acked_without_offset": producer.acked_without_offset,
             "pending_after_flush": producer.status.count(PENDING), **{k: checked[k] for k in
                                                           ("read", "lost", "inconsistent", "duplicates",
+                                                           "resent_after_epoch_bump",
                                                            "out_of_order", "unknown", "unacked_present")},
             "replica_mismatches": audit["replica_mismatches"],
             "faults_total": sum(faults.injected.values()), "faults": faults.injected, "faults_skipped": faults.skipped,
