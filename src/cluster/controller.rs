@@ -68,6 +68,7 @@ async fn control(
         "elected controller"
     );
     metrics::counter!(m::CONTROLLER_ELECTIONS_TOTAL).increment(1);
+    let mut incarnations = Incarnations::default();
     loop {
         if !store.may_lead() {
             tracing::warn!("etcd session lapsed: no longer acting as controller");
@@ -77,7 +78,7 @@ async fn control(
             tracing::info!("deposed as controller");
             return;
         }
-        match place_all(store, term).await {
+        match place_all(store, term, &mut incarnations).await {
             Ok(true) => {}
             Ok(false) => {
                 tracing::info!("deposed as controller (fenced write)");
@@ -98,7 +99,11 @@ async fn control(
 
 /// Places every topic on the ring of live brokers and writes what changed.
 /// `Ok(false)` when a write was fenced off (this broker is no longer controller).
-async fn place_all(store: &EtcdStore, term: ControllerTerm) -> Result<bool, MetadataError> {
+async fn place_all(
+    store: &EtcdStore,
+    term: ControllerTerm,
+    incarnations: &mut Incarnations,
+) -> Result<bool, MetadataError> {
     let snapshot = store.snapshot();
     let live: Vec<(i32, u32)> = snapshot
         .brokers
@@ -109,7 +114,20 @@ async fn place_all(store: &EtcdStore, term: ControllerTerm) -> Result<bool, Meta
         return Ok(true);
     }
     let ring = Ring::new(&live);
-    let live_ids: BTreeSet<i32> = snapshot.brokers.keys().copied().collect();
+    // A broker that restarted since the last round (a new incarnation) may have lost
+    // what it had not synced: for this round it counts as dead, so it leaves every ISR
+    // and must catch up again before it can be elected.
+    let restarted = incarnations.restarted(&snapshot.incarnations);
+    let mut all_written = true;
+    if !restarted.is_empty() {
+        tracing::info!(brokers = ?restarted, "brokers restarted: out of the ISRs until caught up");
+    }
+    let live_ids: BTreeSet<i32> = snapshot
+        .brokers
+        .keys()
+        .copied()
+        .filter(|b| !restarted.contains(b))
+        .collect();
     let shutting_down: BTreeSet<i32> = snapshot
         .brokers
         .values()
@@ -144,7 +162,10 @@ async fn place_all(store: &EtcdStore, term: ControllerTerm) -> Result<bool, Meta
         {
             Placed::Written => {}
             // A leader changed an ISR meanwhile: its event brings us back here.
-            Placed::Stale => continue,
+            Placed::Stale => {
+                all_written = false;
+                continue;
+            }
             Placed::Fenced => return Ok(false),
         }
         metrics::counter!(m::PARTITION_LEADER_CHANGES_TOTAL)
@@ -168,7 +189,34 @@ async fn place_all(store: &EtcdStore, term: ControllerTerm) -> Result<bool, Meta
             return Ok(false);
         }
     }
+    // Restarts count as handled only once every ISR they touch is written.
+    if all_written {
+        incarnations.remember(&snapshot.incarnations);
+    }
     Ok(true)
+}
+
+/// The incarnation of each broker the controller last placed with, to notice restarts
+/// that happened between two rounds (the broker's registration gone and back).
+#[derive(Debug, Default)]
+struct Incarnations {
+    seen: std::collections::BTreeMap<i32, i64>,
+}
+
+impl Incarnations {
+    /// The brokers whose incarnation differs from the one last remembered. A
+    /// controller's first round knows no history: nothing restarted.
+    fn restarted(&self, now: &std::collections::BTreeMap<i32, i64>) -> BTreeSet<i32> {
+        now.iter()
+            .filter(|(id, rev)| self.seen.get(id).is_some_and(|seen| seen != *rev))
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    /// Remembers the current incarnations, once a round has written what they imply.
+    fn remember(&mut self, now: &std::collections::BTreeMap<i32, i64>) {
+        self.seen.extend(now.iter().map(|(id, rev)| (*id, *rev)));
+    }
 }
 
 /// A topic's next stored state and what changed in it.

@@ -178,6 +178,9 @@ pub struct Snapshot {
     /// of the controller's next write of it must match.
     pub assignment_revisions: BTreeMap<String, i64>,
     pub brokers: BTreeMap<i32, BrokerInfo>,
+    /// Each live broker's incarnation: the create revision of its registration, new on
+    /// every (re)start or re-registration after a lapsed lease (Kafka's broker epoch).
+    pub incarnations: BTreeMap<i32, i64>,
     pub controller: Option<ControllerTerm>,
     /// Dynamic broker configs by level (`None`: the cluster-wide default).
     pub broker_configs: BTreeMap<Option<i32>, BTreeMap<String, String>>,
@@ -193,8 +196,10 @@ impl Snapshot {
                 if put {
                     let broker = parse::<BrokerInfo>(key, value)?;
                     self.brokers.insert(id, broker);
+                    self.incarnations.insert(id, kv.create_revision());
                 } else {
                     self.brokers.remove(&id);
+                    self.incarnations.remove(&id);
                 }
                 Some(MetadataEvent::BrokersChanged)
             }
