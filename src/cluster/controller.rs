@@ -499,6 +499,62 @@ mod tests {
         assert_eq!(moved, 6, "the newcomer takes its fair share of 24 / 4");
     }
 
+    #[test]
+    fn a_new_incarnation_counts_as_a_restart_until_a_round_remembers_it() {
+        let mut incarnations = Incarnations::default();
+        let first: BTreeMap<i32, i64> = [(1, 10), (2, 11), (3, 12)].into_iter().collect();
+        assert!(
+            incarnations.restarted(&first).is_empty(),
+            "no history: nothing restarted"
+        );
+        incarnations.remember(&first);
+        let restarted: BTreeMap<i32, i64> = [(1, 10), (2, 11), (3, 40)].into_iter().collect();
+        assert_eq!(
+            incarnations.restarted(&restarted),
+            [3].into_iter().collect()
+        );
+        // A round whose writes did not all land keeps treating it as restarted.
+        assert_eq!(
+            incarnations.restarted(&restarted),
+            [3].into_iter().collect()
+        );
+        incarnations.remember(&restarted);
+        assert!(incarnations.restarted(&restarted).is_empty());
+        let joined: BTreeMap<i32, i64> = [(1, 10), (2, 11), (3, 40), (4, 41)].into_iter().collect();
+        assert!(
+            incarnations.restarted(&joined).is_empty(),
+            "a first registration is a join"
+        );
+    }
+
+    #[test]
+    fn a_restarted_broker_leaves_the_isr_and_loses_its_leadership() {
+        let topic = spec(6, 3);
+        let ring = ring(&[1, 2, 3]);
+        let all: BTreeSet<i32> = [1, 2, 3].into_iter().collect();
+        let none = BTreeSet::new();
+        let members = Membership {
+            live: &all,
+            shutting_down: &none,
+        };
+        let placed = next_assignment(&ring, &topic, None, &members, false).assignment;
+        assert!(placed.partitions.iter().all(|p| p.isr.len() == 3));
+        // Broker 3 restarted: this round it counts as dead.
+        let without_3: BTreeSet<i32> = [1, 2].into_iter().collect();
+        let members = Membership {
+            live: &without_3,
+            shutting_down: &none,
+        };
+        let next = next_assignment(&ring, &topic, Some(&placed), &members, false).assignment;
+        for (old, new) in placed.partitions.iter().zip(&next.partitions) {
+            assert!(!new.isr.contains(&3), "{new:?}");
+            assert_ne!(new.leader, 3);
+            if old.leader == 3 {
+                assert_eq!(new.leader_epoch, old.leader_epoch + 1);
+            }
+        }
+    }
+
     fn replica_max_over_mean(assignment: &TopicAssignment, brokers: usize) -> f64 {
         let mut load: std::collections::HashMap<i32, usize> = std::collections::HashMap::new();
         let mut total = 0;

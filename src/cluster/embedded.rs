@@ -273,16 +273,13 @@ impl MetadataStore for EmbeddedStore {
     }
 
     /// One node is the whole ISR of everything: no change can be written.
-    async fn alter_partition(
+    async fn alter_partitions(
         &self,
         _topic: &str,
         _topic_id: Uuid,
-        _index: i32,
-        _leader_epoch: i32,
-        _partition_epoch: i32,
-        _isr: Vec<i32>,
-    ) -> Result<Option<super::PartitionAssignment>, MetadataError> {
-        Ok(None)
+        changes: &[super::IsrChange],
+    ) -> Result<Vec<Option<super::PartitionAssignment>>, MetadataError> {
+        Ok(vec![None; changes.len()])
     }
 }
 

@@ -956,31 +956,25 @@ impl MetadataStore for EtcdStore {
         (assignment.topic_id == spec.topic_id).then(|| assignment.clone())
     }
 
-    async fn alter_partition(
+    async fn alter_partitions(
         &self,
         topic: &str,
         topic_id: Uuid,
-        index: i32,
-        leader_epoch: i32,
-        partition_epoch: i32,
-        isr: Vec<i32>,
-    ) -> Result<Option<PartitionAssignment>, MetadataError> {
+        changes: &[super::IsrChange],
+    ) -> Result<Vec<Option<PartitionAssignment>>, MetadataError> {
         let key = self.keys.assignment(topic);
+        let refused = || vec![None; changes.len()];
         for _ in 0..CAS_ATTEMPTS {
             // A broker whose session lapsed is about to be replaced: it changes nothing.
             if !self.may_lead() {
-                return Ok(None);
+                return Ok(refused());
             }
             let Some((mut assignment, revision)) = self.read_assignment(topic).await? else {
-                return Ok(None);
+                return Ok(refused());
             };
-            let slot = usize::try_from(index)
-                .ok()
-                .filter(|_| assignment.topic_id == topic_id)
-                .and_then(|i| assignment.partitions.get_mut(i));
-            let Some(current) = slot else {
-                return Ok(None);
-            };
+            if assignment.topic_id != topic_id {
+                return Ok(refused());
+            }
             let live = self
                 .cache
                 .read()
@@ -988,17 +982,28 @@ impl MetadataStore for EtcdStore {
                 .keys()
                 .copied()
                 .collect::<Vec<_>>();
-            let Some(next) = super::apply_isr_change(
-                current,
-                self.node.node_id,
-                leader_epoch,
-                partition_epoch,
-                &isr,
-                |broker| live.contains(&broker),
-            ) else {
-                return Ok(None);
-            };
-            *current = next.clone();
+            let mut outcomes = Vec::with_capacity(changes.len());
+            for change in changes {
+                let slot = usize::try_from(change.index)
+                    .ok()
+                    .and_then(|i| assignment.partitions.get_mut(i));
+                let next = slot.and_then(|current| {
+                    let next = super::apply_isr_change(
+                        current,
+                        self.node.node_id,
+                        change.leader_epoch,
+                        change.partition_epoch,
+                        &change.isr,
+                        |broker| live.contains(&broker),
+                    )?;
+                    *current = next.clone();
+                    Some(next)
+                });
+                outcomes.push(next);
+            }
+            if outcomes.iter().all(Option::is_none) {
+                return Ok(outcomes);
+            }
             let value = serde_json::to_vec(&assignment).map_err(|e| corrupt(&key, e))?;
             let txn = Txn::new()
                 .when([Compare::mod_revision(
@@ -1008,7 +1013,7 @@ impl MetadataStore for EtcdStore {
                 )])
                 .and_then([TxnOp::put(key.clone(), value, None)]);
             if self.txn_seen(txn).await?.succeeded() {
-                return Ok(Some(next));
+                return Ok(outcomes);
             }
         }
         Err(MetadataError::Contended(topic.to_string()))

@@ -160,6 +160,15 @@ impl TopicAssignment {
     }
 }
 
+/// One partition's proposed ISR, as its leader saw the partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IsrChange {
+    pub index: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub isr: Vec<i32>,
+}
+
 /// Kafka's AlterPartition checks, as a pure function: the proposal of `leader` must
 /// be based on the current leader epoch and partition epoch, keep the leader in the
 /// ISR, name only replicas, and add only live brokers (`is_live`). Returns the next
@@ -280,19 +289,17 @@ pub trait MetadataStore: Send + Sync + Debug + 'static {
             .and_then(|a| a.partition(index).map(|p| p.leader))
             .filter(|&leader| leader >= 0)
     }
-    /// Writes an ISR change proposed by partition `index`'s leader (this broker), as
-    /// Kafka's AlterPartition: only while it still leads under `leader_epoch` and the
-    /// partition epoch is still `partition_epoch` (see [`apply_isr_change`]).
-    /// `Ok(Some(state))`: written; `Ok(None)`: refused, the partition changed meanwhile.
-    async fn alter_partition(
+    /// Writes ISR changes proposed by the leader (this broker) of partitions of one
+    /// topic, as Kafka's AlterPartition, in one write: each only while this broker still
+    /// leads under its `leader_epoch` and the partition epoch is still its
+    /// `partition_epoch` (see [`apply_isr_change`]). Per change, in order:
+    /// `Some(state)` written, `None` refused (the partition changed meanwhile).
+    async fn alter_partitions(
         &self,
         topic: &str,
         topic_id: Uuid,
-        index: i32,
-        leader_epoch: i32,
-        partition_epoch: i32,
-        isr: Vec<i32>,
-    ) -> Result<Option<PartitionAssignment>, MetadataError>;
+        changes: &[IsrChange],
+    ) -> Result<Vec<Option<PartitionAssignment>>, MetadataError>;
     /// Whether this broker may act as a leader: false once its cluster session has
     /// lapsed by its own clock, so that it stops taking writes before etcd says so.
     fn may_lead(&self) -> bool {

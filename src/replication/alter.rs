@@ -8,53 +8,98 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use super::leader::IsrProposal;
 use super::replicas::IsrChanges;
-use crate::cluster::MetadataStore;
+use super::Partition;
+use crate::cluster::{IsrChange, MetadataStore};
 
-/// Writes proposed ISR changes, in order, until shutdown.
+/// Proposals written in one batch at most: what a broker's leaders propose at once
+/// after a follower restarts is one write per topic, not one per partition.
+const BATCH: usize = 1024;
+
+/// Writes proposed ISR changes until shutdown: whatever is queued, one write per topic
+/// (Kafka's AlterPartition batches the same way), in the order proposed.
 pub async fn run(
     store: Arc<dyn MetadataStore>,
     mut changes: IsrChanges,
     shutdown: CancellationToken,
 ) {
     loop {
-        let (partition, proposal) = tokio::select! {
+        let first = tokio::select! {
             _ = shutdown.cancelled() => return,
             next = changes.recv() => match next {
                 Some(next) => next,
                 None => return,
             },
         };
-        let id = partition.id().clone();
-        let before = partition.isr_size();
-        let outcome = store
-            .alter_partition(
-                &id.topic,
-                partition.topic_id(),
-                id.partition,
-                partition.leader_epoch(),
-                proposal.partition_epoch,
-                proposal.isr.clone(),
-            )
-            .await;
+        let mut batch = vec![first];
+        while batch.len() < BATCH {
+            match changes.try_recv() {
+                Ok(next) => batch.push(next),
+                Err(_) => break,
+            }
+        }
+        let mut by_topic: Vec<(String, uuid::Uuid, Vec<(Arc<Partition>, IsrProposal)>)> =
+            Vec::new();
+        for (partition, proposal) in batch {
+            let topic = &partition.id().topic;
+            match by_topic
+                .iter_mut()
+                .find(|(t, id, _)| t == topic && *id == partition.topic_id())
+            {
+                Some((_, _, group)) => group.push((partition, proposal)),
+                None => by_topic.push((
+                    topic.clone(),
+                    partition.topic_id(),
+                    vec![(partition, proposal)],
+                )),
+            }
+        }
+        for (topic, topic_id, group) in by_topic {
+            write_topic(store.as_ref(), &topic, topic_id, group).await;
+        }
+    }
+}
+
+/// One topic's proposals in one write; each partition learns its own outcome.
+async fn write_topic(
+    store: &dyn MetadataStore,
+    topic: &str,
+    topic_id: uuid::Uuid,
+    group: Vec<(Arc<Partition>, IsrProposal)>,
+) {
+    let requests: Vec<IsrChange> = group
+        .iter()
+        .map(|(partition, proposal)| IsrChange {
+            index: partition.id().partition,
+            leader_epoch: partition.leader_epoch(),
+            partition_epoch: proposal.partition_epoch,
+            isr: proposal.isr.clone(),
+        })
+        .collect();
+    let outcomes = match store.alter_partitions(topic, topic_id, &requests).await {
+        Ok(outcomes) => outcomes,
+        Err(error) => {
+            tracing::warn!(topic, %error, "ISR changes not written");
+            vec![None; group.len()]
+        }
+    };
+    for ((partition, proposal), outcome) in group.iter().zip(outcomes) {
+        let id = partition.id();
         match outcome {
-            Ok(Some(state)) => {
-                tracing::info!(partition = %id, isr = ?state.isr, partition_epoch = state.partition_epoch, "ISR changed");
-                let counter = if (state.isr.len() as i32) < before {
+            Some(state) => {
+                let counter = if state.isr.len() < partition.isr().len() {
                     crate::metrics::ISR_SHRINKS_TOTAL
                 } else {
                     crate::metrics::ISR_EXPANDS_TOTAL
                 };
                 metrics::counter!(counter).increment(1);
-                partition.isr_outcome(&proposal, Some(&state));
+                tracing::info!(partition = %id, isr = ?state.isr, partition_epoch = state.partition_epoch, "ISR changed");
+                partition.isr_outcome(proposal, Some(&state));
             }
-            Ok(None) => {
+            None => {
                 tracing::info!(partition = %id, isr = ?proposal.isr, "ISR change refused: the partition changed meanwhile");
-                partition.isr_outcome(&proposal, None);
-            }
-            Err(error) => {
-                tracing::warn!(partition = %id, %error, "ISR change not written");
-                partition.isr_outcome(&proposal, None);
+                partition.isr_outcome(proposal, None);
             }
         }
     }
