@@ -17,6 +17,9 @@ use crate::cluster::{IsrChange, MetadataStore};
 /// after a follower restarts is one write per topic, not one per partition.
 const BATCH: usize = 1024;
 
+/// A leader's proposal, with the partition that made it.
+type Proposed = (Arc<Partition>, IsrProposal);
+
 /// Writes proposed ISR changes until shutdown: whatever is queued, one write per topic
 /// (Kafka's AlterPartition batches the same way), in the order proposed.
 pub async fn run(
@@ -39,8 +42,7 @@ pub async fn run(
                 Err(_) => break,
             }
         }
-        let mut by_topic: Vec<(String, uuid::Uuid, Vec<(Arc<Partition>, IsrProposal)>)> =
-            Vec::new();
+        let mut by_topic: Vec<(String, uuid::Uuid, Vec<Proposed>)> = Vec::new();
         for (partition, proposal) in batch {
             let topic = &partition.id().topic;
             match by_topic
@@ -66,7 +68,7 @@ async fn write_topic(
     store: &dyn MetadataStore,
     topic: &str,
     topic_id: uuid::Uuid,
-    group: Vec<(Arc<Partition>, IsrProposal)>,
+    group: Vec<Proposed>,
 ) {
     let requests: Vec<IsrChange> = group
         .iter()
