@@ -61,5 +61,8 @@ echo "== HTTP API, three-broker cluster (bench/http_cluster_bench.py)"
 PY=.venv/bin/python; [ -x "$PY" ] || PY=python3
 TERN_BIN="$ROOT/target/release/tern" "$PY" bench/http_cluster_bench.py --messages 3000 --threads 8 --timeout 120
 
+# Replication: three brokers, RF=3, acks=all (bench/replication.sh).
+bash bench/replication.sh "$ROOT/target/release/tern"
+
 # Produce latency while the partition rolls segments (bench/roll.sh).
 bash bench/roll.sh "$ROOT/target/release/tern"
