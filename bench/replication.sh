@@ -12,6 +12,9 @@ LOAD=bench/target/release/tern-bench
 [ -x "$LOAD" ] || (cd bench && cargo build --release --quiet)
 WORK=$(mktemp -d /tmp/tern-repl-bench.XXXXXX)
 COUNT=${BENCH_REPL_COUNT:-500000}
+# fsync before acknowledging acks=all on the leader (the broker default), or only on the
+# flush interval (Kafka's default policy): BENCH_REPL_FLUSH=false.
+FLUSH=${BENCH_REPL_FLUSH:-true}
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 ETCD_PORT=$(port); ETCD_PEER=$(port)
 etcd --data-dir "$WORK/etcd" --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
@@ -26,7 +29,7 @@ declare -A KPORT BPID
 start_broker() { # node
   "$TERN" serve --data-dir "$WORK/data-$1" --listen "127.0.0.1:${KPORT[$1]}" --node-id "$1" \
     --etcd "http://127.0.0.1:$ETCD_PORT" --etcd-lease-ttl-secs 3 --metrics "127.0.0.1:$(port)" \
-    --http "127.0.0.1:$(port)" >>"$WORK/broker-$1.log" 2>&1 &
+    --http "127.0.0.1:$(port)" --flush-on-ack-all "$FLUSH" >>"$WORK/broker-$1.log" 2>&1 &
   BPID[$1]=$!; PIDS+=($!)
   for _ in $(seq 1 100); do (echo > /dev/tcp/127.0.0.1/${KPORT[$1]}) 2>/dev/null && break; sleep 0.1; done
 }
@@ -38,7 +41,7 @@ for t in r1k rlat; do
 done
 in_sync() { kcat -b "$BOOT" -L -t "$1" 2>/dev/null | grep -c "isrs: [0-9]*,[0-9]*,[0-9]*" || true; }
 for _ in $(seq 1 100); do [ "$(in_sync r1k)" = 6 ] && [ "$(in_sync rlat)" = 6 ] && break; sleep 0.2; done
-echo "== replication: 3 brokers, RF=3, min.insync.replicas=2 (brokers and client on this machine; $(nproc) cores)"
+echo "== replication: 3 brokers, RF=3, min.insync.replicas=2, flush-on-ack-all=$FLUSH (brokers and client on this machine; $(nproc) cores)"
 $LOAD --mode produce --brokers "$BOOT" --topic r1k --partitions 6 --size 1024 --count "$COUNT" --acks all --timeout-s 120
 $LOAD --mode latency --brokers "$BOOT" --topic rlat --partitions 6 --size 1024 --rate 10000 --count 100000 --acks all --timeout-s 60
 # Catch-up: broker 3 loses its data and restarts; time until every partition has 3 in sync again.

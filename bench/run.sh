@@ -63,6 +63,7 @@ TERN_BIN="$ROOT/target/release/tern" "$PY" bench/http_cluster_bench.py --message
 
 # Replication: three brokers, RF=3, acks=all (bench/replication.sh).
 bash bench/replication.sh "$ROOT/target/release/tern"
+BENCH_REPL_FLUSH=false bash bench/replication.sh "$ROOT/target/release/tern"
 
 # Produce latency while the partition rolls segments (bench/roll.sh).
 bash bench/roll.sh "$ROOT/target/release/tern"
