@@ -14,12 +14,14 @@ Figures (failover times, partitions moved) are printed; run with -s to see them.
 from __future__ import annotations
 
 import json
+import sys
 import socket
 import struct
 import subprocess
 import threading
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer
@@ -28,6 +30,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 import ck
 from http_client import Http, KeepAlive
 from tern_harness import Broker, Etcd, free_port, wait_until
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+from faults import CuttableProxy  # noqa: E402  (shared with the durability checker)
 
 LEASE_TTL_S = 3
 FAILOVER_BOUND_S = LEASE_TTL_S + 2
@@ -384,78 +389,6 @@ def raw_offset_commit(address: str, group: str, topic: str, partition: int, offs
     name_len = struct.unpack_from(">h", data, at)[0]
     at += 2 + name_len + 4  # topic name, partition count
     return struct.unpack_from(">h", data, at + 4)[0]
-
-
-class CuttableProxy:
-    """A TCP proxy to etcd on 127.0.0.1 that the test can cut (every connection dropped,
-    new ones refused at once) and heal: a network partition between one broker and etcd."""
-
-    def __init__(self, target_port: int):
-        self.target_port = target_port
-        self.listener = socket.socket()
-        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.listener.bind(("127.0.0.1", 0))
-        self.listener.listen(64)
-        self.port = self.listener.getsockname()[1]
-        self.cut_off = threading.Event()
-        self.closed = threading.Event()
-        self.conns: list[socket.socket] = []
-        self.lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def _accept(self) -> None:
-        while not self.closed.is_set():
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            if self.cut_off.is_set():
-                client.close()
-                continue
-            try:
-                upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
-            except OSError:
-                client.close()
-                continue
-            with self.lock:
-                self.conns += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pump(src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        for s in (src, dst):
-            try:
-                s.close()
-            except OSError:
-                pass
-
-    def cut(self) -> None:
-        self.cut_off.set()
-        with self.lock:
-            for c in self.conns:
-                try:
-                    c.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-            self.conns.clear()
-
-    def heal(self) -> None:
-        self.cut_off.clear()
-
-    def close(self) -> None:
-        self.closed.set()
-        self.cut()
-        self.listener.close()
 
 
 @pytest.mark.timeout(120)

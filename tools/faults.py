@@ -4,7 +4,6 @@
 broker's Kafka listener) that can be cut, dropping every connection through it and
 refusing new ones at once, and healed: a network partition between whoever connects
 through the proxy and the thing behind it, without touching either process.
-(A copy of the one in compat/test_cluster.py, generalised from etcd to any port.)
 """
 
 from __future__ import annotations

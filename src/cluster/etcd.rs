@@ -748,6 +748,21 @@ impl EtcdStore {
         Ok((spec, kv.mod_revision()))
     }
 
+    /// Writes `value` to `key` only if nobody changed the key since `revision` (the
+    /// compare-and-swap of every read-modify-write here); true when written and seen.
+    async fn put_if_unchanged<T: serde::Serialize>(
+        &self,
+        key: &str,
+        revision: i64,
+        value: &T,
+    ) -> Result<bool, MetadataError> {
+        let value = serde_json::to_vec(value).map_err(|e| corrupt(key, e))?;
+        let txn = Txn::new()
+            .when([Compare::mod_revision(key, CompareOp::Equal, revision)])
+            .and_then([TxnOp::put(key, value, None)]);
+        Ok(self.txn_seen(txn).await?.succeeded())
+    }
+
     /// Changes a topic with `change`, retrying when someone else changed it meanwhile.
     async fn update_topic(
         &self,
@@ -758,15 +773,7 @@ impl EtcdStore {
         for _ in 0..CAS_ATTEMPTS {
             let (mut spec, revision) = self.read_topic(name).await?;
             change(&mut spec)?;
-            let value = serde_json::to_vec(&spec).map_err(|e| corrupt(&key, e))?;
-            let txn = Txn::new()
-                .when([Compare::mod_revision(
-                    key.clone(),
-                    CompareOp::Equal,
-                    revision,
-                )])
-                .and_then([TxnOp::put(key.clone(), value, None)]);
-            if self.txn_seen(txn).await?.succeeded() {
+            if self.put_if_unchanged(&key, revision, &spec).await? {
                 return Ok(spec);
             }
         }
@@ -1004,15 +1011,7 @@ impl MetadataStore for EtcdStore {
             if outcomes.iter().all(Option::is_none) {
                 return Ok(outcomes);
             }
-            let value = serde_json::to_vec(&assignment).map_err(|e| corrupt(&key, e))?;
-            let txn = Txn::new()
-                .when([Compare::mod_revision(
-                    key.clone(),
-                    CompareOp::Equal,
-                    revision,
-                )])
-                .and_then([TxnOp::put(key.clone(), value, None)]);
-            if self.txn_seen(txn).await?.succeeded() {
+            if self.put_if_unchanged(&key, revision, &assignment).await? {
                 return Ok(outcomes);
             }
         }

@@ -408,44 +408,46 @@ impl Partition {
     /// A follower drops its divergent tail from `offset` on (the leader's answer to its
     /// last fetched epoch). Removed segments are unlinked after the lock is released.
     pub async fn truncate_to(&self, offset: i64) -> Result<(), PartitionError> {
-        let doomed = {
-            let role = self.role.lock();
-            if !matches!(&*role, Role::Follower { .. }) {
-                return Err(PartitionError::NotFollower(self.id.clone()));
-            }
-            let mut log = self.log.lock();
-            let doomed = log.truncate_to(offset)?;
-            let log_end = log.log_end_offset();
-            self.log_end.send_replace(log_end);
-            self.high_watermark.send_if_modified(|hw| {
-                let moved = *hw > log_end;
-                if moved {
-                    *hw = log_end;
-                }
-                moved
-            });
-            self.durable_offset.fetch_min(log_end, Ordering::AcqRel);
-            doomed
-        };
+        self.rewind(|log| log.truncate_to(offset)).await?;
         tracing::info!(partition = %self.id, offset, "truncated divergent log tail");
-        self.discard(doomed).await
+        Ok(())
     }
 
     /// A follower whose log ends below its leader's log start starts over at `offset`.
     pub async fn reset_to(&self, offset: i64) -> Result<(), PartitionError> {
+        self.rewind(|log| log.reset_to(offset)).await?;
+        tracing::info!(partition = %self.id, offset, "log reset to the leader's log start");
+        Ok(())
+    }
+
+    /// Cuts a follower's log with `cut`, then brings what is published about it (log
+    /// end, high watermark, durable offset) back inside the log's new bounds.
+    async fn rewind(
+        &self,
+        cut: impl FnOnce(&mut Log) -> Result<Doomed, AppendError>,
+    ) -> Result<(), PartitionError> {
         let doomed = {
             let role = self.role.lock();
             if !matches!(&*role, Role::Follower { .. }) {
                 return Err(PartitionError::NotFollower(self.id.clone()));
             }
             let mut log = self.log.lock();
-            let doomed = log.reset_to(offset)?;
-            self.log_end.send_replace(offset);
-            self.high_watermark.send_replace(offset);
-            self.durable_offset.store(offset, Ordering::Release);
+            let doomed = cut(&mut log)?;
+            let (start, end) = (log.log_start_offset(), log.log_end_offset());
+            self.log_end.send_replace(end);
+            self.high_watermark.send_if_modified(|hw| {
+                let bounded = (*hw).clamp(start, end);
+                let moved = bounded != *hw;
+                *hw = bounded;
+                moved
+            });
+            let durable = self
+                .durable_offset
+                .load(Ordering::Acquire)
+                .clamp(start, end);
+            self.durable_offset.store(durable, Ordering::Release);
             doomed
         };
-        tracing::info!(partition = %self.id, offset, "log reset to the leader's log start");
         self.discard(doomed).await
     }
 
