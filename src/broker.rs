@@ -362,6 +362,9 @@ async fn open_store(
         crate::metrics::ETCD_WATCH_RESYNCS_TOTAL,
         crate::metrics::CONTROLLER_ELECTIONS_TOTAL,
         crate::metrics::PARTITION_LEADER_CHANGES_TOTAL,
+        crate::metrics::UNCLEAN_LEADER_ELECTIONS_TOTAL,
+        crate::metrics::ISR_SHRINKS_TOTAL,
+        crate::metrics::ISR_EXPANDS_TOTAL,
     ] {
         metrics::counter!(counter).absolute(0);
     }

@@ -603,7 +603,8 @@ def test_compose_file(env_vars):
     assert set(services) == {"etcd", "tern-1", "tern-2", "tern-3", "prometheus", "grafana"}
     assert "NOT YET" not in text, "the cluster is here: no placeholder note"
     assert re.search(r"kcat -b 127\.0\.0\.1:9092 -L", text), "copy-paste usage listing the brokers"
-    assert re.search(r"not\s+(#\s*)?copied", text, re.I), "say that moved partitions' data is not copied"
+    assert re.search(r"replication\s+(#\s*)?factor", text, re.I), "say how topics are replicated"
+    assert not re.search(r"not\s+(#\s*)?copied", text, re.I), "replication landed: moved partitions keep their data"
 
     etcd = services["etcd"]
     assert etcd["build"]["target"] == "etcd"
