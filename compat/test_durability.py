@@ -103,11 +103,6 @@ def test_the_segment_parser_reads_a_real_tern_log(broker, topic):
 
 
 @pytest.mark.timeout(int(FAULT_SECONDS) + 420)
-@pytest.mark.xfail(strict=False, reason=(
-    "known liveness bug (issue 11, open): after some faults a follower stops catching up on a "
-    "partition, so the ISR stays short, min.insync refuses writes there and the final audit "
-    "finds a replica ending below the high watermark. Loss, inconsistency and duplicates "
-    "have been 0 in every run; the run's summary is printed either way."))
 def test_a_bounded_chaos_run_loses_nothing_and_leaves_identical_replicas(tmp_path):
     cmd = [sys.executable, str(TOOLS / "tern_check.py"), "--seconds", str(FAULT_SECONDS),
            "--work-dir", str(tmp_path / "check")]

@@ -657,7 +657,8 @@ impl Log {
 
     /// Removes every batch at or above `offset` (rounded down to the start of the
     /// batch holding it): a follower cutting the tail where its log diverged from its
-    /// leader's. Nothing when `offset` is at or past the log end; below the log start,
+    /// leader's. Nothing but epoch entries starting at the log end when `offset` is at
+    /// or past it; below the log start,
     /// the whole log goes as with [`Log::reset_to`] (Kafka's `truncateFullyAndStartAt`).
     ///
     /// No file is shortened under a live view (a response may still be writing
@@ -680,6 +681,13 @@ impl Log {
             return Err(self.out_of_range(offset));
         }
         if offset >= log_end {
+            // Nothing to cut from the log, but an epoch entry may start at its end: this
+            // broker led in an epoch and was deposed before appending anything. Left in
+            // place it is the last fetched epoch every fetch names, which the leader
+            // never had: it answers the same divergence forever (Kafka's truncateTo
+            // truncates the cache from the log end for this reason).
+            self.epochs.truncate_from_end(log_end);
+            self.persist_epochs()?;
             return Ok(Doomed::default());
         }
         if offset < self.log_start_offset {
@@ -1933,6 +1941,26 @@ mod tests {
         assert_eq!(log.log_end_offset(), third);
         assert_eq!(log.segments.keys().next_back(), Some(&third));
         assert_eq!(log.append(&simple_batch(1, 9_000), 0)?.base_offset, third);
+        Ok(())
+    }
+
+    #[test]
+    fn truncating_at_the_log_end_drops_an_epoch_that_never_got_a_batch() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        let mut log = fresh(dir.path())?;
+        log.start_leader_epoch(3)?;
+        log.append(&simple_batch(2, 1_000), 0)?;
+        // Elected in epoch 5, deposed before appending: the entry (5, 2) has no batch.
+        log.start_leader_epoch(5)?;
+        assert_eq!(log.latest_epoch(), Some(5));
+        assert!(log.truncate_to(2)?.is_empty());
+        assert_eq!(log.log_end_offset(), 2, "no batch cut");
+        assert_eq!(log.latest_epoch(), Some(3), "the empty epoch went");
+        assert_eq!(log.epoch_entries(), &[(3, 0)]);
+        // Past the end too, as Kafka: the cache is cut at the log end, not the target.
+        log.start_leader_epoch(6)?;
+        assert!(log.truncate_to(10)?.is_empty());
+        assert_eq!(log.epoch_entries(), &[(3, 0)]);
         Ok(())
     }
 

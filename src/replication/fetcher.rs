@@ -250,10 +250,13 @@ impl ReplicaFetchers {
         if data.diverging_epoch.epoch >= 0 || data.diverging_epoch.end_offset >= 0 {
             let diverging = (data.diverging_epoch.epoch, data.diverging_epoch.end_offset);
             let decision = partition.truncation_point(diverging);
+            let before = partition.fetch_position();
             partition
                 .truncate_to(decision.offset(partition.high_watermark()))
                 .await?;
-            return Ok(true);
+            // Progress only if the next fetch asks something else: the same question
+            // would get the same answer, and asking it in a tight loop helps no one.
+            return Ok(partition.fetch_position() != before);
         }
         let records = data.records.as_deref().unwrap_or_default();
         let appended = partition.append_replicated(records, data.high_watermark)?;
