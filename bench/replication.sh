@@ -2,8 +2,8 @@
 # Replication benchmark (part of `make bench`): etcd and three brokers on this machine,
 # a topic of 6 partitions with replication factor 3 and min.insync.replicas=2, driven
 # by librdkafka (bench/ crate) with acks=all and 1 KiB messages: throughput, produce
-# latency at a fixed 10,000 msgs/s, and the catch-up rate of a replica that restarts
-# with an empty data dir while producers write. Bounded by message counts and timeouts.
+# latency at a fixed 10,000 msgs/s (failover and catch-up: bench/failover.py). Bounded
+# by message counts and timeouts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -12,9 +12,10 @@ LOAD=bench/target/release/tern-bench
 [ -x "$LOAD" ] || (cd bench && cargo build --release --quiet)
 WORK=$(mktemp -d /tmp/tern-repl-bench.XXXXXX)
 COUNT=${BENCH_REPL_COUNT:-500000}
-# fsync before acknowledging acks=all on the leader (the broker default), or only on the
-# flush interval (Kafka's default policy): BENCH_REPL_FLUSH=false.
-FLUSH=${BENCH_REPL_FLUSH:-true}
+# Kafka's default policy (acknowledged in every in-sync replica's page cache, fsynced on
+# the flush interval), or fsync of every write on every in-sync replica before it is
+# acknowledged: BENCH_REPL_FLUSH_MESSAGES=1 (the topic config flush.messages).
+FLUSH_MESSAGES=${BENCH_REPL_FLUSH_MESSAGES:-}
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 ETCD_PORT=$(port); ETCD_PEER=$(port)
 etcd --data-dir "$WORK/etcd" --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
@@ -29,7 +30,7 @@ declare -A KPORT BPID
 start_broker() { # node
   "$TERN" serve --data-dir "$WORK/data-$1" --listen "127.0.0.1:${KPORT[$1]}" --node-id "$1" \
     --etcd "http://127.0.0.1:$ETCD_PORT" --etcd-lease-ttl-secs 3 --metrics "127.0.0.1:$(port)" \
-    --http "127.0.0.1:$(port)" --flush-on-ack-all "$FLUSH" >>"$WORK/broker-$1.log" 2>&1 &
+    --http "127.0.0.1:$(port)" >>"$WORK/broker-$1.log" 2>&1 &
   BPID[$1]=$!; PIDS+=($!)
   for _ in $(seq 1 100); do (echo > /dev/tcp/127.0.0.1/${KPORT[$1]}) 2>/dev/null && break; sleep 0.1; done
 }
@@ -37,27 +38,12 @@ for n in 1 2 3; do KPORT[$n]=$(port); start_broker "$n"; done
 BOOT="127.0.0.1:${KPORT[1]},127.0.0.1:${KPORT[2]},127.0.0.1:${KPORT[3]}"
 sleep 2
 for t in r1k rlat; do
-  "$TERN" topic create "$t" --partitions 6 --replication-factor 3 --config min.insync.replicas=2 -b "127.0.0.1:${KPORT[1]}" >/dev/null
+  "$TERN" topic create "$t" --partitions 6 --replication-factor 3 --config min.insync.replicas=2 \
+    ${FLUSH_MESSAGES:+--config flush.messages=$FLUSH_MESSAGES} -b "127.0.0.1:${KPORT[1]}" >/dev/null
 done
 # Partitions of topic $1 with three in-sync replicas, as broker 1 (never restarted) says.
 in_sync() { kcat -b "127.0.0.1:${KPORT[1]}" -L -t "$1" 2>/dev/null | grep -c "isrs: [0-9]*,[0-9]*,[0-9]*" || true; }
 for _ in $(seq 1 100); do [ "$(in_sync r1k)" = 6 ] && [ "$(in_sync rlat)" = 6 ] && break; sleep 0.2; done
-echo "== replication: 3 brokers, RF=3, min.insync.replicas=2, flush-on-ack-all=$FLUSH (brokers and client on this machine; $(nproc) cores)"
+echo "== replication: 3 brokers, RF=3, min.insync.replicas=2, flush.messages=${FLUSH_MESSAGES:-default} (brokers and client on this machine; $(nproc) cores)"
 $LOAD --mode produce --brokers "$BOOT" --topic r1k --partitions 6 --size 1024 --count "$COUNT" --acks all --timeout-s 120
 $LOAD --mode latency --brokers "$BOOT" --topic rlat --partitions 6 --size 1024 --rate 10000 --count 100000 --acks all --timeout-s 60
-# Catch-up: broker 3 loses its data and restarts; time until every partition has 3 in sync again.
-kill -9 "${BPID[3]}"; wait "${BPID[3]}" 2>/dev/null || true
-# What it must copy back: both topics' payloads (segments are preallocated, so file
-# sizes would overstate it).
-bytes=$(( (COUNT + 100000) * 1024 ))
-# Until the controller has taken it out of the ISRs (its lease expires first).
-left=no
-for _ in $(seq 1 150); do [ "$(in_sync r1k)" = 0 ] && left=yes && break; sleep 0.1; done
-[ "$left" = yes ] || { echo "catch-up: not measured (broker 3 never left the ISRs)"; exit 0; }
-rm -rf "$WORK/data-3"
-start_broker 3
-t0=$(date +%s.%N)
-for _ in $(seq 1 600); do [ "$(in_sync r1k)" = 6 ] && [ "$(in_sync rlat)" = 6 ] && break; sleep 0.1; done
-t1=$(date +%s.%N)
-printf 'catch-up: %.0f MB re-replicated to a restarted empty broker in %.1fs (%.0f MB/s, start-up and re-registration included)\n' \
-  "$(echo "$bytes / 1000000" | bc -l)" "$(echo "$t1 - $t0" | bc -l)" "$(echo "$bytes / 1000000 / ($t1 - $t0)" | bc -l)"

@@ -63,7 +63,10 @@ TERN_BIN="$ROOT/target/release/tern" "$PY" bench/http_cluster_bench.py --message
 
 # Replication: three brokers, RF=3, acks=all (bench/replication.sh).
 bash bench/replication.sh "$ROOT/target/release/tern"
-BENCH_REPL_FLUSH=false bash bench/replication.sh "$ROOT/target/release/tern"
+BENCH_REPL_FLUSH_MESSAGES=1 bash bench/replication.sh "$ROOT/target/release/tern"
+
+# Failover (kill -9 and SIGTERM of a leader) and an emptied broker's catch-up (bench/failover.py).
+TERN_BIN="$ROOT/target/release/tern" "$PY" bench/failover.py
 
 # Produce latency while the partition rolls segments (bench/roll.sh).
 bash bench/roll.sh "$ROOT/target/release/tern"

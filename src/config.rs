@@ -112,8 +112,8 @@ serve_args! {
     log_flush_interval_ms: u64 = 1000, "TERN_LOG_FLUSH_INTERVAL_MS";
     /// A follower that has not caught up with its leader for this long leaves the ISR, ms (replica.lag.time.max.ms) [default: 30000]
     replica_lag_time_max_ms: u64 = 30_000, "TERN_REPLICA_LAG_TIME_MAX_MS";
-    /// acks=all produce waits until its data is fsynced (group commit) [default: true]
-    flush_on_ack_all: bool = true, "TERN_FLUSH_ON_ACK_ALL";
+    /// Default flush.messages: a write is fsynced before it is acknowledged (and a follower fsyncs before fetching on) once this many messages are unflushed; 1 fsyncs every write on every in-sync replica, the default leaves it to log.flush.interval.ms (log.flush.interval.messages) [default: 9223372036854775807]
+    log_flush_interval_messages: i64 = i64::MAX, "TERN_LOG_FLUSH_INTERVAL_MESSAGES";
     /// Fault-injection tests only: after an unclean stop, drop every log's tail past its recovery checkpoint, as a machine losing power would lose what was not fsynced [default: false]
     test_drop_unflushed_on_start: bool = false, "TERN_TEST_DROP_UNFLUSHED_ON_START";
     /// Delay before a new group's first rebalance, ms (group.initial.rebalance.delay.ms) [default: 3000]
@@ -268,6 +268,10 @@ impl Config {
         let builtin = vec![
             ("cleanup.policy", "delete".to_string()),
             ("compression.type", "producer".to_string()),
+            (
+                "flush.messages",
+                defaults::log_flush_interval_messages().to_string(),
+            ),
             ("index.interval.bytes", "4096".to_string()),
             (
                 "max.message.bytes",
@@ -329,9 +333,6 @@ impl Config {
                 defaults: TopicDefaults::new(&builtin, &operator_set),
             },
             durability: Durability {
-                flush_on_ack_all: a
-                    .flush_on_ack_all
-                    .unwrap_or_else(defaults::flush_on_ack_all),
                 flush_interval: Duration::from_millis(
                     a.log_flush_interval_ms
                         .unwrap_or_else(defaults::log_flush_interval_ms)
@@ -618,7 +619,11 @@ fn etcd_config(
 /// Topic-config defaults the operator set explicitly, by topic config name.
 fn topic_overrides(a: &ServeArgs) -> BTreeMap<&'static str, String> {
     let mut out = BTreeMap::new();
-    let pairs: [(&'static str, Option<String>); 5] = [
+    let pairs: [(&'static str, Option<String>); 6] = [
+        (
+            "flush.messages",
+            a.log_flush_interval_messages.map(|v| v.to_string()),
+        ),
         ("retention.ms", a.log_retention_ms.map(|v| v.to_string())),
         (
             "retention.bytes",

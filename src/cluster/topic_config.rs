@@ -84,6 +84,13 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
         },
     },
     ConfigDef {
+        name: "flush.messages",
+        broker_key: "log.flush.interval.messages",
+        kind: ConfigType::Long,
+        documentation: "Unflushed messages that make a write wait for an fsync before it is acknowledged (a follower fsyncs before fetching on): 1 puts every acknowledged write on disk on every in-sync replica; the default leaves flushing to log.flush.interval.ms.",
+        validate: |v| long_at_least(1)(v),
+    },
+    ConfigDef {
         name: "index.interval.bytes",
         broker_key: "log.index.interval.bytes",
         kind: ConfigType::Int,
@@ -336,12 +343,16 @@ impl TopicDefaults {
     }
 
     /// The log settings of topic `topic` with `overrides`. The offsets topic never has
-    /// retention, whatever its configs or the broker's say: its coordinator compacts it.
+    /// retention, whatever its configs or the broker's say (its coordinator compacts
+    /// it), and fsyncs every commit.
     pub fn log_config_for(&self, topic: &str, overrides: &BTreeMap<String, String>) -> LogConfig {
         let mut config = self.log_config(overrides);
         if is_internal(topic) {
             config.retention_ms = -1;
             config.retention_bytes = -1;
+            // Commits are small and few next to data: each is on disk on every in-sync
+            // replica before it is acknowledged, so no power loss makes a group re-read.
+            config.flush_messages = 1;
         }
         config
     }
@@ -370,6 +381,7 @@ impl TopicDefaults {
             log_append_time: self
                 .resolve(overrides, "message.timestamp.type")
                 .is_some_and(|(v, _)| v.trim() == "LogAppendTime"),
+            flush_messages: self.parse_or(overrides, "flush.messages", builtin.flush_messages),
         }
     }
 

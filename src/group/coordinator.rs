@@ -553,7 +553,7 @@ impl GroupCoordinator {
         for chunk in changes.chunks(1000) {
             let batch = offsets::encode_changes(chunk, now);
             partition
-                .write(&batch, now, Acks::All, true, OFFSET_COMMIT_TIMEOUT)
+                .write(&batch, now, Acks::All, OFFSET_COMMIT_TIMEOUT)
                 .await?;
         }
         partition.delete_records_before(snapshot_start).await?;
@@ -601,7 +601,7 @@ impl GroupCoordinator {
         })?;
         let batch = offsets::encode_changes(changes, now_ms());
         partition
-            .write(&batch, now_ms(), Acks::All, true, OFFSET_COMMIT_TIMEOUT)
+            .write(&batch, now_ms(), Acks::All, OFFSET_COMMIT_TIMEOUT)
             .await
             .map(|_| ())
     }
@@ -966,6 +966,7 @@ mod tests {
         let log_config = LogConfig {
             segment_bytes: 4096,
             index_bytes: 4096,
+            flush_messages: 1,
             ..LogConfig::default()
         };
         let log = Log::open(

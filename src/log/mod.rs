@@ -62,6 +62,9 @@ pub struct LogConfig {
     pub max_message_bytes: u64,
     /// Overwrite batch timestamps with the broker's clock (`LogAppendTime`).
     pub log_append_time: bool,
+    /// Unflushed messages at which a write waits for an fsync before it counts
+    /// (`flush.messages`; the partition acts on it, the log only carries it).
+    pub flush_messages: i64,
 }
 
 impl Default for LogConfig {
@@ -76,6 +79,7 @@ impl Default for LogConfig {
             producer_id_expiration_ms: 24 * 3600 * 1000,
             max_message_bytes: 1_048_588,
             log_append_time: false,
+            flush_messages: i64::MAX,
         }
     }
 }

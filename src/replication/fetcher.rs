@@ -259,7 +259,13 @@ impl ReplicaFetchers {
             return Ok(partition.fetch_position() != before);
         }
         let records = data.records.as_deref().unwrap_or_default();
-        let appended = partition.append_replicated(records, data.high_watermark)?;
-        Ok(appended.is_some())
+        let Some(appended) = partition.append_replicated(records, data.high_watermark)? else {
+            return Ok(false);
+        };
+        if partition.flush_due(appended.last_offset) {
+            // Before the next fetch tells the leader we have it (`flush.messages`).
+            partition.wait_durable(appended.last_offset).await?;
+        }
+        Ok(true)
     }
 }

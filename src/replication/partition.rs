@@ -122,6 +122,10 @@ pub struct Partition {
     /// Set after an fsync error: Linux may have dropped the pages, so we stop writing.
     failed: AtomicBool,
     min_insync_replicas: AtomicI32,
+    /// `flush.messages`: see [`Self::flush_due`].
+    flush_messages: AtomicI64,
+    /// Tests only: where each flush records the offset it made durable.
+    fsynced_record: std::sync::OnceLock<std::path::PathBuf>,
 }
 
 impl Partition {
@@ -140,6 +144,7 @@ impl Partition {
         let hw = high_watermark.clamp(log.log_start_offset(), log_end_offset);
         let (high_watermark, _) = watch::channel(hw);
         let durable = log.recovery_point();
+        let flush_messages = AtomicI64::new(log.config().flush_messages);
         Self {
             id,
             topic_id,
@@ -152,6 +157,8 @@ impl Partition {
             flush_lock: tokio::sync::Mutex::new(()),
             failed: AtomicBool::new(false),
             min_insync_replicas: AtomicI32::new(min_insync_replicas),
+            flush_messages,
+            fsynced_record: std::sync::OnceLock::new(),
         }
     }
 
@@ -186,7 +193,15 @@ impl Partition {
         }
     }
 
+    /// Tests only (emulated power loss): every flush from now on writes the offset it
+    /// made durable to `path`.
+    pub fn record_fsynced_offsets_in(&self, path: std::path::PathBuf) {
+        let _ = self.fsynced_record.set(path);
+    }
+
     pub fn set_config(&self, config: LogConfig, min_insync_replicas: i32) {
+        self.flush_messages
+            .store(config.flush_messages, Ordering::Relaxed);
         self.log.lock().set_config(config);
         self.min_insync_replicas
             .store(min_insync_replicas, Ordering::Relaxed);
@@ -306,15 +321,26 @@ impl Partition {
         Ok(info)
     }
 
+    /// Whether a write ending at `last_offset` must be on this replica's disk before it
+    /// counts: once `flush.messages` or more messages are unflushed, as Kafka flushes in
+    /// the append that reaches the count. With 1, every write is; with the default
+    /// (`i64::MAX`), none waits and `log.flush.interval.ms` bounds what a power loss
+    /// takes. A follower asks it too, before fetching on: the leader learns its offset
+    /// from that fetch, so the high watermark then passes only data on every in-sync
+    /// replica's disk.
+    pub fn flush_due(&self, last_offset: i64) -> bool {
+        let every = self.flush_messages.load(Ordering::Relaxed).max(1);
+        last_offset.saturating_add(1) - self.durable_offset() >= every
+    }
+
     /// Returns once a write ending at `last_offset` is acknowledged at `acks`: for
     /// acks=all, once the high watermark has passed it (every in-sync replica has it)
-    /// with at least min.insync.replicas in sync, and once it is on disk when
-    /// `flush` says so. The caller bounds the wait (the request's timeout).
+    /// with at least min.insync.replicas in sync; and once it is on disk here when
+    /// [`Self::flush_due`]. The caller bounds the wait (the request's timeout).
     pub async fn wait_acknowledged(
         &self,
         last_offset: i64,
         acks: Acks,
-        flush: bool,
     ) -> Result<(), PartitionError> {
         if acks == Acks::All {
             let mut high_watermark = self.high_watermark.subscribe();
@@ -340,7 +366,7 @@ impl Partition {
                 }
             }
         }
-        if flush {
+        if self.flush_due(last_offset) {
             self.wait_durable(last_offset).await?;
         }
         Ok(())
@@ -355,16 +381,10 @@ impl Partition {
         records: &[u8],
         now_ms: i64,
         acks: Acks,
-        flush: bool,
         timeout: std::time::Duration,
     ) -> Result<AppendInfo, PartitionError> {
         let info = self.append(records, now_ms, acks)?;
-        match tokio::time::timeout(
-            timeout,
-            self.wait_acknowledged(info.last_offset, acks, flush),
-        )
-        .await
-        {
+        match tokio::time::timeout(timeout, self.wait_acknowledged(info.last_offset, acks)).await {
             Ok(outcome) => outcome.map(|()| info),
             Err(_) => Err(PartitionError::TimedOut(self.id.clone())),
         }
@@ -650,7 +670,16 @@ impl Partition {
                 } else {
                     log.recovery_point()
                 };
-                self.durable_offset.fetch_max(durable, Ordering::AcqRel);
+                let durable = self
+                    .durable_offset
+                    .fetch_max(durable, Ordering::AcqRel)
+                    .max(durable);
+                drop(log);
+                if let Some(path) = self.fsynced_record.get() {
+                    if let Err(error) = std::fs::write(path, durable.to_string()) {
+                        tracing::warn!(partition = %self.id, %error, "test: cannot record the fsynced offset");
+                    }
+                }
                 Ok(())
             }
             Ok(Err(error)) => {

@@ -27,6 +27,10 @@ use crate::model::{now_ms, TopicPartition};
 
 const CLEAN_SHUTDOWN_FILE: &str = ".clean-shutdown";
 const RECOVERY_CHECKPOINT_FILE: &str = "recovery-point-offset-checkpoint";
+/// Tests only (`--test-drop-unflushed-on-start`): each partition's last fsynced offset,
+/// rewritten after every flush, so that an emulated power loss drops exactly what was
+/// never fsynced (the recovery checkpoint lags flushes by up to a flush interval).
+const TEST_FSYNCED_FILE: &str = "test-fsynced-offset";
 /// Kafka's name for the file of high watermarks.
 const HIGH_WATERMARK_CHECKPOINT_FILE: &str = "replication-offset-checkpoint";
 
@@ -48,8 +52,6 @@ fn read_checkpoint(path: &Path) -> io::Result<HashMap<String, i64>> {
 /// When acknowledged data must be on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Durability {
-    /// `acks=all` produce waits for an fsync of its data (group commit).
-    pub flush_on_ack_all: bool,
     /// Everything is flushed at least this often (`log.flush.interval.ms`).
     pub flush_interval: Duration,
     /// Tests only: an unclean start loses each log's tail past its recovery checkpoint,
@@ -388,11 +390,15 @@ impl ReplicaManager {
                 .unwrap_or(0),
         };
         let mut log = Log::open(&dir, log_config.clone(), mode)?;
+        let fsynced_record = dir.join(TEST_FSYNCED_FILE);
         if self.durability.drop_unflushed_on_start && !mode.clean {
-            let doomed = log
-                .truncate_to(mode.recovery_point)
-                .map_err(io::Error::other)?;
-            tracing::warn!(partition = %id, recovery_point = mode.recovery_point, "test: dropped the unflushed tail");
+            let fsynced = std::fs::read_to_string(&fsynced_record)
+                .ok()
+                .and_then(|text| text.trim().parse::<i64>().ok())
+                .unwrap_or(0)
+                .max(mode.recovery_point);
+            let doomed = log.truncate_to(fsynced).map_err(io::Error::other)?;
+            tracing::warn!(partition = %id, fsynced, "test: dropped the unflushed tail");
             doomed.delete()?;
         }
         write_partition_metadata(&dir, spec.topic_id)?;
@@ -401,14 +407,18 @@ impl ReplicaManager {
             .get(&id.dir_name())
             .copied()
             .unwrap_or(0);
-        Ok(Arc::new(Partition::new(
+        let partition = Partition::new(
             id,
             spec.topic_id,
             self.node_id,
             log,
             high_watermark,
             min_isr,
-        )))
+        );
+        if self.durability.drop_unflushed_on_start {
+            partition.record_fsynced_offsets_in(fsynced_record);
+        }
+        Ok(Arc::new(partition))
     }
 
     /// Stops serving a topic and removes its files in the background.
@@ -585,7 +595,6 @@ mod tests {
         let builtin = vec![("retention.ms", "604800000".to_string())];
         let defaults = Arc::new(TopicDefaults::new(&builtin, &BTreeMap::new()));
         let durability = Durability {
-            flush_on_ack_all: true,
             flush_interval: Duration::from_secs(1),
             drop_unflushed_on_start: false,
         };

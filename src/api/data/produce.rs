@@ -5,8 +5,9 @@
 //! acks=0 gets no response; acks=1 is answered once the batches are in the leader's log
 //! (page cache); acks=all is refused up front (NOT_ENOUGH_REPLICAS) when the ISR is
 //! below min.insync.replicas, and answered once the high watermark has passed the
-//! batch (every in-sync replica has it) and, when `flush_on_ack_all`, it is fsynced
-//! here — or REQUEST_TIMED_OUT after the request's `timeout_ms`.
+//! batch (every in-sync replica has it) — or REQUEST_TIMED_OUT after the request's
+//! `timeout_ms`. Either waits for an fsync too when the topic's `flush.messages` says
+//! so (`Partition::flush_due`).
 
 use std::sync::Arc;
 
@@ -26,22 +27,23 @@ pub enum Outcome {
     Done(ProduceResponse),
     /// acks=0: no answer at all.
     Silent,
-    /// acks=all: answer once the appended data is replicated (and on disk if asked).
+    /// acks=all, or a write `flush.messages` makes wait for its fsync: answer once
+    /// the appended data is acknowledged.
     AwaitingAcks(PendingAcks),
 }
 
-/// An acks=all response waiting for its writes to be acknowledged.
+/// A response waiting for its writes to be acknowledged.
 #[derive(Debug)]
 pub struct PendingAcks {
     responses: Vec<TopicProduceResponse>,
     waits: Vec<(Arc<Partition>, i64)>,
-    flush: bool,
+    acks: Acks,
     timeout: std::time::Duration,
 }
 
 impl PendingAcks {
     pub async fn finish(mut self) -> ProduceResponse {
-        wait_acknowledged(&mut self.responses, self.waits, self.flush, self.timeout).await;
+        wait_acknowledged(&mut self.responses, self.waits, self.acks, self.timeout).await;
         ProduceResponse::default().with_responses(self.responses)
     }
 }
@@ -164,7 +166,7 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Outcome {
                     metrics::counter!(crate::metrics::TOPIC_MESSAGES_IN_TOTAL, "topic" => topic_label)
                         .increment((info.last_offset - info.base_offset + 1).max(0) as u64);
                     let (log_start, _, _) = partition.offsets();
-                    if acks == -1 {
+                    if acks == -1 || (acks == 1 && partition.flush_due(info.last_offset)) {
                         durable_waits.push((Arc::clone(&partition), info.last_offset));
                     }
                     partitions.push(
@@ -191,11 +193,11 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Outcome {
     if acks == 0 {
         return Outcome::Silent;
     }
-    if acks == -1 && !durable_waits.is_empty() {
+    if !durable_waits.is_empty() {
         return Outcome::AwaitingAcks(PendingAcks {
             responses,
             waits: durable_waits,
-            flush: ctx.services.replicas.durability().flush_on_ack_all,
+            acks: if acks == -1 { Acks::All } else { Acks::Leader },
             timeout: std::time::Duration::from_millis(request.timeout_ms.max(0) as u64),
         });
     }
@@ -227,11 +229,11 @@ fn count_partition_errors(responses: &[TopicProduceResponse]) {
 async fn wait_acknowledged(
     responses: &mut [TopicProduceResponse],
     waits: Vec<(Arc<Partition>, i64)>,
-    flush: bool,
+    acks: Acks,
     timeout: std::time::Duration,
 ) {
     let results = futures::future::join_all(waits.iter().map(|(p, offset)| async move {
-        match tokio::time::timeout(timeout, p.wait_acknowledged(*offset, Acks::All, flush)).await {
+        match tokio::time::timeout(timeout, p.wait_acknowledged(*offset, acks)).await {
             Ok(outcome) => outcome,
             Err(_) => Err(PartitionError::TimedOut(p.id().clone())),
         }

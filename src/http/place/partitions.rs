@@ -353,10 +353,9 @@ impl HttpApi {
                 }
                 let unavailable =
                     |e: crate::replication::PartitionError| ApiError::unavailable(e.to_string());
-                let flush = self.services.replicas.durability().flush_on_ack_all;
                 let publish_timeout = std::time::Duration::from_millis(PRODUCE_TIMEOUT_MS as u64);
                 let info = partition
-                    .write(&batch, now, Acks::All, flush, publish_timeout)
+                    .write(&batch, now, Acks::All, publish_timeout)
                     .await
                     .map_err(unavailable)?;
                 // (A leader elsewhere counts what it is sent, as for any producer.)
