@@ -80,6 +80,19 @@ def test_a_copy_under_a_bumped_producer_epoch_is_a_client_resend_not_a_broker_du
     assert (same["duplicates"], same["resent_after_epoch_bump"]) == (1, 0), same
 
 
+def test_order_is_checked_within_each_producer_epoch():
+    """Messages 0..3 written under epoch 0, then 1 and 2 re-sent under epoch 1 after 3:
+    not disorder (the idempotent producer orders within an epoch). The same reads under a
+    single epoch are."""
+    A = tern_check.ACKED
+    status, part, off = history([(A, 0, 0), (A, 0, 4), (A, 0, 5), (A, 0, 3)])
+    got = {0: [(0, v(0)), (1, v(1)), (2, v(2)), (3, v(3)), (4, v(1)), (5, v(2))]}
+    bumped = tern_check.check_history(status, part, off, got, lambda p, o: 0 if o < 4 else 1)
+    assert (bumped["out_of_order"], bumped["resent_after_epoch_bump"]) == (0, 2), bumped
+    same = tern_check.check_history(status, part, off, got, lambda p, o: 0)
+    assert same["out_of_order"] == 2, same
+
+
 def test_the_segment_parser_reads_a_real_tern_log(broker, topic):
     """One broker, 40 separate batches: the parser finds exactly them, contiguous, at offsets 0..N-1."""
     reports = []

@@ -705,19 +705,23 @@ def check_history(status, part, off, got: dict[int, list[tuple[int, bytes]]],
             if len(examples["inconsistent"]) < 10:
                 examples["inconsistent"].append({"v": i, "acked": list(acked_at), "read": list(where or ()),
                                                  "holder": holder})
-    # Per partition, acknowledged values must be read in send order.
+    # Per partition and producer epoch, acknowledged values must be read in send order:
+    # the idempotent producer orders within an epoch; what it re-sends after bumping its
+    # epoch lands after what the old epoch wrote meanwhile (counted above as re-sent).
     out_of_order = 0
     for p, records in got.items():
-        last = -1
+        last: dict[int | None, int] = {}
         for o, raw in records:
             v = at_offset.get((p, o))
             if v is None or status[v] != ACKED:
                 continue
-            if v < last:
+            epoch = None if producer_epoch_of is None else producer_epoch_of(p, o)
+            if v < last.get(epoch, -1):
                 out_of_order += 1
                 if len(examples["out_of_order"]) < 10:
-                    examples["out_of_order"].append({"p": p, "o": o, "v": v, "after": last})
-            last = max(last, v)
+                    examples["out_of_order"].append({"p": p, "o": o, "v": v, "after": last[epoch],
+                                                     "producer_epoch": epoch})
+            last[epoch] = max(last.get(epoch, -1), v)
     read = sum(len(r) for r in got.values())
     acked_present = sum(1 for i in range(sent) if status[i] == ACKED and i in seen_at)
     unacked_present = len(seen_at) - acked_present
