@@ -137,9 +137,12 @@ impl TopicService {
 
     fn apply(&self, spec: &TopicSpec, fresh: bool) -> Result<Arc<TopicReplicas>, TopicError> {
         let assignment = self.store.assignment(spec);
-        let (topic, removed) = self
-            .replicas
-            .reconcile_topic(spec, assignment.as_ref(), fresh)?;
+        let (topic, removed) = self.replicas.reconcile_topic(
+            spec,
+            assignment.as_ref(),
+            fresh,
+            self.store.incarnation(),
+        )?;
         for partition in removed {
             self.replicas.delete_replica(&partition);
         }

@@ -68,7 +68,13 @@ async fn control(
         "elected controller"
     );
     metrics::counter!(m::CONTROLLER_ELECTIONS_TOTAL).increment(1);
-    let mut incarnations = Incarnations::default();
+    let mut incarnations = match store.controller_incarnations().await {
+        Ok(seen) => Incarnations { seen },
+        Err(error) => {
+            tracing::warn!(%error, "cannot read the last controller's broker incarnations; restarts before this term go unseen");
+            Incarnations::default()
+        }
+    };
     loop {
         if !store.may_lead() {
             tracing::warn!("etcd session lapsed: no longer acting as controller");
@@ -117,7 +123,13 @@ async fn place_all(
     // A broker that restarted since the last round (a new incarnation) may have lost
     // what it had not synced: for this round it counts as dead, so it leaves every ISR
     // and must catch up again before it can be elected.
-    let restarted = incarnations.restarted(&snapshot.incarnations);
+    let mut restarted = incarnations.restarted(&snapshot.incarnations);
+    // A leader elected under an incarnation it no longer has restarted too, even if no
+    // round saw it go (this controller is new, or the restart fell between rounds).
+    restarted.extend(restarted_leaders(
+        snapshot.assignments.values(),
+        &snapshot.incarnations,
+    ));
     let mut all_written = true;
     if !restarted.is_empty() {
         tracing::info!(brokers = ?restarted, "brokers restarted: out of the ISRs until caught up");
@@ -147,7 +159,8 @@ async fn place_all(
             &spec.configs,
             snapshot.broker_configs.get(&None),
         );
-        let desired = next_assignment(&ring, spec, previous, &members, unclean);
+        let mut desired = next_assignment(&ring, spec, previous, &members, unclean);
+        stamp_leader_incarnations(&mut desired.assignment, &snapshot.incarnations);
         if previous == Some(&desired.assignment) {
             continue;
         }
@@ -190,14 +203,21 @@ async fn place_all(
         }
     }
     // Restarts count as handled only once every ISR they touch is written.
-    if all_written {
-        incarnations.remember(&snapshot.incarnations);
+    if all_written && incarnations.remember(&snapshot.incarnations) {
+        let saved = store
+            .save_controller_incarnations(term, &incarnations.seen)
+            .await?;
+        if saved == Placed::Fenced {
+            return Ok(false);
+        }
     }
     Ok(true)
 }
 
 /// The incarnation of each broker the controller last placed with, to notice restarts
-/// that happened between two rounds (the broker's registration gone and back).
+/// that happened between two rounds (the broker's registration gone and back). Saved
+/// in etcd whenever it changes and loaded by the next controller, so a restart while
+/// no controller ran is noticed too.
 #[derive(Debug, Default)]
 struct Incarnations {
     seen: std::collections::BTreeMap<i32, i64>,
@@ -213,9 +233,41 @@ impl Incarnations {
             .collect()
     }
 
-    /// Remembers the current incarnations, once a round has written what they imply.
-    fn remember(&mut self, now: &std::collections::BTreeMap<i32, i64>) {
+    /// Remembers the current incarnations, once a round has written what they imply;
+    /// whether that changed anything (then the next controller should know it too).
+    fn remember(&mut self, now: &std::collections::BTreeMap<i32, i64>) -> bool {
+        let before = self.seen.clone();
         self.seen.extend(now.iter().map(|(id, rev)| (*id, *rev)));
+        self.seen != before
+    }
+}
+
+/// Leaders whose stamped incarnation is not their registration's now.
+fn restarted_leaders<'a>(
+    assignments: impl Iterator<Item = &'a TopicAssignment>,
+    incarnations: &std::collections::BTreeMap<i32, i64>,
+) -> BTreeSet<i32> {
+    assignments
+        .flat_map(|a| &a.partitions)
+        .filter(|p| p.leader >= 0 && p.leader_incarnation != 0)
+        .filter(|p| {
+            incarnations
+                .get(&p.leader)
+                .is_some_and(|&now| now != p.leader_incarnation)
+        })
+        .map(|p| p.leader)
+        .collect()
+}
+
+/// Records each partition's leader's current incarnation in the state that elects it,
+/// so that only that process may lead on it (see
+/// [`PartitionAssignment::leader_incarnation`]).
+fn stamp_leader_incarnations(
+    assignment: &mut TopicAssignment,
+    incarnations: &std::collections::BTreeMap<i32, i64>,
+) {
+    for p in &mut assignment.partitions {
+        p.leader_incarnation = incarnations.get(&p.leader).copied().unwrap_or(0);
     }
 }
 
@@ -322,6 +374,7 @@ pub fn assign_topic(
                 leader_epoch,
                 partition_epoch: leader_epoch,
                 target: Vec::new(),
+                leader_incarnation: 0,
             }
         })
         .collect();
@@ -497,6 +550,28 @@ mod tests {
             }
         }
         assert_eq!(moved, 6, "the newcomer takes its fair share of 24 / 4");
+    }
+
+    #[test]
+    fn a_leader_stamped_with_another_incarnation_restarted() {
+        let spec = spec(3, 1);
+        let mut assignment = TopicAssignment::all_on(&spec, 1);
+        let now: BTreeMap<i32, i64> = [(1, 10), (2, 11)].into_iter().collect();
+        stamp_leader_incarnations(&mut assignment, &now);
+        assert!(assignment
+            .partitions
+            .iter()
+            .all(|p| p.leader_incarnation == 10));
+        assert!(restarted_leaders([&assignment].into_iter(), &now).is_empty());
+        let later: BTreeMap<i32, i64> = [(1, 25), (2, 11)].into_iter().collect();
+        assert_eq!(
+            restarted_leaders([&assignment].into_iter(), &later),
+            BTreeSet::from([1]),
+            "broker 1 registered again since it was elected"
+        );
+        // Unstamped state (older data) proves nothing.
+        let unstamped = TopicAssignment::all_on(&spec, 1);
+        assert!(restarted_leaders([&unstamped].into_iter(), &later).is_empty());
     }
 
     #[test]

@@ -130,6 +130,7 @@ fn new_partition(target: &[i32], members: &Membership<'_>) -> Option<Change> {
             isr: leader_first(leader, isr),
             partition_epoch: 0,
             target: Vec::new(),
+            leader_incarnation: 0,
         },
         unclean: false,
         leader_moved: leader >= 0,
@@ -223,6 +224,7 @@ fn change(
         isr,
         partition_epoch: current.partition_epoch,
         target: current.target.clone(),
+        leader_incarnation: current.leader_incarnation,
     };
     let unchanged = next.leader == current.leader
         && next.replicas == current.replicas
@@ -279,6 +281,7 @@ mod tests {
             isr: isr.to_vec(),
             partition_epoch: pe,
             target: Vec::new(),
+            leader_incarnation: 0,
         }
     }
 

@@ -8,6 +8,7 @@
 //! | `controller`          | `{"node_id": id}`          | the elected controller, on its lease |
 //! | `topics/<name>`       | `TopicSpec` JSON           | any broker (admin requests), compare-and-swap |
 //! | `assignments/<name>`  | `TopicAssignment` JSON     | the controller only, fenced   |
+//! | `controller-incarnations` | `{"<id>": create revision}` the controller placed with | the controller only, fenced; read by the next one |
 //! | `counters/topic_id`, `counters/producer_id` | next id | any broker, compare-and-swap |
 //! | `configs/brokers/<id>`, `configs/brokers/<default>` | dynamic broker configs, JSON map | any broker (AlterConfigs on a BROKER resource) |
 //!
@@ -87,6 +88,9 @@ impl Keys {
     }
     fn controller(&self) -> String {
         format!("{}controller", self.prefix)
+    }
+    fn controller_incarnations(&self) -> String {
+        format!("{}controller-incarnations", self.prefix)
     }
     fn topic(&self, name: &str) -> String {
         format!("{}topics/{name}", self.prefix)
@@ -277,6 +281,8 @@ pub struct EtcdStore {
     events: broadcast::Sender<MetadataEvent>,
     /// This broker's lease; 0 while it has none.
     lease: AtomicI64,
+    /// The create revision of this process's registration; 0 before it registered.
+    incarnation: AtomicI64,
     /// Until when (monotonic ms) the lease is certainly alive, by this broker's clock.
     alive_until_ms: AtomicU64,
 }
@@ -320,6 +326,7 @@ impl EtcdStore {
             applied,
             events,
             lease: AtomicI64::new(0),
+            incarnation: AtomicI64::new(0),
             alive_until_ms: AtomicU64::new(0),
         };
         store.resync().await?;
@@ -524,6 +531,10 @@ impl EtcdStore {
                 // No waiting for the watch here: at start-up it is not running yet,
                 // and the lease is already ticking.
                 self.lease.store(lease, Ordering::Release);
+                // The put created the key: its create revision is the txn's revision.
+                if let Some(header) = response.header() {
+                    self.incarnation.store(header.revision(), Ordering::Release);
+                }
                 self.alive_until_ms.store(
                     granted_at + self.ttl_ms() - self.margin_ms(),
                     Ordering::Release,
@@ -700,6 +711,37 @@ impl EtcdStore {
         let still_controller = Txn::new().when([controller]);
         Ok(if self.txn(still_controller).await?.succeeded() {
             Placed::Stale
+        } else {
+            Placed::Fenced
+        })
+    }
+
+    /// The broker incarnations the last controller placed partitions with (empty when
+    /// none was saved), so that a new controller notices restarts that happened while
+    /// there was none.
+    pub async fn controller_incarnations(&self) -> Result<BTreeMap<i32, i64>, MetadataError> {
+        let key = self.keys.controller_incarnations();
+        match self.get(&key).await? {
+            Some(kv) => serde_json::from_slice(kv.value()).map_err(|e| corrupt(&key, e)),
+            None => Ok(BTreeMap::new()),
+        }
+    }
+
+    /// Saves the incarnations this controller has placed with (fenced by its term).
+    pub async fn save_controller_incarnations(
+        &self,
+        term: ControllerTerm,
+        incarnations: &BTreeMap<i32, i64>,
+    ) -> Result<Placed, MetadataError> {
+        let key = self.keys.controller_incarnations();
+        let value = serde_json::to_vec(incarnations).map_err(|e| corrupt(&key, e))?;
+        let controller =
+            Compare::create_revision(self.keys.controller(), CompareOp::Equal, term.revision);
+        let txn = Txn::new()
+            .when([controller])
+            .and_then([TxnOp::put(key, value, None)]);
+        Ok(if self.txn(txn).await?.succeeded() {
+            Placed::Written
         } else {
             Placed::Fenced
         })
@@ -1020,6 +1062,10 @@ impl MetadataStore for EtcdStore {
 
     fn may_lead(&self) -> bool {
         monotonic_ms() < self.alive_until_ms.load(Ordering::Acquire)
+    }
+
+    fn incarnation(&self) -> Option<i64> {
+        Some(self.incarnation.load(Ordering::Acquire))
     }
 
     async fn begin_shutdown(&self) {

@@ -104,6 +104,17 @@ pub struct PartitionAssignment {
     /// `replicas` is the ring's placement. The controller's memory of its own target.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub target: Vec<i32>,
+    /// The leader's incarnation (the create revision of its registration) when the
+    /// controller elected it; 0 when unknown (the embedded store, older data). A broker
+    /// that restarted since — and may have lost what it had not fsynced — must not lead
+    /// on this state: it waits until the controller, having seen the restart, elects
+    /// again (Kafka fences a broker epoch the same way, KIP-841/903).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub leader_incarnation: i64,
+}
+
+fn is_zero(value: &i64) -> bool {
+    *value == 0
 }
 
 impl PartitionAssignment {
@@ -145,6 +156,7 @@ impl TopicAssignment {
             isr: vec![node],
             partition_epoch: 0,
             target: Vec::new(),
+            leader_incarnation: 0,
         };
         Self {
             topic_id: spec.topic_id,
@@ -304,6 +316,12 @@ pub trait MetadataStore: Send + Sync + Debug + 'static {
     /// lapsed by its own clock, so that it stops taking writes before etcd says so.
     fn may_lead(&self) -> bool {
         true
+    }
+    /// This process's incarnation in the cluster (its registration's create
+    /// revision), to match against [`PartitionAssignment::leader_incarnation`]; `None`
+    /// where there are no incarnations (the embedded store).
+    fn incarnation(&self) -> Option<i64> {
+        None
     }
     /// Announces a controlled shutdown (Kafka's ControlledShutdown): the controller
     /// moves this broker's leaderships to other in-sync replicas and takes it out of

@@ -900,6 +900,7 @@ mod tests {
                 isr: vec![0],
                 partition_epoch: 0,
                 target: Vec::new(),
+                leader_incarnation: 0,
             },
             0,
         );

@@ -269,11 +269,17 @@ impl ReplicaManager {
     /// the topic's configs. Without an assignment (not placed yet) nothing is led.
     /// Idempotent. Returns the topic and the removed replicas' directories, which the
     /// caller deletes once their fetchers have stopped.
+    ///
+    /// `incarnation` is this process's in the cluster (`None` without one): it leads
+    /// only partitions whose state names it, never one elected for a previous run of
+    /// this broker, which may have held data this one lost (such a replica idles until
+    /// the controller elects again).
     pub fn reconcile_topic(
         &self,
         spec: &TopicSpec,
         assignment: Option<&TopicAssignment>,
         fresh: bool,
+        incarnation: Option<i64>,
     ) -> io::Result<(Arc<TopicReplicas>, Vec<Arc<Partition>>)> {
         let _one_at_a_time = self.reconciling.lock();
         let defaults = self.defaults();
@@ -305,9 +311,13 @@ impl ReplicaManager {
                         )?);
                     }
                     if let Some(partition) = slot {
-                        if state.leader == self.node_id {
+                        let ours = incarnation.is_none_or(|i| i == state.leader_incarnation);
+                        if state.leader == self.node_id && ours {
                             partition.become_leader(state, now);
                             leading[index] = true;
+                        } else if state.leader == self.node_id {
+                            tracing::info!(partition = %partition.id(), "elected for a previous run of this broker: waiting for the controller");
+                            partition.become_idle();
                         } else if state.leader >= 0 {
                             partition.become_follower(state.leader, state.leader_epoch);
                         } else {
@@ -601,7 +611,7 @@ mod tests {
         let (replicas, _isr_changes) = ReplicaManager::new(dir.path(), 0, defaults, durability)?;
         let orders = spec("orders");
         let assignment = TopicAssignment::all_on(&orders, 0);
-        replicas.reconcile_topic(&orders, Some(&assignment), true)?;
+        replicas.reconcile_topic(&orders, Some(&assignment), true, None)?;
         let mut dynamic = DynamicBrokerConfigs::default();
         dynamic
             .cluster_default
@@ -631,6 +641,42 @@ mod tests {
         assert_eq!((log_start, log_end), (3, 3));
         assert!(replicas.set_dynamic_configs(DynamicBrokerConfigs::default()));
         assert_eq!(replicas.flush_interval(), Duration::from_secs(1));
+        Ok(())
+    }
+
+    #[test]
+    fn a_restarted_broker_does_not_lead_on_state_elected_for_its_previous_run() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let builtin = vec![("retention.ms", "604800000".to_string())];
+        let defaults = Arc::new(TopicDefaults::new(&builtin, &BTreeMap::new()));
+        let durability = Durability {
+            flush_interval: Duration::from_secs(1),
+            drop_unflushed_on_start: false,
+        };
+        let (replicas, _isr_changes) = ReplicaManager::new(dir.path(), 0, defaults, durability)?;
+        let orders = spec("orders");
+        let mut assignment = TopicAssignment::all_on(&orders, 0);
+        for p in &mut assignment.partitions {
+            p.leader_incarnation = 41;
+        }
+        // This process registered at revision 57: the state was elected for run 41.
+        replicas.reconcile_topic(&orders, Some(&assignment), true, Some(57))?;
+        let partition = replicas
+            .all_partitions()
+            .into_iter()
+            .find(|p| p.id().partition == 0)
+            .ok_or_else(|| io::Error::other("not open"))?;
+        assert!(!partition.is_leader(), "led on a previous run's election");
+        assert!(
+            replicas.partition("orders", 0).is_none(),
+            "not served as led"
+        );
+        // The controller elects it again, under this incarnation.
+        for p in &mut assignment.partitions {
+            p.leader_incarnation = 57;
+        }
+        replicas.reconcile_topic(&orders, Some(&assignment), false, Some(57))?;
+        assert!(partition.is_leader());
         Ok(())
     }
 }
