@@ -52,7 +52,7 @@ $LOAD --mode consume --brokers 127.0.0.1:$PORT --topic b100-all --count "$COUNT_
 printf '%s  rss_anon=%dMB\n' "$($LOAD --mode latency --brokers 127.0.0.1:$PORT --topic lat --size 100 --rate 10000 --count 100000 --acks all --timeout-s 60)" "$(( $(rss_anon_kb) / 1024 ))"
 printf '%s  rss_anon=%dMB\n' "$($LOAD --mode latency --brokers 127.0.0.1:$PORT --topic lat1 --size 100 --rate 10000 --count 100000 --acks 1 --timeout-s 60)" "$(( $(rss_anon_kb) / 1024 ))"
 
-# The HTTP API on the same broker: publish (each durable before its answer) and GET /message.
+# The HTTP API on the same broker: publish (each acknowledged as acks=all before its answer) and GET /message.
 echo "== HTTP API (bench/http_bench.py: stdlib client, keep-alive connections)"
 python3 "$(dirname "$0")/http_bench.py" --url "http://127.0.0.1:$HTTP_PORT" --messages 5000 --threads 8 --timeout 120
 

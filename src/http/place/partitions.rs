@@ -335,8 +335,9 @@ impl HttpApi {
             .collect()
     }
 
-    /// Appends one encoded batch to partition `index` once it is durable (here: fsynced;
-    /// elsewhere: acks=all): its base offset.
+    /// Appends one encoded batch to partition `index` and returns its base offset once
+    /// it is acknowledged as acks=all (here through `Partition::write`, elsewhere by a
+    /// Produce to the leader): the one write path, whichever broker answers.
     pub(in crate::http) async fn append(
         &self,
         topic: &TopicReplicas,
