@@ -871,6 +871,8 @@ mod tests {
                 isr: vec![0],
                 partition_epoch: 0,
                 target: Vec::new(),
+                pinned: false,
+                unclean_requested: false,
             },
             0,
         );
