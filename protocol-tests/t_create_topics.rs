@@ -296,6 +296,9 @@ fn with_assignments(
     )
 }
 
+/// A refused creation: what it tests, partitions, replication factor, assignments, code.
+type BadCreate<'a> = (&'a str, i32, i16, Vec<(i32, Vec<i32>)>, i16);
+
 #[test]
 fn create_topics_with_manual_assignments() {
     const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
@@ -322,7 +325,7 @@ fn create_topics_with_manual_assignments() {
                 p.partition_index
             );
         }
-        let cases: Vec<(&str, i32, i16, Vec<(i32, Vec<i32>)>, i16)> = vec![
+        let cases: Vec<BadCreate> = vec![
             (
                 "with a partition count",
                 2,
