@@ -134,10 +134,17 @@ def test_a_reassignment_while_producing_catches_up_before_the_old_replica_goes(c
 
 @pytest.mark.timeout(90)
 def test_a_move_waiting_for_a_replica_is_listed_and_can_be_cancelled(cluster, topic):
-    cluster.create_topic(topic, 1, 2)
-    wait_until(lambda: len(isr_listing(cluster, topic)[0][2]) == 2, 15, what="in sync")
-    leader, replicas, _ = isr_listing(cluster, topic)[0]
-    new = next(n for n in (1, 2, 3) if n not in replicas)
+    # Admin clients send reassignments to the controller: the broker paused must not be it.
+    controller = cluster.metadata().controller_id
+    others = [n for n in (1, 2, 3) if n != controller]
+    replicas, new = [controller, others[0]], others[1]
+    admin = kp_admin(cluster)
+    try:
+        admin.create_topics({topic: {"assignments": {0: replicas}}})
+    finally:
+        admin.close()
+    wait_until(lambda: len(isr_listing(cluster, topic).get(0, (0, [], []))[2]) == 2, 15, what="in sync")
+    leader = isr_listing(cluster, topic)[0][0]
     paused = cluster.brokers[new]
     admin = KafkaAdminClient(bootstrap_servers=",".join(b.address for n, b in cluster.brokers.items() if n != new),
                              request_timeout_ms=15000)
@@ -153,6 +160,12 @@ def test_a_move_waiting_for_a_replica_is_listed_and_can_be_cancelled(cluster, to
         assert listed["adding_replicas"] == [new], listed
         assert listed["removing_replicas"] == [replicas[0]], listed
         assert admin.list_partition_reassignments({topic: [0]}).get(tp) == listed
+        # Once the paused broker's session lapses the ring has two brokers, so the ring's
+        # placement a cancel returns to is the replicas the partition had; the pinned move
+        # waits on.
+        wait_until(lambda: new not in [b.id for b in cluster.metadata(via=cluster.brokers[leader]).brokers.values()],
+                   LEASE_TTL_S + 8, what=f"broker {new} out of the cluster")
+        assert admin.list_partition_reassignments().get(tp) == listed, "still waiting for its new replica"
         result = admin.alter_partition_reassignments({tp: None})
         assert all(err is None or err.errno == 0 for err in result.values()), result
         wait_until(lambda: not admin.list_partition_reassignments(), 10, what="nothing in progress after the cancel")
