@@ -49,13 +49,21 @@ fn code(verdict: ElectionVerdict) -> Option<ResponseError> {
     }
 }
 
+/// One partition as the store sees it now.
+struct Now {
+    verdict: ElectionVerdict,
+    done: bool,
+    /// An unclean election is asked for and not yet taken up by the controller.
+    requested: bool,
+}
+
 /// The verdict for one partition as the store sees it now; `None` when unknown.
 fn verdict_now(
     store: &dyn MetadataStore,
     spec: &TopicSpec,
     partition: i32,
     kind: ElectionType,
-) -> Option<(ElectionVerdict, bool)> {
+) -> Option<Now> {
     let brokers = store.brokers();
     let live: BTreeSet<i32> = brokers.iter().map(|b| b.node_id).collect();
     let down: BTreeSet<i32> = brokers
@@ -69,10 +77,25 @@ fn verdict_now(
     };
     let assignment = store.assignment(spec)?;
     let state = assignment.partition(partition)?;
-    Some((
-        election_verdict(state, kind, &members),
-        election_done(state, kind),
-    ))
+    Some(Now {
+        verdict: election_verdict(state, kind, &members),
+        done: election_done(state, kind),
+        requested: state.unclean_requested,
+    })
+}
+
+/// Marks partition `partition` of `spec` for a one-shot unclean election.
+async fn request_unclean(store: &dyn MetadataStore, spec: &TopicSpec, partition: i32) -> bool {
+    match store
+        .request_unclean_election(&spec.name, spec.topic_id, partition)
+        .await
+    {
+        Ok(_) => true,
+        Err(error) => {
+            tracing::warn!(topic = %spec.name, partition, %error, "asking for an unclean election failed");
+            false
+        }
+    }
 }
 
 pub async fn handle(ctx: &RequestContext, request: ElectLeadersRequest) -> ElectLeadersResponse {
@@ -127,7 +150,7 @@ pub async fn handle(ctx: &RequestContext, request: ElectLeadersRequest) -> Elect
             item.outcome = Some(ResponseError::UnknownTopicOrPartition);
             continue;
         };
-        let Some((verdict, _)) = verdict_now(store, spec, item.partition, kind) else {
+        let Some(Now { verdict, .. }) = verdict_now(store, spec, item.partition, kind) else {
             item.outcome = Some(ResponseError::UnknownTopicOrPartition);
             continue;
         };
@@ -137,11 +160,7 @@ pub async fn handle(ctx: &RequestContext, request: ElectLeadersRequest) -> Elect
             continue;
         }
         if kind == ElectionType::Unclean {
-            if let Err(error) = store
-                .request_unclean_election(&spec.name, spec.topic_id, item.partition)
-                .await
-            {
-                tracing::warn!(topic = %spec.name, partition = item.partition, %error, "asking for an unclean election failed");
+            if !request_unclean(store, spec, item.partition).await {
                 item.outcome = Some(ResponseError::UnknownServerError);
                 continue;
             }
@@ -155,12 +174,23 @@ pub async fn handle(ctx: &RequestContext, request: ElectLeadersRequest) -> Elect
     loop {
         let mut waiting = 0;
         for item in items.iter().filter(|i| i.outcome.is_none()) {
-            let done = item
-                .spec
-                .as_ref()
-                .and_then(|spec| verdict_now(store, spec, item.partition, kind))
-                .is_some_and(|(_, done)| done);
-            waiting += usize::from(!done);
+            let Some(spec) = item.spec.as_ref() else {
+                continue;
+            };
+            let Some(now) = verdict_now(store, spec, item.partition, kind) else {
+                continue;
+            };
+            waiting += usize::from(!now.done);
+            // The controller takes a request up once, in its next round; a broker that
+            // just restarted sits that round out (it may have lost unflushed data), so
+            // the round may find no one to elect yet: ask again while one is eligible.
+            let ask_again = kind == ElectionType::Unclean
+                && !now.done
+                && !now.requested
+                && now.verdict == ElectionVerdict::Elect;
+            if ask_again {
+                request_unclean(store, spec, item.partition).await;
+            }
         }
         if waiting == 0 || pending == 0 || tokio::time::Instant::now() >= deadline {
             break;
@@ -173,8 +203,8 @@ pub async fn handle(ctx: &RequestContext, request: ElectLeadersRequest) -> Elect
             .as_ref()
             .and_then(|spec| verdict_now(store, spec, item.partition, kind));
         item.outcome = match now {
-            Some((_, true)) => None,
-            Some((verdict, false)) => code(verdict).or(Some(ResponseError::RequestTimedOut)),
+            Some(Now { done: true, .. }) => None,
+            Some(Now { verdict, .. }) => code(verdict).or(Some(ResponseError::RequestTimedOut)),
             None => Some(ResponseError::UnknownTopicOrPartition),
         };
     }
