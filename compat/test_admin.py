@@ -90,8 +90,9 @@ def test_a_reassignment_while_producing_catches_up_before_the_old_replica_goes(c
     cluster.create_topic(topic, 3, 2)
     wait_until(lambda: all(len(isr) == 2 for _, _, isr in isr_listing(cluster, topic).values()), 15,
                what="all in sync")
+    # About 20 MB on partition 0, so the new replica has something to catch up on.
     kcat("-b", cluster.bootstrap(), "-P", "-t", topic, "-p", "0", "-X", "acks=all",
-         input=b"\n".join(b"pre%d" % i for i in range(3000)) + b"\n")
+         input=b"\n".join(b"pre%06d" % i + b"x" * 1000 for i in range(20000)) + b"\n", timeout=120)
     leader, replicas, _ = isr_listing(cluster, topic)[0]
     old = replicas[0]
     kept = replicas[1]
@@ -104,10 +105,14 @@ def test_a_reassignment_while_producing_catches_up_before_the_old_replica_goes(c
         result = admin.alter_partition_reassignments({TopicPartition(topic, 0): [new, kept]})
         assert all(err is None or err.errno == 0 for err in result.values()), result
         fewest = [2]
+        seen_in_progress = []
 
         def moved():
             listing = isr_listing(cluster, topic)
             fewest[0] = min(fewest[0], len(listing[0][2]))
+            ongoing = admin.list_partition_reassignments({topic: [0]}).get(TopicPartition(topic, 0))
+            if ongoing:
+                seen_in_progress.append(ongoing)
             l, r, isr = listing[0]
             return l == new and r == [new, kept] and sorted(isr) == sorted([new, kept])
 
@@ -115,14 +120,17 @@ def test_a_reassignment_while_producing_catches_up_before_the_old_replica_goes(c
         wait_until(moved, 45, what=f"partition 0 on [{new}, {kept}], led by {new}, all in sync")
         took = time.monotonic() - t0
         print(f"\nreassigned {topic}-0 [{old}, {kept}] -> [{new}, {kept}] in {took:.2f}s; "
-              f"fewest in-sync replicas seen {fewest[0]}")
+              f"fewest in-sync replicas seen {fewest[0]}; listed in progress {len(seen_in_progress)} time(s)"
+              f"{', e.g. ' + str(seen_in_progress[0]) if seen_in_progress else ''}")
+        for ongoing in seen_in_progress:
+            assert ongoing["removing_replicas"] == [old] and set(ongoing["replicas"]) == {old, kept, new}, ongoing
         assert fewest[0] >= 2, "the partition never had fewer in-sync copies than before"
         d = cluster.brokers[old].data_dir / f"{topic}-0"
         wait_until(lambda: not d.exists(), 15, what=f"{d} deleted")
         wait_until(lambda: 0 not in logged_partitions(admin, old, topic), 10,
                    what=f"DescribeLogDirs on broker {old} no longer listing {topic}-0")
         sizes = logged_partitions(admin, new, topic)
-        assert sizes.get(0, 0) > 0, f"the new replica holds the data: {sizes}"
+        assert sizes.get(0, 0) > 20_000_000, f"the new replica holds the data: {sizes}"
         assert not admin.list_partition_reassignments(), "nothing in progress once done"
         recorder.finish()
         assert_nothing_acknowledged_lost(recorder, read_all(cluster, topic, 3))
