@@ -22,14 +22,18 @@ mod legacy;
 mod records;
 
 mod t_admin;
+mod t_alter_partition_reassignments;
 mod t_api_versions;
 mod t_create_topics;
+mod t_describe_log_dirs;
+mod t_elect_leaders;
 mod t_fetch;
 mod t_find_coordinator;
 mod t_group_admin;
 mod t_group_membership;
 mod t_hostile;
 mod t_legacy;
+mod t_list_partition_reassignments;
 mod t_list_offsets;
 mod t_metadata;
 mod t_offset_for_leader_epoch;

@@ -1069,3 +1069,70 @@ fn describe_cluster_every_version() {
         assert_eq!(a, b, "DescribeCluster v{v}: brokers differ from Metadata's");
     }
 }
+
+#[test]
+fn create_partitions_with_manual_assignments() {
+    use kafka_protocol::messages::create_partitions_request::{
+        CreatePartitionsAssignment, CreatePartitionsTopic,
+    };
+    use kafka_protocol::messages::{BrokerId, CreatePartitionsRequest};
+    const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
+    let ctx = Ctx::new();
+    let mut c = ctx.client();
+    let node = ctx.node_id;
+    let grow = |c: &mut crate::client::Client,
+                v: i16,
+                name: &str,
+                count: i32,
+                assignments: Vec<Vec<i32>>| {
+        let request = CreatePartitionsRequest::default()
+            .with_timeout_ms(30_000)
+            .with_topics(vec![CreatePartitionsTopic::default()
+                .with_name(tn(name))
+                .with_count(count)
+                .with_assignments(Some(
+                    assignments
+                        .into_iter()
+                        .map(|b| {
+                            CreatePartitionsAssignment::default()
+                                .with_broker_ids(b.into_iter().map(BrokerId).collect())
+                        })
+                        .collect(),
+                ))]);
+        let resp = c.call(v, &request);
+        assert_eq!(resp.results.len(), 1, "CreatePartitions v{v}: one result");
+        (
+            resp.results[0].error_code,
+            resp.results[0].error_message.clone(),
+        )
+    };
+    for v in ctx.versions_req(ApiKey::CreatePartitions, 0, 3) {
+        let t = ctx.topic(&format!("cpa-v{v}"), 1, &[]);
+        for (what, assignments) in [
+            ("fewer assignments than partitions", vec![vec![node]]),
+            ("an unknown broker", vec![vec![node], vec![node + 1000]]),
+            ("a broker twice", vec![vec![node], vec![node, node]]),
+            ("no replicas", vec![vec![node], vec![]]),
+        ] {
+            let (code, msg) = grow(&mut c, v, &t.name, 3, assignments);
+            assert_code!(
+                code,
+                INVALID_REPLICA_ASSIGNMENT,
+                "CreatePartitions v{v}: {what} ({msg:?})"
+            );
+        }
+        assert_eq!(topic_metadata(&ctx, &mut c, &t.name).partitions.len(), 1);
+        let (code, msg) = grow(&mut c, v, &t.name, 3, vec![vec![node], vec![node]]);
+        assert_code!(
+            code,
+            NONE,
+            "CreatePartitions v{v} with assignments ({msg:?})"
+        );
+        wait_for_topic(&ctx, &mut c, &t.name, 3);
+        assert_eq!(
+            produce_ok(&ctx, &mut c, &t, 2, batch_of(2, now_ms())),
+            0,
+            "CreatePartitions v{v}: produce to an assigned partition"
+        );
+    }
+}

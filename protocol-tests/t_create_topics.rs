@@ -274,3 +274,119 @@ fn create_topics_every_version() {
         wait_for_topic(&ctx, &mut c, &good, 1);
     }
 }
+
+/// A topic with explicit assignments (partitions and replication factor -1).
+fn with_assignments(
+    name: &str,
+    partitions: i32,
+    rf: i16,
+    assignments: &[(i32, Vec<i32>)],
+) -> kafka_protocol::messages::create_topics_request::CreatableTopic {
+    use kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment;
+    use kafka_protocol::messages::BrokerId;
+    creatable(name, partitions, rf, &[]).with_assignments(
+        assignments
+            .iter()
+            .map(|(index, brokers)| {
+                CreatableReplicaAssignment::default()
+                    .with_partition_index(*index)
+                    .with_broker_ids(brokers.iter().map(|b| BrokerId(*b)).collect())
+            })
+            .collect(),
+    )
+}
+
+/// A refused creation: what it tests, partitions, replication factor, assignments, code.
+type BadCreate<'a> = (&'a str, i32, i16, Vec<(i32, Vec<i32>)>, i16);
+
+#[test]
+fn create_topics_with_manual_assignments() {
+    const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
+    let ctx = Ctx::new();
+    let mut c = ctx.client();
+    let node = ctx.node_id;
+    for v in ctx.versions_req(ApiKey::CreateTopics, 2, 7) {
+        let name = unique_name(&format!("cta-v{v}"));
+        let (code, msg) = create_one(
+            &ctx,
+            &mut c,
+            Some(v),
+            with_assignments(&name, -1, -1, &[(0, vec![node]), (1, vec![node])]),
+            false,
+        );
+        assert_code!(code, NONE, "CreateTopics v{v} with assignments ({msg:?})");
+        let t = wait_for_topic(&ctx, &mut c, &name, 2);
+        for p in &t.partitions {
+            let replicas: Vec<i32> = p.replica_nodes.iter().map(|b| b.0).collect();
+            assert_eq!(
+                replicas,
+                vec![node],
+                "CreateTopics v{v}: {name}-{}",
+                p.partition_index
+            );
+        }
+        let cases: Vec<BadCreate> = vec![
+            (
+                "with a partition count",
+                2,
+                -1,
+                vec![(0, vec![node])],
+                INVALID_REQUEST,
+            ),
+            (
+                "with a replication factor",
+                -1,
+                1,
+                vec![(0, vec![node])],
+                INVALID_REQUEST,
+            ),
+            (
+                "an unknown broker",
+                -1,
+                -1,
+                vec![(0, vec![node + 1000])],
+                INVALID_REPLICA_ASSIGNMENT,
+            ),
+            (
+                "a broker twice",
+                -1,
+                -1,
+                vec![(0, vec![node, node])],
+                INVALID_REPLICA_ASSIGNMENT,
+            ),
+            (
+                "no replicas",
+                -1,
+                -1,
+                vec![(0, vec![])],
+                INVALID_REPLICA_ASSIGNMENT,
+            ),
+            (
+                "a gap in the partitions",
+                -1,
+                -1,
+                vec![(0, vec![node]), (2, vec![node])],
+                INVALID_REPLICA_ASSIGNMENT,
+            ),
+            (
+                "a partition twice",
+                -1,
+                -1,
+                vec![(0, vec![node]), (0, vec![node])],
+                INVALID_REPLICA_ASSIGNMENT,
+            ),
+        ];
+        for (what, partitions, rf, assignments, expected) in cases {
+            let name = unique_name(&format!("cta-bad-v{v}"));
+            let (code, msg) = create_one(
+                &ctx,
+                &mut c,
+                Some(v),
+                with_assignments(&name, partitions, rf, &assignments),
+                false,
+            );
+            assert_code!(code, expected, "CreateTopics v{v} {what} ({msg:?})");
+            assert_not_created(&ctx, &mut c, &name, what);
+        }
+    }
+}

@@ -100,6 +100,45 @@ fn sample_body(api: i16, v: i16, topic: &Topic) -> Option<Vec<u8>> {
             }
             enc(&r, v)
         }
+        ApiKey::DescribeLogDirs => enc(
+            &kafka_protocol::messages::DescribeLogDirsRequest::default().with_topics(Some(vec![
+                kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic::default()
+                    .with_topic(tn(&topic.name))
+                    .with_partitions(vec![0]),
+            ])),
+            v,
+        ),
+        ApiKey::ElectLeaders => enc(
+            &kafka_protocol::messages::ElectLeadersRequest::default()
+                .with_election_type(0)
+                .with_timeout_ms(1000)
+                .with_topic_partitions(Some(vec![
+                    kafka_protocol::messages::elect_leaders_request::TopicPartitions::default()
+                        .with_topic(tn(&topic.name))
+                        .with_partitions(vec![0]),
+                ])),
+            v,
+        ),
+        ApiKey::AlterPartitionReassignments => enc(
+            &kafka_protocol::messages::AlterPartitionReassignmentsRequest::default()
+                .with_timeout_ms(1000)
+                .with_topics(vec![
+                    kafka_protocol::messages::alter_partition_reassignments_request::ReassignableTopic::default()
+                        .with_name(tn(ghost))
+                        .with_partitions(vec![
+                            kafka_protocol::messages::alter_partition_reassignments_request::ReassignablePartition::default()
+                                .with_partition_index(0)
+                                .with_replicas(Some(vec![kafka_protocol::messages::BrokerId(1)])),
+                        ]),
+                ]),
+            v,
+        ),
+        ApiKey::ListPartitionReassignments => enc(
+            &kafka_protocol::messages::ListPartitionReassignmentsRequest::default()
+                .with_timeout_ms(1000)
+                .with_topics(None),
+            v,
+        ),
         ApiKey::CreatePartitions => enc(
             &CreatePartitionsRequest::default()
                 .with_timeout_ms(1000)

@@ -312,6 +312,20 @@ pub async fn serve(listener: TcpListener, readiness: Arc<Readiness>, shutdown: C
 
 /// `(used, free)` bytes of the filesystem holding `path`.
 pub fn filesystem_usage(path: &std::path::Path) -> Option<(u64, u64)> {
+    filesystem_space(path).map(|s| (s.total.saturating_sub(s.free), s.usable))
+}
+
+/// The size of a filesystem, in bytes: all of it, what is free, and what of that an
+/// unprivileged process may use (Java's `FileStore` total and usable space).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FilesystemSpace {
+    pub total: u64,
+    pub free: u64,
+    pub usable: u64,
+}
+
+/// The space of the filesystem holding `path` (statvfs).
+pub fn filesystem_space(path: &std::path::Path) -> Option<FilesystemSpace> {
     use std::os::unix::ffi::OsStrExt;
     let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
     let mut stat = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
@@ -325,9 +339,11 @@ pub fn filesystem_usage(path: &std::path::Path) -> Option<(u64, u64)> {
         stat.assume_init()
     };
     let block = stat.f_frsize as u64;
-    let total = stat.f_blocks as u64 * block;
-    let free = stat.f_bavail as u64 * block;
-    Some((total.saturating_sub(stat.f_bfree as u64 * block), free))
+    Some(FilesystemSpace {
+        total: (stat.f_blocks as u64).saturating_mul(block),
+        free: (stat.f_bfree as u64).saturating_mul(block),
+        usable: (stat.f_bavail as u64).saturating_mul(block),
+    })
 }
 
 #[cfg(test)]

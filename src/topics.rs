@@ -2,12 +2,13 @@
 //! APIs, auto-creation, the HTTP API's create_topic): validate, write the metadata
 //! store, then make the local partitions match. Also hands out producer ids in blocks reserved from the store.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use crate::cluster::broker_config::{self, BrokerConfigError};
+use crate::cluster::reassignment;
 use crate::cluster::topic_config::{self, ConfigError};
 use crate::cluster::{MetadataError, MetadataStore, NewTopic, TopicSpec};
 use crate::config::TopicsConfig;
@@ -28,6 +29,8 @@ pub enum TopicError {
     InvalidReplicationFactor(String),
     #[error("{0}")]
     InvalidReplicaAssignment(String),
+    #[error("{0}")]
+    InvalidRequest(String),
     #[error(transparent)]
     InvalidConfig(#[from] ConfigError),
     #[error(transparent)]
@@ -56,13 +59,14 @@ impl From<MetadataError> for TopicError {
 }
 
 /// A create request after defaults: `-1` partitions or replication factor mean the
-/// broker default; explicit assignments fix the partition count.
+/// broker default; explicit assignments `(partition index, replicas)` fix the partition
+/// count and pin those partitions' replicas (`TopicSpec::replica_assignments`).
 #[derive(Debug, Clone)]
 pub struct CreateTopic {
     pub name: String,
     pub partitions: i32,
     pub replication_factor: i16,
-    pub assignments: Vec<Vec<i32>>,
+    pub assignments: Vec<(i32, Vec<i32>)>,
     pub configs: BTreeMap<String, String>,
 }
 
@@ -214,6 +218,7 @@ impl TopicService {
                     // replicas as there are live brokers, up to this, as they join.
                     replication_factor,
                     configs,
+                    assignments: BTreeMap::new(),
                 };
                 match self.store.create_topic(topic).await {
                     Ok(spec) => {
@@ -253,24 +258,40 @@ impl TopicService {
         } else {
             request.replication_factor
         };
+        let mut assignments = BTreeMap::new();
         if !request.assignments.is_empty() {
-            if request.partitions != -1 || request.replication_factor != -1 {
-                return Err(TopicError::InvalidReplicaAssignment(
-                    "give either assignments or partitions and replication factor, not both".into(),
+            // Kafka's ReplicationControlManager.createTopic, check by check.
+            if request.replication_factor != -1 {
+                return Err(TopicError::InvalidRequest(
+                    "A manual partition assignment was specified, but replication factor was not set to -1.".into(),
                 ));
             }
-            for replicas in &request.assignments {
-                if replicas.is_empty() || replicas.iter().any(|&b| b != self.node_id) {
+            if request.partitions != -1 {
+                return Err(TopicError::InvalidRequest(
+                    "A manual partition assignment was specified, but numPartitions was not set to -1.".into(),
+                ));
+            }
+            let (registered, active) = self.broker_sets();
+            let mut factor = None;
+            for (index, replicas) in &request.assignments {
+                if assignments.contains_key(index) {
                     return Err(TopicError::InvalidReplicaAssignment(format!(
-                        "assignment {replicas:?} names brokers other than {}; in a cluster, \
-                         the consistent-hash ring places partitions: give a partition count \
-                         and replication factor instead",
-                        self.node_id
+                        "Found multiple manual partition assignments for partition {index}"
                     )));
                 }
+                reassignment::validate(*index, replicas, &registered, &active, factor)
+                    .map_err(|e| TopicError::InvalidReplicaAssignment(e.to_string()))?;
+                factor = Some(replicas.len());
+                assignments.insert(*index, replicas.clone());
             }
-            partitions = request.assignments.len() as i32;
-            replication_factor = request.assignments[0].len() as i16;
+            let count = assignments.len() as i32;
+            if !(0..count).all(|i| assignments.contains_key(&i)) {
+                return Err(TopicError::InvalidReplicaAssignment(
+                    "partitions should be a consecutive 0-based integer sequence".into(),
+                ));
+            }
+            partitions = count;
+            replication_factor = i16::try_from(factor.unwrap_or(1)).unwrap_or(i16::MAX);
         }
         if !(1..=MAX_PARTITIONS_PER_TOPIC).contains(&partitions) {
             return Err(TopicError::InvalidPartitions(format!(
@@ -289,7 +310,25 @@ impl TopicService {
             partitions,
             replication_factor,
             configs: request.configs.clone(),
+            assignments,
         })
+    }
+
+    /// The brokers a manual assignment may name (registered: tern knows the live ones)
+    /// and those among them not in controlled shutdown. A single node knows itself.
+    fn broker_sets(&self) -> (BTreeSet<i32>, BTreeSet<i32>) {
+        let brokers = self.store.brokers();
+        if brokers.is_empty() {
+            let me: BTreeSet<i32> = [self.node_id].into_iter().collect();
+            return (me.clone(), me);
+        }
+        let registered = brokers.iter().map(|b| b.node_id).collect();
+        let active = brokers
+            .iter()
+            .filter(|b| !b.shutting_down)
+            .map(|b| b.node_id)
+            .collect();
+        (registered, active)
     }
 
     /// Creates a topic and its local partitions.
@@ -344,10 +383,15 @@ impl TopicService {
         Ok(spec)
     }
 
+    /// Grows a topic to `count` partitions. `assignments`, when given, pin the new
+    /// partitions' replicas (one list per new partition, Kafka's checks, each the
+    /// topic's replication factor long); without them the ring places them with the
+    /// topic's replication factor.
     pub async fn create_partitions(
         &self,
         name: &str,
         count: i32,
+        assignments: Option<&[Vec<i32>]>,
         validate_only: bool,
     ) -> Result<(), TopicError> {
         if is_internal(name) {
@@ -366,13 +410,41 @@ impl TopicService {
                 spec.partitions
             )));
         }
+        let mut pins = BTreeMap::new();
+        if let Some(assignments) = assignments {
+            let additional = count - spec.partitions;
+            if assignments.len() as i64 != i64::from(additional) {
+                return Err(TopicError::InvalidReplicaAssignment(format!(
+                    "Attempted to add {additional} additional partition(s), but only {} assignment(s) were specified.",
+                    assignments.len()
+                )));
+            }
+            let (registered, active) = self.broker_sets();
+            let factor = self.replication_factor_of(&spec);
+            for (offset, replicas) in assignments.iter().enumerate() {
+                let index = spec.partitions + offset as i32;
+                reassignment::validate(index, replicas, &registered, &active, Some(factor))
+                    .map_err(|e| TopicError::InvalidReplicaAssignment(e.to_string()))?;
+                pins.insert(index, replicas.clone());
+            }
+        }
         if validate_only {
             return Ok(());
         }
-        let spec = self.store.set_partition_count(name, count).await?;
+        let spec = self.store.set_partition_count(name, count, &pins).await?;
         self.wait_for_placement(&spec).await;
         self.apply(&spec, false)?;
         Ok(())
+    }
+
+    /// The replica count the topic's partitions have (Kafka takes partition 0's): the
+    /// stored placement's, else the topic's replication factor.
+    fn replication_factor_of(&self, spec: &TopicSpec) -> usize {
+        self.store
+            .assignment(spec)
+            .and_then(|a| a.partition(0).map(|p| p.ring_target().len()))
+            .filter(|&n| n > 0)
+            .unwrap_or_else(|| usize::try_from(spec.replication_factor).unwrap_or(1))
     }
 
     /// Replaces a topic's explicit configs with `configs` (after validation).

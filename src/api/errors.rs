@@ -106,6 +106,7 @@ pub fn topic_error(error: &TopicError) -> ResponseError {
         TopicError::InvalidPartitions(_) => ResponseError::InvalidPartitions,
         TopicError::InvalidReplicationFactor(_) => ResponseError::InvalidReplicationFactor,
         TopicError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
+        TopicError::InvalidRequest(_) => ResponseError::InvalidRequest,
         TopicError::InvalidConfig(_) => ResponseError::InvalidConfig,
         // Kafka answers every refused BROKER-resource change with INVALID_REQUEST.
         TopicError::InvalidBrokerConfig(_) => ResponseError::InvalidRequest,

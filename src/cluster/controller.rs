@@ -290,12 +290,24 @@ pub fn next_assignment(
     members: &Membership<'_>,
     unclean_allowed: bool,
 ) -> NextAssignment {
+    // The ring's memory of each partition is its stored target, except where a pin
+    // decides (or decided) it: there the ring places the partition afresh, so that
+    // its own placement is what a cancelled pin reverts to.
     let previous_targets = previous.map(|a| TopicAssignment {
         topic_id: a.topic_id,
         partitions: a
             .partitions
             .iter()
-            .map(|p| {
+            .enumerate()
+            .map(|(index, p)| {
+                let index = i32::try_from(index).unwrap_or(i32::MAX);
+                if p.pinned || spec.pinned(index).is_some() {
+                    return PartitionAssignment {
+                        leader: -1,
+                        replicas: Vec::new(),
+                        ..p.clone()
+                    };
+                }
                 let target = p.ring_target().to_vec();
                 PartitionAssignment {
                     leader: target.first().copied().unwrap_or(-1),
@@ -312,21 +324,28 @@ pub fn next_assignment(
         .partitions
         .iter()
         .enumerate()
-        .map(|(index, target)| {
+        .map(|(index, ring_target)| {
+            let pin = spec.pinned(i32::try_from(index).unwrap_or(i32::MAX));
+            let target = pin.unwrap_or(&ring_target.replicas);
             let current = previous.and_then(|a| a.partitions.get(index));
-            let mut next = match next_state(current, &target.replicas, members, unclean_allowed) {
+            // An operator's one-shot unclean election (ElectLeaders) counts as the
+            // topic allowing it, for this one decision.
+            let unclean_here = unclean_allowed || current.is_some_and(|c| c.unclean_requested);
+            let mut next = match next_state(current, target, members, unclean_here) {
                 Some(change) => {
                     leaders_moved += usize::from(change.leader_moved);
                     unclean += usize::from(change.unclean);
                     change.next
                 }
-                None => current.cloned().unwrap_or_else(|| target.clone()),
+                None => current.cloned().unwrap_or_else(|| ring_target.clone()),
             };
-            next.target = if next.replicas == target.replicas {
+            next.target = if next.replicas == target {
                 Vec::new()
             } else {
-                target.replicas.clone()
+                target.to_vec()
             };
+            next.pinned = pin.is_some();
+            next.unclean_requested = false;
             next
         })
         .collect();
@@ -375,6 +394,8 @@ pub fn assign_topic(
                 partition_epoch: leader_epoch,
                 target: Vec::new(),
                 leader_incarnation: 0,
+                pinned: false,
+                unclean_requested: false,
             }
         })
         .collect();
@@ -507,6 +528,7 @@ mod tests {
             partitions,
             replication_factor,
             configs: BTreeMap::new(),
+            replica_assignments: BTreeMap::new(),
         }
     }
 
@@ -714,5 +736,122 @@ mod tests {
                 assert_ne!(new.leader, 2);
             }
         }
+    }
+
+    fn with_isr(mut a: TopicAssignment, index: usize, isr: &[i32]) -> TopicAssignment {
+        a.partitions[index].isr = isr.to_vec();
+        a.partitions[index].partition_epoch += 1;
+        a
+    }
+
+    #[test]
+    fn a_pin_is_carried_out_stepwise_and_a_cancel_returns_to_the_ring() {
+        let mut topic = spec(4, 2);
+        let ring = ring(&[1, 2, 3]);
+        let all: BTreeSet<i32> = [1, 2, 3].into_iter().collect();
+        let none = BTreeSet::new();
+        let members = Membership {
+            live: &all,
+            shutting_down: &none,
+        };
+        let placed = next_assignment(&ring, &topic, None, &members, false).assignment;
+        let original = placed.partitions[0].clone();
+        // Pin partition 0 onto the broker that does not hold it, as preferred leader.
+        let outsider = [1, 2, 3]
+            .into_iter()
+            .find(|b| !original.replicas.contains(b))
+            .expect("rf 2 of 3 leaves one out");
+        let pin = vec![outsider, original.replicas[1]];
+        topic.replica_assignments.insert(0, pin.clone());
+        let step1 = next_assignment(&ring, &topic, Some(&placed), &members, false).assignment;
+        let p = &step1.partitions[0];
+        assert_eq!(p.target, pin, "the pin is the target");
+        assert!(p.pinned);
+        assert!(p.replicas.contains(&outsider), "the new replica is added");
+        assert!(
+            p.replicas.contains(&original.replicas[0]),
+            "the old one stays until the new one is in sync: {p:?}"
+        );
+        assert_eq!(p.leader, original.leader, "leadership waits too");
+        assert!(
+            !p.isr.contains(&outsider),
+            "it joins the ISR only by catching up"
+        );
+        for i in 1..4 {
+            assert_eq!(
+                step1.partitions[i], placed.partitions[i],
+                "others unchanged"
+            );
+        }
+        // Nothing changed: a fixed point.
+        let again = next_assignment(&ring, &topic, Some(&step1), &members, false).assignment;
+        assert_eq!(again, step1);
+        // The new replica caught up (its leader added it): the move completes.
+        let mut isr = p.isr.clone();
+        isr.push(outsider);
+        let caught_up = with_isr(step1.clone(), 0, &isr);
+        let done = next_assignment(&ring, &topic, Some(&caught_up), &members, false).assignment;
+        let p = &done.partitions[0];
+        assert_eq!(p.replicas, pin);
+        assert_eq!(p.leader, outsider, "the first pinned replica leads");
+        assert!(p.target.is_empty() && p.pinned, "{p:?}");
+        assert!(!p.isr.contains(&original.replicas[0]));
+        assert!(p.leader_epoch > original.leader_epoch);
+        let again = next_assignment(&ring, &topic, Some(&done), &members, false).assignment;
+        assert_eq!(again, done, "a completed pin is stable");
+        // Cancel: the ring places partition 0 again, where it was before the pin.
+        topic.replica_assignments.clear();
+        let back = next_assignment(&ring, &topic, Some(&done), &members, false).assignment;
+        let p = &back.partitions[0];
+        assert!(!p.pinned);
+        assert_eq!(p.target, original.replicas, "back to the ring's placement");
+        for i in 1..4 {
+            assert_eq!(back.partitions[i], placed.partitions[i], "others unchanged");
+        }
+        let again = next_assignment(&ring, &topic, Some(&back), &members, false).assignment;
+        assert_eq!(again, back, "the ring remembers its placement again");
+    }
+
+    #[test]
+    fn a_requested_unclean_election_is_honoured_once_and_counted() {
+        let topic = spec(1, 3);
+        let ring = ring(&[1, 2, 3]);
+        let all: BTreeSet<i32> = [1, 2, 3].into_iter().collect();
+        let none = BTreeSet::new();
+        let members = Membership {
+            live: &all,
+            shutting_down: &none,
+        };
+        let placed = next_assignment(&ring, &topic, None, &members, false).assignment;
+        let p = placed.partitions[0].clone();
+        let (in_sync, outside) = (p.replicas[0], p.replicas[1]);
+        // Only `in_sync` is in the ISR, and it died: the partition is offline.
+        let alone = with_isr(placed, 0, &[in_sync]);
+        let live: BTreeSet<i32> = all.iter().copied().filter(|&b| b != in_sync).collect();
+        let members = Membership {
+            live: &live,
+            shutting_down: &none,
+        };
+        let offline = next_assignment(&ring, &topic, Some(&alone), &members, false);
+        assert_eq!(offline.assignment.partitions[0].leader, -1);
+        assert_eq!(offline.unclean, 0, "not allowed by the topic");
+        let mut asked = offline.assignment.clone();
+        asked.partitions[0].unclean_requested = true;
+        let elected = next_assignment(&ring, &topic, Some(&asked), &members, false);
+        let p = &elected.assignment.partitions[0];
+        assert_eq!(elected.unclean, 1, "counted");
+        assert!(p.leader == outside || p.leader == p.replicas[2], "{p:?}");
+        assert_ne!(p.leader, in_sync);
+        assert_eq!(p.isr, vec![p.leader]);
+        assert!(!p.unclean_requested, "one shot");
+        // With no live replica the request is dropped, not kept for later.
+        let dead = BTreeSet::new();
+        let nobody = Membership {
+            live: &dead,
+            shutting_down: &none,
+        };
+        let stale = next_assignment(&ring, &topic, Some(&asked), &nobody, false);
+        assert_eq!(stale.unclean, 0);
+        assert!(!stale.assignment.partitions[0].unclean_requested);
     }
 }

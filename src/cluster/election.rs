@@ -131,6 +131,8 @@ fn new_partition(target: &[i32], members: &Membership<'_>) -> Option<Change> {
             partition_epoch: 0,
             target: Vec::new(),
             leader_incarnation: 0,
+            pinned: false,
+            unclean_requested: false,
         },
         unclean: false,
         leader_moved: leader >= 0,
@@ -225,6 +227,8 @@ fn change(
         partition_epoch: current.partition_epoch,
         target: current.target.clone(),
         leader_incarnation: current.leader_incarnation,
+        pinned: current.pinned,
+        unclean_requested: current.unclean_requested,
     };
     let unchanged = next.leader == current.leader
         && next.replicas == current.replicas
@@ -264,6 +268,87 @@ fn leader_first(leader: i32, isr: Vec<i32>) -> Vec<i32> {
     out
 }
 
+/// The kinds of ElectLeaders election (Kafka's `ElectionType`: 0 preferred, 1 unclean).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ElectionType {
+    Preferred,
+    Unclean,
+}
+
+impl ElectionType {
+    pub fn from_wire(code: i8) -> Option<Self> {
+        match code {
+            0 => Some(Self::Preferred),
+            1 => Some(Self::Unclean),
+            _ => None,
+        }
+    }
+}
+
+/// What an ElectLeaders request finds for one partition (Kafka's
+/// `ReplicationControlManager.electLeader`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ElectionVerdict {
+    /// ELECTION_NOT_NEEDED: the preferred replica leads (preferred), or there is a
+    /// leader (unclean).
+    NotNeeded,
+    /// PREFERRED_LEADER_NOT_AVAILABLE: the preferred replica is not live or not in sync.
+    PreferredNotAvailable,
+    /// ELIGIBLE_LEADERS_NOT_AVAILABLE: unclean, and no replica is live.
+    EligibleNotAvailable,
+    /// The election can happen: the controller carries it out.
+    Elect,
+}
+
+/// The preferred leader of a partition: the first replica of where the controller
+/// wants it (the target while a reassignment is in progress).
+pub fn preferred_leader(current: &PartitionAssignment) -> Option<i32> {
+    current.ring_target().first().copied()
+}
+
+/// Kafka's checks of one partition of an ElectLeaders request, as a pure function.
+/// Preferred: the controller elects the preferred replica by itself whenever it is in
+/// the ISR and acceptable, so `Elect` only means "it is about to happen". Unclean: any
+/// live, not shutting-down replica may be taken (Kafka's `electAnyLeader` prefers the
+/// ISR, but with a live ISR member the partition would already have a leader).
+pub fn election_verdict(
+    current: &PartitionAssignment,
+    kind: ElectionType,
+    members: &Membership<'_>,
+) -> ElectionVerdict {
+    match kind {
+        ElectionType::Preferred => {
+            let Some(preferred) = preferred_leader(current) else {
+                return ElectionVerdict::PreferredNotAvailable;
+            };
+            if current.leader == preferred {
+                ElectionVerdict::NotNeeded
+            } else if members.acceptable(preferred) && current.in_sync().contains(&preferred) {
+                ElectionVerdict::Elect
+            } else {
+                ElectionVerdict::PreferredNotAvailable
+            }
+        }
+        ElectionType::Unclean => {
+            if current.leader >= 0 {
+                ElectionVerdict::NotNeeded
+            } else if current.replicas.iter().any(|&b| members.acceptable(b)) {
+                ElectionVerdict::Elect
+            } else {
+                ElectionVerdict::EligibleNotAvailable
+            }
+        }
+    }
+}
+
+/// Whether the election asked for has happened in `current`.
+pub fn election_done(current: &PartitionAssignment, kind: ElectionType) -> bool {
+    match kind {
+        ElectionType::Preferred => preferred_leader(current) == Some(current.leader),
+        ElectionType::Unclean => current.leader >= 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -282,6 +367,8 @@ mod tests {
             partition_epoch: pe,
             target: Vec::new(),
             leader_incarnation: 0,
+            pinned: false,
+            unclean_requested: false,
         }
     }
 
@@ -520,5 +607,71 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn election_requests_get_kafkas_verdicts() {
+        let (live, none) = (set(&[1, 2, 3]), set(&[]));
+        let members = Membership {
+            live: &live,
+            shutting_down: &none,
+        };
+        use ElectionType::*;
+        use ElectionVerdict::*;
+        // The preferred replica leads already.
+        let led = pa(1, &[1, 2, 3], &[1, 2, 3], 0, 0);
+        assert_eq!(election_verdict(&led, Preferred, &members), NotNeeded);
+        assert_eq!(election_verdict(&led, Unclean, &members), NotNeeded);
+        assert!(election_done(&led, Preferred));
+        // The preferred replica is in sync but does not lead: the controller elects it.
+        let moved = pa(2, &[1, 2, 3], &[2, 1, 3], 1, 1);
+        assert_eq!(election_verdict(&moved, Preferred, &members), Elect);
+        assert!(!election_done(&moved, Preferred));
+        // Out of sync or dead: not available.
+        let lagging = pa(2, &[1, 2, 3], &[2, 3], 1, 1);
+        assert_eq!(
+            election_verdict(&lagging, Preferred, &members),
+            PreferredNotAvailable
+        );
+        let without_1 = set(&[2, 3]);
+        let dead_1 = Membership {
+            live: &without_1,
+            shutting_down: &none,
+        };
+        assert_eq!(
+            election_verdict(&moved, Preferred, &dead_1),
+            PreferredNotAvailable
+        );
+        // During a reassignment the preferred replica is the target's first.
+        let mut moving = pa(1, &[1, 2, 3], &[1, 2, 3], 0, 0);
+        moving.target = vec![3, 2];
+        assert_eq!(preferred_leader(&moving), Some(3));
+        assert_eq!(election_verdict(&moving, Preferred, &members), Elect);
+        // Unclean: no leader, a live replica outside the ISR.
+        let offline = pa(-1, &[1, 2, 3], &[1], 1, 1);
+        assert_eq!(election_verdict(&offline, Unclean, &dead_1), Elect);
+        assert!(!election_done(&offline, Unclean));
+        let only_1 = set(&[]);
+        let nobody = Membership {
+            live: &only_1,
+            shutting_down: &none,
+        };
+        assert_eq!(
+            election_verdict(&offline, Unclean, &nobody),
+            EligibleNotAvailable
+        );
+        // A shutting-down replica is not eligible.
+        let down = set(&[2, 3]);
+        let leaving = Membership {
+            live: &without_1,
+            shutting_down: &down,
+        };
+        assert_eq!(
+            election_verdict(&offline, Unclean, &leaving),
+            EligibleNotAvailable
+        );
+        assert_eq!(ElectionType::from_wire(0), Some(Preferred));
+        assert_eq!(ElectionType::from_wire(1), Some(Unclean));
+        assert_eq!(ElectionType::from_wire(2), None);
     }
 }

@@ -160,6 +160,7 @@ impl MetadataStore for EmbeddedStore {
                 partitions: topic.partitions,
                 replication_factor: topic.replication_factor,
                 configs: topic.configs.clone(),
+                replica_assignments: topic.assignments.clone(),
             };
             state.next_topic_numeric_id += 1;
             state.topics.insert(spec.name.clone(), spec.clone());
@@ -184,6 +185,7 @@ impl MetadataStore for EmbeddedStore {
         &self,
         name: &str,
         count: i32,
+        assignments: &BTreeMap<i32, Vec<i32>>,
     ) -> Result<TopicSpec, MetadataError> {
         let spec = self.update(|state| {
             let topic = state
@@ -198,6 +200,32 @@ impl MetadataStore for EmbeddedStore {
                 });
             }
             topic.partitions = count;
+            let changes = assignments
+                .iter()
+                .map(|(index, replicas)| (*index, Some(replicas.clone())))
+                .collect();
+            super::reassignment::apply_pins(topic, &changes);
+            Ok(topic.clone())
+        })?;
+        self.publish(MetadataEvent::TopicChanged(spec.clone()));
+        Ok(spec)
+    }
+
+    /// One node holds every replica: a pin can only name it, and changes nothing but
+    /// the record of it.
+    async fn set_replica_assignments(
+        &self,
+        name: &str,
+        topic_id: Uuid,
+        changes: &BTreeMap<i32, Option<Vec<i32>>>,
+    ) -> Result<TopicSpec, MetadataError> {
+        let spec = self.update(|state| {
+            let topic = state
+                .topics
+                .get_mut(name)
+                .filter(|t| t.topic_id == topic_id)
+                .ok_or_else(|| MetadataError::UnknownTopic(name.to_string()))?;
+            super::reassignment::apply_pins(topic, changes);
             Ok(topic.clone())
         })?;
         self.publish(MetadataEvent::TopicChanged(spec.clone()));
@@ -293,6 +321,7 @@ mod tests {
             partitions: 3,
             replication_factor: 1,
             configs: BTreeMap::new(),
+            assignments: BTreeMap::new(),
         }
     }
 
@@ -322,8 +351,11 @@ mod tests {
             store.create_topic(new_topic("a")).await,
             Err(MetadataError::TopicExists(_))
         ));
-        store.set_partition_count("a", 5).await?;
-        assert!(store.set_partition_count("a", 2).await.is_err());
+        store.set_partition_count("a", 5, &BTreeMap::new()).await?;
+        assert!(store
+            .set_partition_count("a", 2, &BTreeMap::new())
+            .await
+            .is_err());
         let first = store.allocate_producer_ids(10).await?;
         drop(store);
         let store = EmbeddedStore::open(dir.path(), None, node())?;

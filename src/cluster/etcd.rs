@@ -867,6 +867,7 @@ impl MetadataStore for EtcdStore {
                 partitions: topic.partitions,
                 replication_factor: topic.replication_factor,
                 configs: topic.configs.clone(),
+                replica_assignments: topic.assignments.clone(),
             };
             let value = serde_json::to_vec(&spec).map_err(|e| corrupt(&key, e))?;
             let txn = Txn::new()
@@ -917,6 +918,7 @@ impl MetadataStore for EtcdStore {
         &self,
         name: &str,
         count: i32,
+        assignments: &BTreeMap<i32, Vec<i32>>,
     ) -> Result<TopicSpec, MetadataError> {
         self.update_topic(name, |spec| {
             if count <= spec.partitions {
@@ -927,9 +929,62 @@ impl MetadataStore for EtcdStore {
                 });
             }
             spec.partitions = count;
+            spec.replica_assignments.extend(
+                assignments
+                    .iter()
+                    .filter(|(index, _)| **index < count)
+                    .map(|(index, replicas)| (*index, replicas.clone())),
+            );
             Ok(())
         })
         .await
+    }
+
+    async fn set_replica_assignments(
+        &self,
+        name: &str,
+        topic_id: Uuid,
+        changes: &BTreeMap<i32, Option<Vec<i32>>>,
+    ) -> Result<TopicSpec, MetadataError> {
+        self.update_topic(name, |spec| {
+            if spec.topic_id != topic_id {
+                return Err(MetadataError::UnknownTopic(name.to_string()));
+            }
+            super::reassignment::apply_pins(spec, changes);
+            Ok(())
+        })
+        .await
+    }
+
+    async fn request_unclean_election(
+        &self,
+        topic: &str,
+        topic_id: Uuid,
+        index: i32,
+    ) -> Result<bool, MetadataError> {
+        let key = self.keys.assignment(topic);
+        for _ in 0..CAS_ATTEMPTS {
+            let Some((mut assignment, revision)) = self.read_assignment(topic).await? else {
+                return Ok(false);
+            };
+            if assignment.topic_id != topic_id {
+                return Ok(false);
+            }
+            let Some(partition) = usize::try_from(index)
+                .ok()
+                .and_then(|i| assignment.partitions.get_mut(i))
+            else {
+                return Ok(false);
+            };
+            if partition.leader >= 0 {
+                return Ok(false);
+            }
+            partition.unclean_requested = true;
+            if self.put_if_unchanged(&key, revision, &assignment).await? {
+                return Ok(true);
+            }
+        }
+        Err(MetadataError::Contended(topic.to_string()))
     }
 
     async fn set_topic_configs(

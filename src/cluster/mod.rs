@@ -15,6 +15,7 @@ pub mod election;
 pub mod embedded;
 pub mod etcd;
 pub mod peers;
+pub mod reassignment;
 pub mod ring;
 pub mod topic_config;
 
@@ -39,6 +40,19 @@ pub struct TopicSpec {
     pub replication_factor: i16,
     /// Only the configs set on this topic; defaults come from the broker.
     pub configs: BTreeMap<String, String>,
+    /// Operator-chosen replicas by partition index (CreateTopics / CreatePartitions
+    /// assignments, AlterPartitionReassignments): for these partitions the list replaces
+    /// the ring's placement, preferred leader first, until cancelled. Absent in data
+    /// written before pins existed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub replica_assignments: BTreeMap<i32, Vec<i32>>,
+}
+
+impl TopicSpec {
+    /// The operator's pinned replicas of partition `index`, if any.
+    pub fn pinned(&self, index: i32) -> Option<&[i32]> {
+        self.replica_assignments.get(&index).map(Vec::as_slice)
+    }
 }
 
 /// What a client asks for when creating a topic (already validated).
@@ -48,6 +62,8 @@ pub struct NewTopic {
     pub partitions: i32,
     pub replication_factor: i16,
     pub configs: BTreeMap<String, String>,
+    /// Explicit replicas by partition (see [`TopicSpec::replica_assignments`]).
+    pub assignments: BTreeMap<i32, Vec<i32>>,
 }
 
 /// A broker as clients should reach it, and its share of the placement ring.
@@ -111,6 +127,16 @@ pub struct PartitionAssignment {
     /// again (Kafka fences a broker epoch the same way, KIP-841/903).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub leader_incarnation: i64,
+    /// `target`/`replicas` follow an operator's pin rather than the ring: the controller's
+    /// memory that the ring's own placement of this partition is not stored here, so that
+    /// it places the partition afresh when the pin goes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pinned: bool,
+    /// A one-shot unclean election asked for by ElectLeaders (UNCLEAN): the controller
+    /// may elect a live replica outside the ISR once, whatever the topic's
+    /// `unclean.leader.election.enable`, and clears it with its next write.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unclean_requested: bool,
 }
 
 fn is_zero(value: &i64) -> bool {
@@ -157,6 +183,8 @@ impl TopicAssignment {
             partition_epoch: 0,
             target: Vec::new(),
             leader_incarnation: 0,
+            pinned: false,
+            unclean_requested: false,
         };
         Self {
             topic_id: spec.topic_id,
@@ -263,9 +291,33 @@ pub trait MetadataStore: Send + Sync + Debug + 'static {
     async fn topic_by_id(&self, topic_id: Uuid) -> Option<TopicSpec>;
     async fn create_topic(&self, topic: NewTopic) -> Result<TopicSpec, MetadataError>;
     async fn delete_topic(&self, name: &str) -> Result<TopicSpec, MetadataError>;
-    /// Grows a topic to `count` partitions (never shrinks).
-    async fn set_partition_count(&self, name: &str, count: i32)
-        -> Result<TopicSpec, MetadataError>;
+    /// Grows a topic to `count` partitions (never shrinks), pinning the new partitions
+    /// named in `assignments` (partition index → replicas) in the same write.
+    async fn set_partition_count(
+        &self,
+        name: &str,
+        count: i32,
+        assignments: &BTreeMap<i32, Vec<i32>>,
+    ) -> Result<TopicSpec, MetadataError>;
+    /// Pins (`Some(replicas)`) or unpins (`None`) partitions of the topic `name` whose
+    /// id is `topic_id`, in one compare-and-swap write of the topic.
+    async fn set_replica_assignments(
+        &self,
+        name: &str,
+        topic_id: Uuid,
+        changes: &BTreeMap<i32, Option<Vec<i32>>>,
+    ) -> Result<TopicSpec, MetadataError>;
+    /// Asks the controller for a one-shot unclean election of partition `index` (see
+    /// [`PartitionAssignment::unclean_requested`]), with a compare-and-swap on the
+    /// placement. False when there is no placement to mark (a single node always leads).
+    async fn request_unclean_election(
+        &self,
+        _topic: &str,
+        _topic_id: Uuid,
+        _index: i32,
+    ) -> Result<bool, MetadataError> {
+        Ok(false)
+    }
     /// Replaces the topic's explicit configs.
     async fn set_topic_configs(
         &self,

@@ -994,6 +994,7 @@ mod tests {
                     partitions: 1,
                     replication_factor: 1,
                     configs: Default::default(),
+                    replica_assignments: Default::default(),
                 },
                 0,
             )

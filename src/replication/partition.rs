@@ -901,6 +901,8 @@ mod tests {
                 partition_epoch: 0,
                 target: Vec::new(),
                 leader_incarnation: 0,
+                pinned: false,
+                unclean_requested: false,
             },
             0,
         );

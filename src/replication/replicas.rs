@@ -494,6 +494,11 @@ impl ReplicaManager {
             .cloned()
     }
 
+    /// The directory holding every partition of this broker (its one log dir).
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
     /// Every log open here (led or not): what flushing, retention and shutdown cover.
     pub fn all_partitions(&self) -> Vec<Arc<Partition>> {
         self.topics
@@ -596,6 +601,7 @@ mod tests {
             partitions: 1,
             replication_factor: 1,
             configs: BTreeMap::new(),
+            replica_assignments: BTreeMap::new(),
         }
     }
 

@@ -57,6 +57,10 @@ pub const SUPPORTED: &[ApiRange] = &[
     api(ApiKey::CreatePartitions, 0, 3),
     api(ApiKey::IncrementalAlterConfigs, 0, 1),
     api(ApiKey::DescribeCluster, 0, 2),
+    api(ApiKey::DescribeLogDirs, 1, 4),
+    api(ApiKey::ElectLeaders, 0, 2),
+    api(ApiKey::AlterPartitionReassignments, 0, 0),
+    api(ApiKey::ListPartitionReassignments, 0, 0),
     api(ApiKey::FindCoordinator, 0, 6),
     api(ApiKey::JoinGroup, 0, 9),
     api(ApiKey::Heartbeat, 0, 4),
@@ -283,6 +287,10 @@ fn api_name(key: ApiKey) -> &'static str {
         ApiKey::CreatePartitions => "CreatePartitions",
         ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
         ApiKey::DescribeCluster => "DescribeCluster",
+        ApiKey::DescribeLogDirs => "DescribeLogDirs",
+        ApiKey::ElectLeaders => "ElectLeaders",
+        ApiKey::AlterPartitionReassignments => "AlterPartitionReassignments",
+        ApiKey::ListPartitionReassignments => "ListPartitionReassignments",
         ApiKey::FindCoordinator => "FindCoordinator",
         ApiKey::JoinGroup => "JoinGroup",
         ApiKey::Heartbeat => "Heartbeat",
@@ -428,6 +436,34 @@ async fn route(ctx: RequestContext, key: ApiKey, body: Bytes) -> Reply {
             body,
             DescribeClusterRequest,
             admin::describe_cluster::handle
+        ),
+        ApiKey::DescribeLogDirs => call!(
+            ctx,
+            key,
+            body,
+            DescribeLogDirsRequest,
+            admin::describe_log_dirs::handle
+        ),
+        ApiKey::ElectLeaders => call!(
+            ctx,
+            key,
+            body,
+            ElectLeadersRequest,
+            admin::elect_leaders::handle
+        ),
+        ApiKey::AlterPartitionReassignments => call!(
+            ctx,
+            key,
+            body,
+            AlterPartitionReassignmentsRequest,
+            admin::alter_partition_reassignments::handle
+        ),
+        ApiKey::ListPartitionReassignments => call!(
+            ctx,
+            key,
+            body,
+            ListPartitionReassignmentsRequest,
+            admin::list_partition_reassignments::handle
         ),
         ApiKey::FindCoordinator => call!(
             ctx,

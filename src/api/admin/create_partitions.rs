@@ -1,9 +1,10 @@
-//! CreatePartitions (key 37, v0–3): grow a topic. Explicit assignments may only name
-//! this broker; shrinking is refused with INVALID_PARTITIONS.
+//! CreatePartitions (key 37, v0–3): grow a topic; shrinking is refused with
+//! INVALID_PARTITIONS. New partitions take the topic's replication factor; explicit
+//! assignments (one replica list per new partition, checked as Kafka checks them) pin
+//! those partitions' replicas instead of the ring's placement.
 
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
-use kafka_protocol::ResponseError;
 
 use super::super::context::RequestContext;
 use super::super::{errors, str_bytes};
@@ -12,29 +13,23 @@ pub async fn handle(
     ctx: &RequestContext,
     request: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
-    let node = ctx.node_id();
     let mut results = Vec::with_capacity(request.topics.len());
     for topic in &request.topics {
         let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
-        let foreign = topic
-            .assignments
-            .iter()
-            .flatten()
-            .any(|a| a.broker_ids.is_empty() || a.broker_ids.iter().any(|b| b.0 != node));
-        if foreign {
-            results.push(
-                result
-                    .with_error_code(ResponseError::InvalidReplicaAssignment.code())
-                    .with_error_message(Some(str_bytes(format!(
-                        "assignments may only name broker {node}"
-                    )))),
-            );
-            continue;
-        }
+        let assignments: Option<Vec<Vec<i32>>> = topic.assignments.as_ref().map(|all| {
+            all.iter()
+                .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
+                .collect()
+        });
         match ctx
             .services
             .topics
-            .create_partitions(&topic.name, topic.count, request.validate_only)
+            .create_partitions(
+                &topic.name,
+                topic.count,
+                assignments.as_deref(),
+                request.validate_only,
+            )
             .await
         {
             Ok(()) => results.push(result),

@@ -57,7 +57,12 @@ pub async fn handle(ctx: &RequestContext, request: CreateTopicsRequest) -> Creat
             assignments: topic
                 .assignments
                 .iter()
-                .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
+                .map(|a| {
+                    (
+                        a.partition_index,
+                        a.broker_ids.iter().map(|b| b.0).collect(),
+                    )
+                })
                 .collect(),
             configs,
         };

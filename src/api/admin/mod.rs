@@ -1,12 +1,16 @@
 //! Topic and cluster administration APIs.
 
 pub mod alter_configs;
+pub mod alter_partition_reassignments;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
+pub mod describe_log_dirs;
+pub mod elect_leaders;
 pub mod incremental_alter_configs;
+pub mod list_partition_reassignments;
 
 /// DescribeConfigs/AlterConfigs resource types.
 pub(crate) const RESOURCE_TOPIC: i8 = 2;
