@@ -781,21 +781,30 @@ def producer_epochs(partition_dir: Path) -> list[tuple[int, int, int]]:
 
 def producer_epoch_lookup(cluster: "Cluster"):
     """producer_epoch_of(partition, offset) over the replica with the most batches."""
+    return epoch_lookup_in([n.broker.data_dir for n in cluster.nodes.values()])
+
+
+def epoch_lookup_in(data_dirs: list[Path]):
+    """producer_epoch_of(partition, offset) over the replica (of those in `data_dirs`)
+    with the most batches; bisects a precomputed table, so a run's millions of lookups
+    stay cheap."""
     import bisect
     tables = {}
     for p in range(PARTITIONS):
         best = []
-        for n in cluster.nodes.values():
-            d = n.broker.data_dir / f"{TOPIC}-{p}"
+        for data_dir in data_dirs:
+            d = data_dir / f"{TOPIC}-{p}"
             if d.is_dir():
                 batches = producer_epochs(d)
                 if len(batches) > len(best):
                     best = batches
         tables[p] = best
 
+    bases = {p: [b[0] for b in table] for p, table in tables.items()}
+
     def producer_epoch_of(p: int, o: int):
         table = tables.get(p, [])
-        i = bisect.bisect_right([b[0] for b in table], o) - 1 if table else -1
+        i = bisect.bisect_right(bases.get(p, []), o) - 1
         if i >= 0 and table[i][0] <= o <= table[i][1]:
             return table[i][2]
         return None
@@ -888,6 +897,7 @@ def parse_args(argv=None):
     ap.add_argument("--message-timeout-ms", type=int, default=60000, help="the producer's message.timeout.ms")
     ap.add_argument("--work-dir", type=Path, default=None, help="where brokers, etcd and the history live "
                     "(default: a temp dir, removed after a passing run unless --keep)")
+    # (`--recheck WORK_DIR` alone checks a kept run's history again, offline.)
     ap.add_argument("--keep", action="store_true", help="keep the temp work dir even when the run passes")
     ap.add_argument("--tern-bin", type=Path, default=None, help="the tern binary (default: $TERN_BIN or target/release/tern)")
     return ap.parse_args(argv)
@@ -1044,7 +1054,86 @@ def run(args) -> int:
         cluster.close()
 
 
+def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """A zig-zag varint (Kafka's record fields) at `pos`: (value, next position)."""
+    shift = raw = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+
+
+def records_in(partition_dir: Path) -> list[tuple[int, bytes]]:
+    """Every (offset, value) of one replica's log, from its segment files (uncompressed
+    batches, as this tool's producer writes them)."""
+    out = []
+    for seg in sorted(partition_dir.glob("*.log")):
+        data = seg.read_bytes()
+        pos = 0
+        while pos + 61 <= len(data):
+            base, length = struct.unpack_from(">qi", data, pos)
+            if length < MIN_BATCH_LENGTH or pos + LOG_OVERHEAD + length > len(data):
+                break
+            count = struct.unpack_from(">i", data, pos + 57)[0]
+            at = pos + 61
+            for _ in range(count):
+                _size, at = read_varint(data, at)
+                at += 1  # attributes
+                _ts, at = read_varint(data, at)
+                delta, at = read_varint(data, at)
+                klen, at = read_varint(data, at)
+                at += max(klen, 0)
+                vlen, at = read_varint(data, at)
+                out.append((base + delta, data[at:at + max(vlen, 0)]))
+                at += max(vlen, 0)
+                headers, at = read_varint(data, at)
+                for _ in range(headers):
+                    hk, at = read_varint(data, at)
+                    at += hk
+                    hv, at = read_varint(data, at)
+                    at += max(hv, 0)
+            pos += LOG_OVERHEAD + length
+    return out
+
+
+def recheck(work_dir: Path) -> int:
+    """Checks a kept run again offline: its history against the longest replica's log
+    (the audit already compared the replicas), as `run` checks after reading back."""
+    status, part, off = [], [], []
+    for line in open(work_dir / "history.jsonl"):
+        ev = json.loads(line)
+        kind, v = ev.get("ev"), ev.get("v")
+        if kind == "send":
+            status.append(PENDING)
+            part.append(-1)
+            off.append(-1)
+        elif kind == "ack" and v is not None and v < len(status):
+            status[v], part[v], off[v] = ACKED, ev["p"], ev["o"]
+        elif kind == "err" and v is not None and v < len(status):
+            status[v], part[v] = FAILED, ev.get("p", -1)
+    data_dirs = sorted(p / "data" for p in work_dir.glob("node-*"))
+    got = {}
+    for p in range(PARTITIONS):
+        logs = [records_in(d / f"{TOPIC}-{p}") for d in data_dirs if (d / f"{TOPIC}-{p}").is_dir()]
+        got[p] = max(logs, key=len, default=[])
+        # Replicas agree record for record (the run's audit compares batch CRCs too).
+        differ = sum(1 for log in logs if log != got[p][:len(log)] or len(log) != len(got[p]))
+        if differ:
+            print(f"partition {p}: {differ} replica(s) differ from the longest ({[len(x) for x in logs]})")
+    checked = check_history(status, part, off, got, epoch_lookup_in(data_dirs))
+    print(json.dumps({"recheck": str(work_dir), "sent": len(status), "acknowledged": status.count(ACKED),
+                      **{k: v for k, v in checked.items() if k != "examples"}, "examples": checked["examples"]}))
+    bad = any(checked[k] for k in ("lost", "inconsistent", "duplicates", "out_of_order", "unknown"))
+    return 1 if bad else 0
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) == 2 and argv[0] == "--recheck":
+        return recheck(Path(argv[1]))
     return run(parse_args(argv))
 
 

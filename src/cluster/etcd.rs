@@ -526,7 +526,17 @@ impl EtcdStore {
                     value.clone(),
                     Some(PutOptions::new().with_lease(lease)),
                 )]);
-            let response = self.txn(txn).await?;
+            let response = match self.client.clone().txn(txn).await {
+                Ok(response) => response,
+                // The fresh lease expired before the put (a stalled process, a slow
+                // etcd): grant another and try again rather than fail the start.
+                Err(error) if lease_gone(&error) => {
+                    tracing::warn!(node_id = self.node.node_id, %error, "lease expired before registering; retrying");
+                    tokio::time::sleep(ETCD_RETRY_PAUSE).await;
+                    continue;
+                }
+                Err(error) => return Err(etcd_error(error)),
+            };
             if response.succeeded() {
                 // No waiting for the watch here: at start-up it is not running yet,
                 // and the lease is already ticking.
