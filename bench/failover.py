@@ -54,6 +54,10 @@ class Stream:
             "topic.metadata.refresh.interval.ms": 1000,
         })
         self.acks: dict[int, list[float]] = {p: [] for p in range(PARTITIONS)}
+        # (produce time, ack time) per partition: availability is judged by writes
+        # produced after a fault, not by acks already on their way before it.
+        self.pairs: dict[int, list[tuple[float, float]]] = {p: [] for p in range(PARTITIONS)}
+        self.produced_at: dict[int, float] = {}
         self.acked: dict[int, set[tuple[int, int]]] = {p: set() for p in range(PARTITIONS)}
         self.failed = 0
         self.sent = 0
@@ -65,7 +69,10 @@ class Stream:
             self.failed += 1
             return
         p = msg.partition()
-        self.acks[p].append(time.monotonic())
+        now = time.monotonic()
+        self.acks[p].append(now)
+        v = int(msg.value()[:12])
+        self.pairs[p].append((self.produced_at.pop(v, now), now))
         self.acked[p].add((msg.offset(), int(msg.value()[:12])))
 
     def _run(self):
@@ -75,6 +82,7 @@ class Stream:
             due = int((time.monotonic() - start) * self.rate)
             while self.sent < due:
                 value = b"%012d" % self.sent + payload
+                self.produced_at[self.sent] = time.monotonic()
                 try:
                     self.producer.produce(TOPIC, value, partition=self.sent % PARTITIONS,
                                           on_delivery=self._report)
@@ -85,9 +93,10 @@ class Stream:
         self.producer.flush(90)
 
     def first_ack_after(self, partition: int, t: float, timeout: float = 30) -> float | None:
+        """When the first write produced after `t` was acknowledged."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            later = [a for a in self.acks[partition][-5000:] if a > t]
+            later = [a for sent, a in self.pairs[partition][-5000:] if sent > t]
             if later:
                 return min(later)
             time.sleep(0.01)
@@ -122,7 +131,12 @@ def read_back(bootstrap: str, acked: dict[int, set[tuple[int, int]]]) -> int:
             for m in c.consume(1000, timeout=1):
                 if m.error() is None:
                     seen.add((m.offset(), int(m.value()[:12])))
-        lost += len(acked[p] - seen)
+        missing = acked[p] - seen
+        lost += len(missing)
+        by_offset = dict(seen)
+        for o, v in sorted(missing)[:5]:
+            print(f"  lost: partition {p} offset {o} value {v}; the log holds {by_offset.get(o)} there"
+                  f" (partition end {high})")
     c.close()
     return lost
 
