@@ -605,16 +605,21 @@ mod tests {
         }
     }
 
-    #[test]
-    fn dynamic_configs_reach_open_logs_and_the_flush_interval() -> io::Result<()> {
-        let dir = tempfile::tempdir()?;
+    /// Node 0's replica manager over `dir`, 7-day retention, 1 s flush interval.
+    fn manager(dir: &Path) -> io::Result<ReplicaManager> {
         let builtin = vec![("retention.ms", "604800000".to_string())];
         let defaults = Arc::new(TopicDefaults::new(&builtin, &BTreeMap::new()));
         let durability = Durability {
             flush_interval: Duration::from_secs(1),
             drop_unflushed_on_start: false,
         };
-        let (replicas, _isr_changes) = ReplicaManager::new(dir.path(), 0, defaults, durability)?;
+        Ok(ReplicaManager::new(dir, 0, defaults, durability)?.0)
+    }
+
+    #[test]
+    fn dynamic_configs_reach_open_logs_and_the_flush_interval() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let replicas = manager(dir.path())?;
         let orders = spec("orders");
         let assignment = TopicAssignment::all_on(&orders, 0);
         replicas.reconcile_topic(&orders, Some(&assignment), true, None)?;
@@ -653,13 +658,7 @@ mod tests {
     #[test]
     fn a_restarted_broker_does_not_lead_on_state_elected_for_its_previous_run() -> io::Result<()> {
         let dir = tempfile::tempdir()?;
-        let builtin = vec![("retention.ms", "604800000".to_string())];
-        let defaults = Arc::new(TopicDefaults::new(&builtin, &BTreeMap::new()));
-        let durability = Durability {
-            flush_interval: Duration::from_secs(1),
-            drop_unflushed_on_start: false,
-        };
-        let (replicas, _isr_changes) = ReplicaManager::new(dir.path(), 0, defaults, durability)?;
+        let replicas = manager(dir.path())?;
         let orders = spec("orders");
         let mut assignment = TopicAssignment::all_on(&orders, 0);
         for p in &mut assignment.partitions {

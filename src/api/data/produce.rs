@@ -51,6 +51,7 @@ impl PendingAcks {
 /// Appends every partition's batches (in request order) and says what is left to do.
 pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Outcome {
     let acks = request.acks;
+    let level = if acks == -1 { Acks::All } else { Acks::Leader };
     let mut durable_waits: Vec<(Arc<Partition>, i64)> = Vec::new();
     let mut responses = Vec::with_capacity(request.topic_data.len());
     for topic in request.topic_data {
@@ -157,7 +158,6 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Outcome {
                 partitions.push(error(ResponseError::InvalidRecord, message.into()));
                 continue;
             }
-            let level = if acks == -1 { Acks::All } else { Acks::Leader };
             match partition.append(&records, now_ms(), level) {
                 Ok(info) => {
                     let topic_label = partition.id().topic.clone();
@@ -197,7 +197,7 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Outcome {
         return Outcome::AwaitingAcks(PendingAcks {
             responses,
             waits: durable_waits,
-            acks: if acks == -1 { Acks::All } else { Acks::Leader },
+            acks: level,
             timeout: std::time::Duration::from_millis(request.timeout_ms.max(0) as u64),
         });
     }
