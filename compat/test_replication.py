@@ -94,7 +94,12 @@ class Recorder:
 
 
 def start_recorder(cluster, topic, **kwargs) -> Recorder:
-    return Recorder(cluster, topic, **kwargs)
+    """A running Recorder whose writes are already acknowledged: a fault injected before the
+    producer has its producer id and metadata would test the client's bootstrap timeouts
+    (a request to a paused broker waits out socket.timeout.ms), not the broker."""
+    recorder = Recorder(cluster, topic, **kwargs)
+    wait_until(lambda: len(recorder.acked) >= 20, 15, what="the recorder's first acknowledgements")
+    return recorder
 
 
 def read_all(cluster: Cluster, topic: str, partitions: int) -> dict[tuple[int, int], bytes]:

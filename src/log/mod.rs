@@ -130,6 +130,9 @@ pub struct AppendInfo {
     pub last_offset: i64,
     /// The broker time written into the batches, for `LogAppendTime` topics.
     pub log_append_time: Option<i64>,
+    /// The leader epoch the log was in: a leader's write is acknowledged only while
+    /// this replica still leads in it (`Partition::wait_acknowledged`).
+    pub leader_epoch: i32,
 }
 
 /// How to open a log directory after a restart.
@@ -555,6 +558,7 @@ impl Log {
             base_offset: first.unwrap_or(last),
             last_offset: last,
             log_append_time,
+            leader_epoch: self.leader_epoch,
         })
     }
 
@@ -637,6 +641,7 @@ impl Log {
             base_offset: log_end,
             last_offset: expected - 1,
             log_append_time: None,
+            leader_epoch: self.leader_epoch,
         })
     }
 

@@ -252,6 +252,15 @@ impl Partition {
             leader.on_leader_append(*self.log_end.borrow());
             self.publish_high_watermark(leader);
         }
+        if !same_epoch {
+            self.wake_acknowledgement_waiters();
+        }
+    }
+
+    /// Wakes every [`Self::wait_acknowledged`] to look at the role again: the high
+    /// watermark watch is what they sleep on, so it is marked changed without a change.
+    fn wake_acknowledgement_waiters(&self) {
+        self.high_watermark.send_modify(|_| {});
     }
 
     /// Publishes the leader's high watermark if it moved (an ISR change or the store's
@@ -276,13 +285,22 @@ impl Partition {
         {
             tracing::debug!(partition = %self.id, leader, leader_epoch, "following partition");
         }
+        let was_leader = matches!(&*role, Role::Leader(_));
         log.set_leader_epoch(leader_epoch);
         *role = Role::Follower { leader };
+        if was_leader {
+            self.wake_acknowledgement_waiters();
+        }
     }
 
     /// Neither leads nor follows any more (the partition moved away or has no leader).
     pub fn become_idle(&self) {
-        *self.role.lock() = Role::Idle;
+        let mut role = self.role.lock();
+        let was_leader = matches!(&*role, Role::Leader(_));
+        *role = Role::Idle;
+        if was_leader {
+            self.wake_acknowledgement_waiters();
+        }
     }
 
     /// Validates and appends a producer's record set as the leader. acks=all is refused
@@ -337,16 +355,25 @@ impl Partition {
     /// acks=all, once the high watermark has passed it (every in-sync replica has it)
     /// with at least min.insync.replicas in sync; and once it is on disk here when
     /// [`Self::flush_due`]. The caller bounds the wait (the request's timeout).
+    ///
+    /// The write must have been appended in `written.leader_epoch`, and this replica must
+    /// still lead in that epoch: once it stepped down its tail may be truncated and
+    /// rewritten, and should it lead again, a high watermark passing the same offsets
+    /// would be passing someone else's data. A change of role wakes the wait, so it
+    /// fails at once with NOT_LEADER_OR_FOLLOWER (Kafka completes its delayed produces
+    /// when a leader becomes a follower) instead of holding the connection's later
+    /// requests until the timeout.
     pub async fn wait_acknowledged(
         &self,
-        last_offset: i64,
+        written: &AppendInfo,
         acks: Acks,
     ) -> Result<(), PartitionError> {
+        let last_offset = written.last_offset;
         if acks == Acks::All {
             let mut high_watermark = self.high_watermark.subscribe();
             loop {
                 let check = match &*self.role.lock() {
-                    Role::Leader(leader) => {
+                    Role::Leader(leader) if leader.leader_epoch() == written.leader_epoch => {
                         leader.ack_check(last_offset, self.min_insync_replicas())
                     }
                     _ => return Err(PartitionError::NotLeader(self.id.clone())),
@@ -384,7 +411,7 @@ impl Partition {
         timeout: std::time::Duration,
     ) -> Result<AppendInfo, PartitionError> {
         let info = self.append(records, now_ms, acks)?;
-        match tokio::time::timeout(timeout, self.wait_acknowledged(info.last_offset, acks)).await {
+        match tokio::time::timeout(timeout, self.wait_acknowledged(&info, acks)).await {
             Ok(outcome) => outcome.map(|()| info),
             Err(_) => Err(PartitionError::TimedOut(self.id.clone())),
         }
@@ -892,21 +919,68 @@ mod tests {
         };
         let log = Log::open(dir, config, mode)?;
         let partition = Partition::new(TopicPartition::new("t", 0), Uuid::nil(), 0, log, 0, 1);
-        partition.become_leader(
-            &crate::cluster::PartitionAssignment {
-                leader: 0,
-                replicas: vec![0],
-                leader_epoch: 0,
-                isr: vec![0],
-                partition_epoch: 0,
-                target: Vec::new(),
-                leader_incarnation: 0,
-                pinned: false,
-                unclean_requested: false,
-            },
-            0,
-        );
+        partition.become_leader(&led_by_0(0, vec![0]), 0);
         Ok(partition)
+    }
+
+    /// Node 0 leads in `epoch` over replicas 0 and 1, with `isr` in sync.
+    fn led_by_0(leader_epoch: i32, isr: Vec<i32>) -> PartitionAssignment {
+        PartitionAssignment {
+            leader: 0,
+            replicas: vec![0, 1],
+            leader_epoch,
+            isr,
+            partition_epoch: leader_epoch,
+            target: Vec::new(),
+            leader_incarnation: 0,
+            pinned: false,
+            unclean_requested: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn an_acks_all_wait_fails_at_once_when_the_leader_steps_down(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let partition = std::sync::Arc::new(partition_in(dir.path())?);
+        partition.become_leader(&led_by_0(1, vec![0, 1]), 0);
+        let written = partition.append(&simple_batch(2, 0), 0, Acks::All)?;
+        let waiting = {
+            let partition = std::sync::Arc::clone(&partition);
+            tokio::spawn(async move { partition.wait_acknowledged(&written, Acks::All).await })
+        };
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "node 1 has not fetched the write");
+        partition.become_follower(1, 2);
+        // Bounded far below any produce timeout: the wait must not sleep until one.
+        let outcome = tokio::time::timeout(std::time::Duration::from_secs(5), waiting).await??;
+        assert!(
+            matches!(outcome, Err(PartitionError::NotLeader(_))),
+            "{outcome:?}"
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_write_from_an_earlier_leadership_is_never_acknowledged_by_a_later_one(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let partition = partition_in(dir.path())?;
+        partition.become_leader(&led_by_0(1, vec![0, 1]), 0);
+        let old = partition.append(&simple_batch(2, 0), 0, Acks::All)?;
+        partition.become_follower(1, 2);
+        // Leading again with node 1 out of the ISR: the high watermark passes `old`'s
+        // offsets at once, but in epoch 3 those offsets may hold another write.
+        partition.become_leader(&led_by_0(3, vec![0]), 0);
+        assert!(partition.high_watermark() > old.last_offset);
+        assert!(matches!(
+            partition.wait_acknowledged(&old, Acks::All).await,
+            Err(PartitionError::NotLeader(_))
+        ));
+        let new = partition.append(&simple_batch(2, 1), 0, Acks::All)?;
+        assert_eq!(new.leader_epoch, 3);
+        partition.wait_acknowledged(&new, Acks::All).await?;
+        Ok(())
     }
 
     #[tokio::test]

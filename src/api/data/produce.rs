@@ -17,6 +17,7 @@ use kafka_protocol::ResponseError;
 
 use super::super::context::RequestContext;
 use super::super::{errors, str_bytes};
+use crate::log::AppendInfo;
 use crate::model::now_ms;
 use crate::replication::{Acks, NotServed, Partition, PartitionError};
 
@@ -36,7 +37,7 @@ pub enum Outcome {
 #[derive(Debug)]
 pub struct PendingAcks {
     responses: Vec<TopicProduceResponse>,
-    waits: Vec<(Arc<Partition>, i64)>,
+    waits: Vec<(Arc<Partition>, AppendInfo)>,
     acks: Acks,
     timeout: std::time::Duration,
 }
@@ -52,7 +53,7 @@ impl PendingAcks {
 pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Outcome {
     let acks = request.acks;
     let level = if acks == -1 { Acks::All } else { Acks::Leader };
-    let mut durable_waits: Vec<(Arc<Partition>, i64)> = Vec::new();
+    let mut durable_waits: Vec<(Arc<Partition>, AppendInfo)> = Vec::new();
     let mut responses = Vec::with_capacity(request.topic_data.len());
     for topic in request.topic_data {
         if crate::topics::is_internal(&topic.name) {
@@ -167,7 +168,7 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Outcome {
                         .increment((info.last_offset - info.base_offset + 1).max(0) as u64);
                     let (log_start, _, _) = partition.offsets();
                     if acks == -1 || (acks == 1 && partition.flush_due(info.last_offset)) {
-                        durable_waits.push((Arc::clone(&partition), info.last_offset));
+                        durable_waits.push((Arc::clone(&partition), info));
                     }
                     partitions.push(
                         response
@@ -228,12 +229,12 @@ fn count_partition_errors(responses: &[TopicProduceResponse]) {
 /// flush) gets its error instead of its offset.
 async fn wait_acknowledged(
     responses: &mut [TopicProduceResponse],
-    waits: Vec<(Arc<Partition>, i64)>,
+    waits: Vec<(Arc<Partition>, AppendInfo)>,
     acks: Acks,
     timeout: std::time::Duration,
 ) {
-    let results = futures::future::join_all(waits.iter().map(|(p, offset)| async move {
-        match tokio::time::timeout(timeout, p.wait_acknowledged(*offset, acks)).await {
+    let results = futures::future::join_all(waits.iter().map(|(p, written)| async move {
+        match tokio::time::timeout(timeout, p.wait_acknowledged(written, acks)).await {
             Ok(outcome) => outcome,
             Err(_) => Err(PartitionError::TimedOut(p.id().clone())),
         }
