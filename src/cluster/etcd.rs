@@ -278,6 +278,9 @@ pub struct EtcdStore {
     cache: RwLock<Snapshot>,
     /// The etcd revision the cache reflects.
     applied: watch::Sender<i64>,
+    /// Cancelled when the watch stops for good (shutdown): nothing will apply a newer
+    /// revision, so read-your-writes waits end at once instead of timing out.
+    watch_ended: CancellationToken,
     events: broadcast::Sender<MetadataEvent>,
     /// This broker's lease; 0 while it has none.
     lease: AtomicI64,
@@ -324,6 +327,7 @@ impl EtcdStore {
             lease_ttl: config.lease_ttl,
             cache: RwLock::new(Snapshot::default()),
             applied,
+            watch_ended: CancellationToken::new(),
             events,
             lease: AtomicI64::new(0),
             incarnation: AtomicI64::new(0),
@@ -386,8 +390,10 @@ impl EtcdStore {
     /// Waits (bounded) until the cache reflects `revision`.
     async fn wait_applied(&self, revision: i64) {
         let mut applied = self.applied.subscribe();
-        let caught_up =
-            tokio::time::timeout(READ_YOUR_WRITES_WAIT, applied.wait_for(|r| *r >= revision)).await;
+        let caught_up = tokio::select! {
+            _ = self.watch_ended.cancelled() => return,
+            caught_up = tokio::time::timeout(READ_YOUR_WRITES_WAIT, applied.wait_for(|r| *r >= revision)) => caught_up,
+        };
         if caught_up.is_err() {
             tracing::warn!(
                 revision,
@@ -424,6 +430,7 @@ impl EtcdStore {
     /// Follows the prefix until shutdown: watch from the cache's revision, apply and
     /// announce each change; on any failure re-read everything and watch again.
     pub async fn run_watch(&self, shutdown: CancellationToken) {
+        let _ended = self.watch_ended.clone().drop_guard();
         loop {
             let from = *self.applied.borrow() + 1;
             let outcome = self.watch_from(from, &shutdown).await;
