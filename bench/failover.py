@@ -131,8 +131,9 @@ def read_back(bootstrap: str, acked: dict[int, set[tuple[int, int]]]) -> int:
             for m in c.consume(1000, timeout=1):
                 if m.error() is None:
                     seen.add((m.offset(), int(m.value()[:12])))
-        # librdkafka reports some successes without an offset (a retry the broker found
-        # already written, say): those count as kept when their value is in the log.
+        # librdkafka reports some successes without an offset (its implicit ack: a request
+        # failed retriably but a later one of the partition succeeded, so the earlier
+        # messages were written): those count as kept when their value is in the log.
         values = {v: o for o, v in seen}
         missing = {(o, v) for o, v in acked[p] - seen if o is not None or v not in values}
         unplaced = sum(1 for o, _ in acked[p] if o is None)

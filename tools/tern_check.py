@@ -324,8 +324,10 @@ class ProducerLoop(threading.Thread):
             self.status[i] = ACKED
             self.acked += 1
             if o is None or o < 0:
-                # Delivered, but the client was not told where (librdkafka reports this for a
-                # batch the broker called a duplicate without its offset). Checked for presence.
+                # Delivered, but the client was not told where: librdkafka's implicit ack (a
+                # request failed retriably, NOT_LEADER_OR_FOLLOWER or a timeout, yet a later
+                # one of the same partition succeeded, so the earlier messages were in the
+                # log after all; rdkafka_request.c). Checked for presence.
                 self.offset[i] = -1
                 self.acked_without_offset += 1
                 self.history.write(ev="ack", v=i, p=p, o=-1, no_offset=True)
