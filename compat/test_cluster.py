@@ -29,7 +29,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 import ck
 from http_client import Http, KeepAlive
-from tern_harness import Broker, Etcd, free_port, wait_until
+from tern_harness import Broker, BrokerError, Etcd, free_port, wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 from faults import CuttableProxy  # noqa: E402  (shared with the durability checker)
@@ -389,6 +389,45 @@ def raw_offset_commit(address: str, group: str, topic: str, partition: int, offs
     name_len = struct.unpack_from(">h", data, at)[0]
     at += 2 + name_len + 4  # topic name, partition count
     return struct.unpack_from(">h", data, at + 4)[0]
+
+
+@pytest.mark.timeout(90)
+def test_a_broker_started_while_etcd_is_unreachable_joins_once_it_is(cluster):
+    """A restart during a network blip waits it out (a Kafka broker waits for its
+    controllers) instead of exiting: start-up retries etcd for a bounded time."""
+    proxy = CuttableProxy(cluster.etcd.client_port)
+    try:
+        proxy.cut()
+        late = cluster.add(4, start=False, etcd_endpoint=proxy.endpoint)
+        threading.Timer(4.0, proxy.heal).start()
+        late.start()  # returns once it serves, which it does only after joining
+        wait_until(lambda: 4 in cluster.metadata(via=cluster.brokers[1]).brokers, 10,
+                   what="broker 4 registered")
+        assert "cannot join the cluster yet; retrying" in late.log_tail(20000)
+    finally:
+        proxy.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_second_broker_with_a_live_brokers_id_refuses_to_start(cluster, tmp_path):
+    """Two processes must never share a node id: the newcomer waits a lease TTL (a
+    previous run's registration may still be expiring), then exits with a clear reason."""
+    twin = Broker(data_dir=tmp_path / "twin-data", log_dir=tmp_path / "twin-logs", port=free_port(), node_id=1,
+                  extra_args=["--etcd", cluster.etcd.endpoint, "--etcd-lease-ttl-secs", str(LEASE_TTL_S),
+                              "--metrics", f"127.0.0.1:{free_port()}", "--http", f"127.0.0.1:{free_port()}"])
+    try:
+        try:
+            twin.start()  # the Kafka port is bound before the broker joins: may return
+        except BrokerError:
+            pass  # exited before the port accepted
+        wait_until(lambda: not twin.alive(), LEASE_TTL_S + 15, what="the twin to give up")
+    finally:
+        if twin.alive():
+            twin.kill9()
+    assert twin.proc.returncode != 0
+    assert "broker id 1 is registered by another live broker" in twin.log_tail()
+    assert cluster.brokers[1].alive()
+    assert 1 in cluster.metadata(via=cluster.brokers[2]).brokers
 
 
 @pytest.mark.timeout(120)

@@ -795,6 +795,9 @@ pub mod limits {
     /// Past the lease TTL, how long start-up waits for a previous run's registration of
     /// the same broker id to expire.
     pub const ETCD_REGISTER_GRACE: Duration = Duration::from_secs(2);
+    /// How long start-up keeps retrying an etcd it cannot reach (a restart during a
+    /// network blip should wait it out, as a Kafka broker waits for its controllers).
+    pub const ETCD_STARTUP_RETRY: Duration = Duration::from_secs(60);
     /// Pause between attempts to re-read the store, re-register or renew a session.
     pub const ETCD_RETRY_PAUSE: Duration = Duration::from_millis(500);
     /// A broker stops leading this long before its lease's TTL runs out by its own

@@ -54,7 +54,7 @@ pub struct EtcdConfig {
 use crate::config::limits::{
     ETCD_CAS_ATTEMPTS as CAS_ATTEMPTS, ETCD_CONNECT_TIMEOUT, ETCD_KEEP_ALIVE,
     ETCD_LEASE_MIN_MARGIN, ETCD_READ_YOUR_WRITES_WAIT as READ_YOUR_WRITES_WAIT,
-    ETCD_REGISTER_GRACE, ETCD_REQUEST_TIMEOUT, ETCD_RETRY_PAUSE,
+    ETCD_REGISTER_GRACE, ETCD_REQUEST_TIMEOUT, ETCD_RETRY_PAUSE, ETCD_STARTUP_RETRY,
 };
 /// First producer id handed out by a new cluster.
 const FIRST_PRODUCER_ID: i64 = 1000;
@@ -333,10 +333,26 @@ impl EtcdStore {
             incarnation: AtomicI64::new(0),
             alive_until_ms: AtomicU64::new(0),
         };
-        store.resync().await?;
-        let deadline = tokio::time::Instant::now() + config.lease_ttl + ETCD_REGISTER_GRACE;
-        store.register(Some(deadline)).await?;
-        Ok(store)
+        let started = tokio::time::Instant::now();
+        loop {
+            match store.join(config.lease_ttl).await {
+                Ok(()) => return Ok(store),
+                Err(error @ MetadataError::NodeIdTaken(_)) => return Err(error),
+                Err(error) if started.elapsed() < ETCD_STARTUP_RETRY => {
+                    tracing::warn!(%error, "cannot join the cluster yet; retrying");
+                    tokio::time::sleep(ETCD_RETRY_PAUSE).await;
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    /// Loads the cache and registers, giving a previous run's registration of this
+    /// broker id a lease TTL (and a grace) to expire.
+    async fn join(&self, lease_ttl: Duration) -> Result<(), MetadataError> {
+        self.resync().await?;
+        let deadline = tokio::time::Instant::now() + lease_ttl + ETCD_REGISTER_GRACE;
+        self.register(Some(deadline)).await
     }
 
     pub fn node_id(&self) -> i32 {
@@ -565,10 +581,7 @@ impl EtcdStore {
             }
             let _ = client.lease_revoke(lease).await;
             if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
-                return Err(MetadataError::Etcd(format!(
-                    "broker id {} is registered by another live broker",
-                    self.node.node_id
-                )));
+                return Err(MetadataError::NodeIdTaken(self.node.node_id));
             }
             if !warned {
                 tracing::warn!(

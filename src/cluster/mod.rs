@@ -257,6 +257,8 @@ pub enum MetadataError {
     Corrupt(String),
     #[error("etcd: {0}")]
     Etcd(String),
+    #[error("broker id {0} is registered by another live broker")]
+    NodeIdTaken(i32),
     #[error("metadata store is busy (too many concurrent changes to '{0}'); retry")]
     Contended(String),
 }
