@@ -122,6 +122,10 @@ pub struct Partition {
     /// Set after an fsync error: Linux may have dropped the pages, so we stop writing.
     failed: AtomicBool,
     min_insync_replicas: AtomicI32,
+    /// The leader epoch in which this replica's current run of leadership began: a new
+    /// epoch taken while already leading keeps it (the log was never truncated in
+    /// between), following or idling ends the run. Written under `role`.
+    leading_since_epoch: AtomicI32,
     /// `flush.messages`: see [`Self::flush_due`].
     flush_messages: AtomicI64,
     /// Tests only: where each flush records the offset it made durable.
@@ -157,6 +161,7 @@ impl Partition {
             flush_lock: tokio::sync::Mutex::new(()),
             failed: AtomicBool::new(false),
             min_insync_replicas: AtomicI32::new(min_insync_replicas),
+            leading_since_epoch: AtomicI32::new(i32::MAX),
             flush_messages,
             fsynced_record: std::sync::OnceLock::new(),
         }
@@ -223,6 +228,9 @@ impl Partition {
                 );
             }
         } else {
+            if !matches!(&*role, Role::Leader(_)) {
+                self.leading_since_epoch.store(epoch, Ordering::Relaxed);
+            }
             let log_end = {
                 let mut log = self.log.lock();
                 log.set_leader_epoch(epoch);
@@ -251,9 +259,6 @@ impl Partition {
         if let Role::Leader(leader) = &mut *role {
             leader.on_leader_append(*self.log_end.borrow());
             self.publish_high_watermark(leader);
-        }
-        if !same_epoch {
-            self.wake_acknowledgement_waiters();
         }
     }
 
@@ -356,13 +361,14 @@ impl Partition {
     /// with at least min.insync.replicas in sync; and once it is on disk here when
     /// [`Self::flush_due`]. The caller bounds the wait (the request's timeout).
     ///
-    /// The write must have been appended in `written.leader_epoch`, and this replica must
-    /// still lead in that epoch: once it stepped down its tail may be truncated and
-    /// rewritten, and should it lead again, a high watermark passing the same offsets
-    /// would be passing someone else's data. A change of role wakes the wait, so it
-    /// fails at once with NOT_LEADER_OR_FOLLOWER (Kafka completes its delayed produces
-    /// when a leader becomes a follower) instead of holding the connection's later
-    /// requests until the timeout.
+    /// This replica must have led without a break since the write's append (in
+    /// `written.leader_epoch`; a later epoch taken while leading keeps its log intact):
+    /// once it followed, its tail may have been truncated and rewritten, and should it
+    /// lead again, a high watermark passing the same offsets would be passing someone
+    /// else's data. Stepping down wakes the wait, so it fails at once with
+    /// NOT_LEADER_OR_FOLLOWER (Kafka completes its delayed produces when a leader
+    /// becomes a follower) instead of holding the connection's later requests until the
+    /// timeout.
     pub async fn wait_acknowledged(
         &self,
         written: &AppendInfo,
@@ -373,7 +379,10 @@ impl Partition {
             let mut high_watermark = self.high_watermark.subscribe();
             loop {
                 let check = match &*self.role.lock() {
-                    Role::Leader(leader) if leader.leader_epoch() == written.leader_epoch => {
+                    Role::Leader(leader)
+                        if self.leading_since_epoch.load(Ordering::Relaxed)
+                            <= written.leader_epoch =>
+                    {
                         leader.ack_check(last_offset, self.min_insync_replicas())
                     }
                     _ => return Err(PartitionError::NotLeader(self.id.clone())),
@@ -980,6 +989,20 @@ mod tests {
         let new = partition.append(&simple_batch(2, 1), 0, Acks::All)?;
         assert_eq!(new.leader_epoch, 3);
         partition.wait_acknowledged(&new, Acks::All).await?;
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_new_epoch_taken_while_leading_still_acknowledges_earlier_writes(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let partition = partition_in(dir.path())?;
+        partition.become_leader(&led_by_0(1, vec![0, 1]), 0);
+        let written = partition.append(&simple_batch(2, 0), 0, Acks::All)?;
+        // A reassignment's end bumps the leader epoch with the same leader, and here drops
+        // node 1 from the ISR: nothing was truncated, so the write counts once committed.
+        partition.become_leader(&led_by_0(2, vec![0]), 0);
+        partition.wait_acknowledged(&written, Acks::All).await?;
         Ok(())
     }
 
