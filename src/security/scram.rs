@@ -519,6 +519,31 @@ mod tests {
         );
     }
 
+    /// A SHA-512 transcript computed outside this crate: by kafka-python 3.0's `ScramClient`
+    /// (Python's hashlib PBKDF2 and HMAC) for user "kafka-user", password "pässword-512",
+    /// salt "tern-test-salt-512", 4096 iterations, with the nonces fixed.
+    #[test]
+    fn sha512_exchange_matches_an_independent_client_transcript() {
+        let client_first = "n,,n=kafka-user,r=3b6c0e0c9b7a4d2f8e1a5c7d9f0b2e4a";
+        let server_first =
+            "r=3b6c0e0c9b7a4d2f8e1a5c7d9f0b2e4aSv3rN0nce-Xy_z,s=dGVybi10ZXN0LXNhbHQtNTEy,i=4096";
+        let client_final = "c=biws,r=3b6c0e0c9b7a4d2f8e1a5c7d9f0b2e4aSv3rN0nce-Xy_z,\
+            p=pwboTb2YInKc0hbtAlK4hXK63ifoKkbam5/VYmAvJoZ1DAcsvGmAHHa0EF2b83woRVs67ILj2qq6Pnin7S4iAQ==";
+        let server_final =
+            "v=XFMQ9hp8z63PUhXAfau6czDQYZ71rrRMTws5J3/SIudw0YZZQpvR6pPnTWW9tv7Gju7n3vIT/MEnww3gTbW5Dg==";
+        let mechanism = ScramMechanism::ScramSha512;
+        let stored = ScramCredential::new(mechanism, "pässword-512", b"tern-test-salt-512", 4096)
+            .expect("credential");
+        let mut server = ScramServer::new(mechanism, || "Sv3rN0nce-Xy_z".to_string());
+        let first = server
+            .client_first(client_first.as_bytes(), |_| Some(stored.clone()))
+            .expect("first");
+        assert_eq!(std::str::from_utf8(&first), Ok(server_first));
+        let outcome = server.client_final(client_final.as_bytes()).expect("final");
+        assert_eq!(std::str::from_utf8(&outcome.server_final), Ok(server_final));
+        assert_eq!(outcome.user, "kafka-user");
+    }
+
     #[test]
     fn server_nonce_extends_the_client_nonce() {
         let mut server = ScramServer::with_random_nonce(ScramMechanism::ScramSha256);
