@@ -15,6 +15,7 @@
 //! - `log`: one partition's durable log of mmap'd segments; knows nothing above it.
 //! - `client`: a small Kafka client, for peers and the CLI. `cli`: the admin commands.
 //! - `metrics`: every metric name and the `/metrics` listener.
+//! - `security`: authentication mechanisms (SASL PLAIN, SCRAM-SHA-256/512) as pure code.
 //! - `model`: shared vocabulary. `alloc`: the allocator guard for untrusted decoding.
 
 pub mod config;
@@ -30,6 +31,7 @@ pub mod log;
 pub mod client;
 pub mod cli;
 pub mod metrics;
+pub mod security;
 pub mod model;
 pub mod alloc;
 

@@ -1,0 +1,22 @@
+//! Authentication mechanisms as pure code: SASL/PLAIN (RFC 4616) and SASL/SCRAM-SHA-256/512
+//! (RFC 5802, RFC 7677), server side, checked against salted SCRAM credentials.
+//! Nothing here does I/O, reads a clock or knows the Kafka wire format: the SaslHandshake and
+//! SaslAuthenticate handlers feed client tokens in and send the returned tokens back.
+//!
+//! - `scram`: the mechanisms, the stored credential and the SCRAM server state machine.
+//! - `scram_messages`: the strict parser of the two client messages.
+//! - `plain`: PLAIN, verified against the same SCRAM credentials (no second password store).
+//! - `credentials`: the JSON form of a stored credential and the DescribeUserScramCredentials view.
+
+pub mod scram;
+pub mod scram_messages;
+pub mod plain;
+pub mod credentials;
+
+/// The largest client SASL token any mechanism here accepts, in bytes.
+///
+/// Why: a SCRAM or PLAIN message is a user name, a nonce, a password or a proof and a few
+/// separators; real clients send well under 300 bytes. Refusing anything longer before parsing
+/// bounds the work an unauthenticated peer can cause (Kafka's own bound is its 512 KiB
+/// `sasl.server.max.receive.size`, far above any legitimate token).
+pub const SASL_MESSAGE_BYTES_MAX: usize = 4096;
