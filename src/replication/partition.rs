@@ -290,19 +290,19 @@ impl Partition {
         {
             tracing::debug!(partition = %self.id, leader, leader_epoch, "following partition");
         }
-        let was_leader = matches!(&*role, Role::Leader(_));
         log.set_leader_epoch(leader_epoch);
-        *role = Role::Follower { leader };
-        if was_leader {
-            self.wake_acknowledgement_waiters();
-        }
+        self.step_down(&mut role, Role::Follower { leader });
     }
 
     /// Neither leads nor follows any more (the partition moved away or has no leader).
     pub fn become_idle(&self) {
-        let mut role = self.role.lock();
-        let was_leader = matches!(&*role, Role::Leader(_));
-        *role = Role::Idle;
+        self.step_down(&mut self.role.lock(), Role::Idle);
+    }
+
+    /// Takes a non-leading role; a leader stepping down wakes its acks=all waits.
+    fn step_down(&self, role: &mut Role, next: Role) {
+        let was_leader = matches!(role, Role::Leader(_));
+        *role = next;
         if was_leader {
             self.wake_acknowledgement_waiters();
         }
