@@ -40,4 +40,5 @@ mod t_offset_for_leader_epoch;
 mod t_offsets;
 mod t_pipelining;
 mod t_produce;
+mod t_sasl;
 mod t_producer_id;

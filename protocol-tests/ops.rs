@@ -69,6 +69,9 @@ pub const FENCED_INSTANCE_ID: i16 = 82;
 pub const GROUP_SUBSCRIBED_TO_TOPIC: i16 = 86;
 pub const INVALID_RECORD: i16 = 87;
 pub const UNKNOWN_TOPIC_ID: i16 = 100;
+pub const ILLEGAL_SASL_STATE: i16 = 34;
+pub const RESOURCE_NOT_FOUND: i16 = 91;
+pub const UNACCEPTABLE_CREDENTIAL: i16 = 93;
 
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;

@@ -323,6 +323,27 @@ fn sample_body(api: i16, v: i16, topic: &Topic) -> Option<Vec<u8>> {
                 .with_groups_names(vec![crate::groups::gid("hostile-ghost-group")]),
             v,
         ),
+        ApiKey::SaslHandshake => enc(
+            &kafka_protocol::messages::SaslHandshakeRequest::default().with_mechanism(sb("PLAIN")),
+            v,
+        ),
+        ApiKey::SaslAuthenticate => enc(
+            &kafka_protocol::messages::SaslAuthenticateRequest::default()
+                .with_auth_bytes(bytes::Bytes::from_static(b"\0hostile\0pw")),
+            v,
+        ),
+        ApiKey::DescribeUserScramCredentials => enc(
+            &kafka_protocol::messages::DescribeUserScramCredentialsRequest::default().with_users(None),
+            v,
+        ),
+        ApiKey::AlterUserScramCredentials => enc(
+            &kafka_protocol::messages::AlterUserScramCredentialsRequest::default().with_deletions(vec![
+                kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialDeletion::default()
+                    .with_name(sb("hostile-user"))
+                    .with_mechanism(1),
+            ]),
+            v,
+        ),
         ApiKey::OffsetDelete => enc(
             &OffsetDeleteRequest::default()
                 .with_group_id(crate::groups::gid(HOSTILE_GROUP))

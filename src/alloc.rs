@@ -48,8 +48,38 @@ pub(crate) fn take_largest_allocation() -> usize {
     LARGEST.with(|largest| largest.replace(0))
 }
 
-/// Addresses of the live reserved mappings; 0 marks a free slot.
+/// Addresses of the live reserved mappings, an open-addressing table hashed by address;
+/// 0 marks a free slot. Fixed size: the allocator cannot allocate for itself.
 static RESERVED: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
+/// How many slots of `RESERVED` are taken.
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+/// The farthest any mapping was ever placed from its hash slot: a lookup need not probe
+/// beyond it (freed slots become 0 and are reused, so there are no tombstones to skip).
+static MAX_PROBE: AtomicUsize = AtomicUsize::new(0);
+
+/// Reserved mappings alive now: [`crate::server::frame::decode_untrusted`] refuses to
+/// start a decode above [`GUARDED_ALLOCATION_HIGH_WATER`](crate::config::limits::GUARDED_ALLOCATION_HIGH_WATER),
+/// which keeps the table from ever filling.
+pub fn live_reservations() -> usize {
+    LIVE.load(Ordering::Acquire)
+}
+
+/// The slots to probe for `address`, starting at its hash.
+fn probe(address: usize) -> impl Iterator<Item = &'static AtomicUsize> {
+    // Mappings are page-aligned: drop the always-zero bits, then mix (Fibonacci hashing).
+    let start = ((address >> 12).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 16) & (SLOTS - 1);
+    (0..SLOTS).map(move |i| &RESERVED[(start + i) & (SLOTS - 1)])
+}
+
+/// The slots where `address` may be: its probe sequence up to [`MAX_PROBE`].
+fn candidates(address: usize) -> impl Iterator<Item = &'static AtomicUsize> {
+    probe(address).take(MAX_PROBE.load(Ordering::Acquire) + 1)
+}
+
+fn is_reserved(address: usize) -> bool {
+    LIVE.load(Ordering::Acquire) > 0
+        && candidates(address).any(|slot| slot.load(Ordering::Acquire) == address)
+}
 
 /// Runs `f` with large allocations reserved lazily (see the module doc). Use it around
 /// the decoding of bytes that came from the network, and nothing else.
@@ -89,11 +119,13 @@ fn reserve(size: usize) -> *mut u8 {
     if ptr == libc::MAP_FAILED {
         return std::ptr::null_mut();
     }
-    for slot in &RESERVED {
+    for (distance, slot) in probe(ptr as usize).enumerate() {
         if slot
             .compare_exchange(0, ptr as usize, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
+            MAX_PROBE.fetch_max(distance, Ordering::AcqRel);
+            LIVE.fetch_add(1, Ordering::AcqRel);
             return ptr.cast();
         }
     }
@@ -105,11 +137,15 @@ fn reserve(size: usize) -> *mut u8 {
 
 /// Forgets and unmaps `ptr` if it is a reserved mapping; false otherwise.
 fn release(ptr: *mut u8, size: usize) -> bool {
-    for slot in &RESERVED {
+    if LIVE.load(Ordering::Acquire) == 0 {
+        return false;
+    }
+    for slot in candidates(ptr as usize) {
         if slot
             .compare_exchange(ptr as usize, 0, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
+            LIVE.fetch_sub(1, Ordering::AcqRel);
             // SAFETY: `ptr` was returned by `reserve` for an allocation of `size` bytes
             // (the allocator API hands back the same layout) and is freed only once.
             unsafe { libc::munmap(ptr.cast(), mapping_len(size)) };
@@ -159,10 +195,7 @@ unsafe impl GlobalAlloc for GuardedAllocator {
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         #[cfg(test)]
         note_large(new_size);
-        let ours = layout.size() >= LARGE_BYTES
-            && RESERVED
-                .iter()
-                .any(|s| s.load(Ordering::Acquire) == ptr as usize);
+        let ours = layout.size() >= LARGE_BYTES && is_reserved(ptr as usize);
         let goes_large = new_size >= LARGE_BYTES && layout.align() <= PAGE_BYTES && in_decoding();
         if !ours && !goes_large {
             // SAFETY: forwarded with the caller's layout.

@@ -15,13 +15,16 @@ use tokio_util::task::TaskTracker;
 use crate::api::context::Services;
 use crate::cluster::peers::Peers;
 use crate::cluster::{
-    BrokerInfo, EmbeddedStore, EtcdStore, MetadataError, MetadataEvent, MetadataStore,
+    BrokerEndpoint, BrokerInfo, EmbeddedStore, EtcdStore, MetadataError, MetadataEvent,
+    MetadataStore,
 };
 use crate::config::{limits, Config};
 use crate::group::coordinator::GroupCoordinator;
 use crate::group::offsets::OFFSETS_TOPIC;
 use crate::replication::ReplicaManager;
-use crate::server::run_listener;
+use crate::security::listener::SecurityProtocol;
+use crate::security::tls::{ReloadingTls, TlsFiles};
+use crate::server::{run_listener, KafkaListener, PerAddress};
 use crate::topics::{ProducerIdAllocator, TopicError, TopicService};
 
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +40,10 @@ pub enum BrokerError {
     },
     #[error(transparent)]
     Metadata(#[from] MetadataError),
+    #[error("TLS: {0}")]
+    Tls(#[from] crate::security::tls::TlsError),
+    #[error("the inter-broker listener is not among the listeners")]
+    NoInterBrokerListener,
     #[error("loading topics: {0}")]
     Topics(#[from] TopicError),
 }
@@ -51,6 +58,16 @@ pub struct Broker {
     local_addr: SocketAddr,
     metrics_addr: SocketAddr,
     _lock: File,
+}
+
+/// The TLS files of one listener. As in Kafka (KIP-684), client certificates are
+/// required on SSL listeners only: a SASL_SSL client authenticates with SASL.
+fn listener_tls(files: &TlsFiles, protocol: SecurityProtocol) -> TlsFiles {
+    let mut files = files.clone();
+    if protocol != SecurityProtocol::Ssl {
+        files.client_ca = None;
+    }
+    files
 }
 
 /// Takes an exclusive `flock` on `<data-dir>/.lock` so two brokers never share logs.
@@ -97,13 +114,44 @@ impl Broker {
         let lock = lock_data_dir(&config)?;
         raise_open_file_limit();
         crate::metrics::install();
-        let listener = TcpListener::bind(config.server.listen)
-            .await
-            .map_err(|source| BrokerError::Bind {
-                address: config.server.listen,
-                source,
-            })?;
-        let local_addr = listener.local_addr()?;
+        let mut server = config.server.clone();
+        let mut tls_sources = Vec::new();
+        let mut listeners = Vec::with_capacity(server.listeners.len());
+        for declared in &mut server.listeners {
+            let socket =
+                TcpListener::bind(declared.bind)
+                    .await
+                    .map_err(|source| BrokerError::Bind {
+                        address: declared.bind,
+                        source,
+                    })?;
+            let bound = socket.local_addr()?;
+            declared.bind = bound;
+            if declared.advertised_port == 0 {
+                declared.advertised_port = i32::from(bound.port());
+            }
+            let tls = match &server.security.tls {
+                Some(files) if declared.protocol.uses_tls() => {
+                    let source = ReloadingTls::load(listener_tls(files, declared.protocol), &[])?;
+                    tls_sources.push(Arc::clone(&source));
+                    Some(source)
+                }
+                _ => None,
+            };
+            listeners.push(KafkaListener {
+                socket,
+                protocol: declared.protocol,
+                tls,
+            });
+        }
+        let primary = server
+            .listeners
+            .iter()
+            .find(|l| l.protocol == server.inter_broker)
+            .cloned()
+            .ok_or(BrokerError::NoInterBrokerListener)?;
+        let local_addr = primary.bind;
+        server.listen = local_addr;
         let (metrics_address, metrics_explicit) = config.metrics;
         let metrics_listener =
             crate::metrics::bind_side_listener(metrics_address, metrics_explicit, "metrics")
@@ -125,11 +173,20 @@ impl Broker {
             Some(listener) => listener.local_addr()?.to_string(),
             None => "off".to_string(),
         };
-        let mut server = config.server.clone();
         if server.advertised_port == 0 {
-            server.advertised_port = i32::from(local_addr.port());
+            server.advertised_port = primary.advertised_port;
         }
+        let endpoints = server
+            .listeners
+            .iter()
+            .map(|l| BrokerEndpoint {
+                listener: l.protocol.name().to_string(),
+                host: l.advertised_host.clone(),
+                port: l.advertised_port,
+            })
+            .collect();
         let node = BrokerInfo {
+            endpoints,
             node_id: config.node_id,
             host: server.advertised_host.clone(),
             port: server.advertised_port,
@@ -172,10 +229,7 @@ impl Broker {
                 .with_session(Arc::clone(&store)),
         );
         groups.follow_leadership(&offsets_topic);
-        let static_configs = config.static_broker_configs(
-            local_addr,
-            (&server.advertised_host, server.advertised_port),
-        );
+        let static_configs = config.static_broker_configs(&server.listeners);
         let services = Arc::new(Services {
             static_configs,
             node,
@@ -185,6 +239,9 @@ impl Broker {
             store,
             replicas: Arc::clone(&replicas),
             topics,
+            request_memory: Arc::new(tokio::sync::Semaphore::new(
+                usize::try_from(server.queued_max_request_bytes).unwrap_or(usize::MAX >> 4),
+            )),
             server,
         });
         background.spawn(run_reconciler(
@@ -193,12 +250,21 @@ impl Broker {
             shutdown.clone(),
         ));
         let tasks = TaskTracker::new();
-        tasks.spawn(run_listener(
-            listener,
-            Arc::clone(&services),
-            shutdown.clone(),
-            tasks.clone(),
-        ));
+        let slots = Arc::new(tokio::sync::Semaphore::new(services.server.max_connections));
+        let per_address = PerAddress::new(services.server.max_connections_per_ip);
+        for listener in listeners {
+            tasks.spawn(run_listener(
+                listener,
+                Arc::clone(&slots),
+                Arc::clone(&per_address),
+                Arc::clone(&services),
+                shutdown.clone(),
+                tasks.clone(),
+            ));
+        }
+        for source in tls_sources {
+            background.spawn(source.watch(shutdown.clone()));
+        }
         background.spawn(run_flusher(Arc::clone(&replicas), shutdown.clone()));
         background.spawn(crate::replication::alter::run(
             Arc::clone(&services.store),

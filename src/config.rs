@@ -7,7 +7,14 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use serde::Deserialize;
+
+use crate::security::listener::{parse_endpoints, Endpoint, ListenerError, SecurityProtocol};
+use crate::security::principal::SslPrincipalMapper;
+use crate::security::session::{Mechanism, SaslPolicy};
+use crate::security::tls::TlsFiles;
 
 use crate::cluster::broker_config::StaticBrokerConfig;
 use crate::cluster::topic_config::TopicDefaults;
@@ -57,8 +64,30 @@ macro_rules! serve_args {
 serve_args! {
     /// Directory for partition logs and metadata [default: ./data]
     data_dir: PathBuf = PathBuf::from("./data"), "TERN_DATA_DIR";
-    /// Kafka listener address [default: 127.0.0.1:9092]
+    /// Kafka listener address: one PLAINTEXT listener (--listeners declares several) [default: 127.0.0.1:9092]
     listen: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 9092)), "TERN_LISTEN";
+    /// Kafka listeners, PROTOCOL://HOST:PORT,... with PROTOCOL one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL (listeners); replaces --listen [default: PLAINTEXT://<--listen>]
+    listeners: String = String::new(), "TERN_LISTENERS";
+    /// Addresses clients are told, per listener, PROTOCOL://HOST:PORT,... (advertised.listeners) [default: each listener's address]
+    advertised_listeners: String = String::new(), "TERN_ADVERTISED_LISTENERS";
+    /// The listener other brokers connect to, by protocol name (inter.broker.listener.name) [default: PLAINTEXT if declared, else the first listener]
+    inter_broker_listener: String = String::new(), "TERN_INTER_BROKER_LISTENER";
+    /// PEM certificate chain of the SSL and SASL_SSL listeners (and the HTTP API with --http-tls); reloaded when the file changes [default: none]
+    tls_cert: PathBuf = PathBuf::new(), "TERN_TLS_CERT";
+    /// PEM private key of --tls-cert [default: none]
+    tls_key: PathBuf = PathBuf::new(), "TERN_TLS_KEY";
+    /// PEM CA certificates: clients of the SSL listener must present a certificate signed by one (ssl.client.auth=required; SASL_SSL clients authenticate with SASL, as in Kafka); the principal is the certificate subject [default: none]
+    tls_client_ca: PathBuf = PathBuf::new(), "TERN_TLS_CLIENT_CA";
+    /// PEM CA certificates this broker trusts when it connects to a peer's TLS listener [default: --tls-client-ca]
+    tls_peer_ca: PathBuf = PathBuf::new(), "TERN_TLS_PEER_CA";
+    /// Rules mapping a client certificate's subject to a principal name, as Kafka's ssl.principal.mapping.rules [default: DEFAULT]
+    ssl_principal_mapping_rules: String = "DEFAULT".to_string(), "TERN_SSL_PRINCIPAL_MAPPING_RULES";
+    /// SASL mechanisms the SASL listeners offer (sasl.enabled.mechanisms) [default: PLAIN,SCRAM-SHA-256,SCRAM-SHA-512]
+    sasl_mechanisms: String = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512".to_string(), "TERN_SASL_MECHANISMS";
+    /// A SASL authentication is good for this long; clients re-authenticate on the connection before it ends (KIP-368); 0 never expires (connections.max.reauth.ms) [default: 0]
+    connections_max_reauth_ms: i64 = 0, "TERN_CONNECTIONS_MAX_REAUTH_MS";
+    /// A failed authentication is answered and the connection closed after this long (connection.failed.authentication.delay.ms) [default: 100]
+    connection_failed_authentication_delay_ms: u64 = 100, "TERN_CONNECTION_FAILED_AUTHENTICATION_DELAY_MS";
     /// HTTP publish/subscribe API listener; when not given and the default port is taken, an ephemeral port is used and logged [default: 127.0.0.1:8082]
     http: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 8082)), "TERN_HTTP";
     /// Serve the HTTP API at all; false opens no HTTP listener [default: true]
@@ -88,6 +117,12 @@ serve_args! {
     max_in_flight_requests: usize = 64, "TERN_MAX_IN_FLIGHT_REQUESTS";
     /// Open client connections allowed at once [default: 10000]
     max_connections: usize = 10_000, "TERN_MAX_CONNECTIONS";
+    /// Open connections allowed from one client address; more are closed at once (max.connections.per.ip) [default: 1000]
+    max_connections_per_ip: usize = 1000, "TERN_MAX_CONNECTIONS_PER_IP";
+    /// Bytes of requests read but not yet answered, across all connections; past it reading pauses until replies free some (queued.max.request.bytes); at least --max-request-bytes [default: 268435456]
+    queued_max_request_bytes: u64 = 256 * 1024 * 1024, "TERN_QUEUED_MAX_REQUEST_BYTES";
+    /// Bytes a client of a SASL listener may send before it has authenticated; more closes the connection (sasl.server.max.receive.size) [default: 524288]
+    sasl_max_receive_bytes: u32 = 512 * 1024, "TERN_SASL_MAX_RECEIVE_BYTES";
     /// Longest a fetch may wait for data, whatever the client asks (ms) [default: 30000]
     fetch_max_wait_ms: u64 = 30_000, "TERN_FETCH_MAX_WAIT_MS";
     /// Create topics on first use by Metadata or Produce (auto.create.topics.enable) [default: true]
@@ -174,12 +209,40 @@ pub struct GroupsConfig {
     pub offsets_topic_replication_factor: i16,
 }
 
-/// The Kafka listener's limits.
+/// One Kafka listener: where it binds, what it tells clients, what it demands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerConfig {
+    pub protocol: SecurityProtocol,
+    pub bind: SocketAddr,
+    pub advertised_host: String,
+    /// 0 until the listener is bound to an ephemeral port, then that port.
+    pub advertised_port: i32,
+}
+
+/// TLS, principals and SASL, for every listener.
+#[derive(Debug, Clone)]
+pub struct SecurityConfig {
+    /// Certificate, key and (mTLS) client CA; required when a listener uses TLS.
+    pub tls: Option<TlsFiles>,
+    /// Trust anchors for a peer's TLS listener.
+    pub peer_ca: Option<PathBuf>,
+    pub principal_mapper: SslPrincipalMapper,
+    pub sasl: Arc<SaslPolicy>,
+    pub failed_authentication_delay: Duration,
+}
+
+/// The Kafka listeners and their limits. `listen` and `advertised_*` are the
+/// inter-broker listener's (the address peers and the CLI's defaults use).
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     pub listen: SocketAddr,
     pub advertised_host: String,
     pub advertised_port: i32,
+    /// Every listener, the inter-broker one among them.
+    pub listeners: Vec<ListenerConfig>,
+    /// The protocol (= name) of the listener peers connect to.
+    pub inter_broker: SecurityProtocol,
+    pub security: SecurityConfig,
     /// Where other brokers reach this one (`--peer-advertise`), when not the advertised
     /// address.
     pub peer_address: Option<String>,
@@ -188,6 +251,11 @@ pub struct ServerConfig {
     pub max_request_bytes: u32,
     pub max_in_flight_requests: usize,
     pub max_connections: usize,
+    pub max_connections_per_ip: usize,
+    /// Request bytes held (read, not yet answered) across all connections.
+    pub queued_max_request_bytes: u64,
+    /// Bytes a SASL client may send before authenticating.
+    pub sasl_max_receive_bytes: u32,
     pub fetch_max_wait: Duration,
     /// Requests slower than this are logged (`None`: never).
     pub slow_request: Option<Duration>,
@@ -239,11 +307,29 @@ impl Config {
         let a = args.or(file);
         let set_fields = a.set_fields();
         let listen = a.listen.unwrap_or_else(defaults::listen);
-        let advertise = a
-            .advertise
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| listen.to_string());
-        let (advertised_host, advertised_port) = split_host_port(&advertise)?;
+        let advertise = a.advertise.clone().filter(|s| !s.is_empty());
+        let mut listeners = listener_configs(&a, listen)?;
+        let inter_broker = inter_broker_listener(a.inter_broker_listener.as_deref(), &listeners)?;
+        let security = security_config(&a, &listeners)?;
+        let primary = listeners
+            .iter()
+            .find(|l| l.protocol == inter_broker)
+            .cloned()
+            .ok_or(ConfigError::Invalid {
+                name: "inter_broker_listener",
+                reason: "no such listener".into(),
+            })?;
+        let listen = primary.bind;
+        let (advertised_host, advertised_port) = match &advertise {
+            Some(address) => split_host_port(address)?,
+            None => (primary.advertised_host.clone(), primary.advertised_port),
+        };
+        if advertise.is_some() {
+            for l in listeners.iter_mut().filter(|l| l.protocol == inter_broker) {
+                l.advertised_host.clone_from(&advertised_host);
+                l.advertised_port = advertised_port;
+            }
+        }
         let peer_address = a.peer_advertise.filter(|s| !s.is_empty());
         let rack = a.broker_rack.filter(|s| !s.is_empty());
         if let Some(address) = &peer_address {
@@ -259,6 +345,20 @@ impl Config {
                 })
             }
         };
+        let max_request_bytes = a
+            .max_request_bytes
+            .unwrap_or_else(defaults::max_request_bytes);
+        let queued_bytes = a
+            .queued_max_request_bytes
+            .unwrap_or_else(defaults::queued_max_request_bytes);
+        if queued_bytes < u64::from(max_request_bytes) {
+            return Err(ConfigError::Invalid {
+                name: "queued_max_request_bytes",
+                reason: format!(
+                    "{queued_bytes} must be at least --max-request-bytes ({max_request_bytes}): one request of that size must fit"
+                ),
+            });
+        }
         let num_partitions = a.num_partitions.unwrap_or_else(defaults::num_partitions);
         positive("num_partitions", i64::from(num_partitions))?;
         let max_in_flight = a
@@ -303,6 +403,9 @@ impl Config {
                 listen,
                 advertised_host,
                 advertised_port,
+                listeners,
+                inter_broker,
+                security,
                 peer_address,
                 rack,
                 max_request_bytes: a
@@ -310,6 +413,13 @@ impl Config {
                     .unwrap_or_else(defaults::max_request_bytes),
                 max_in_flight_requests: max_in_flight,
                 max_connections: a.max_connections.unwrap_or_else(defaults::max_connections),
+                max_connections_per_ip: a
+                    .max_connections_per_ip
+                    .unwrap_or_else(defaults::max_connections_per_ip),
+                queued_max_request_bytes: queued_bytes,
+                sasl_max_receive_bytes: a
+                    .sasl_max_receive_bytes
+                    .unwrap_or_else(defaults::sasl_max_receive_bytes),
                 fetch_max_wait: Duration::from_millis(
                     a.fetch_max_wait_ms
                         .unwrap_or_else(defaults::fetch_max_wait_ms),
@@ -405,11 +515,22 @@ impl Config {
     /// by their Kafka names, with the values it runs with; `log.flush.interval.ms` is
     /// among them for its static value, though it may be changed at run time.
     /// `listen` and `advertised` are the bound addresses (an ephemeral port resolved).
-    pub fn static_broker_configs(
-        &self,
-        listen: SocketAddr,
-        advertised: (&str, i32),
-    ) -> Vec<StaticBrokerConfig> {
+    pub fn static_broker_configs(&self, listeners: &[ListenerConfig]) -> Vec<StaticBrokerConfig> {
+        let bound = listeners
+            .iter()
+            .map(|l| format!("{}://{}", l.protocol, l.bind))
+            .collect::<Vec<_>>()
+            .join(",");
+        let advertised = listeners
+            .iter()
+            .map(|l| {
+                format!(
+                    "{}://{}:{}",
+                    l.protocol, l.advertised_host, l.advertised_port
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(",");
         use crate::cluster::topic_config::ConfigType::{Boolean, Int, Long, String as Str};
         let set = |field: &str| self.operator_set.contains(field);
         let groups = &self.groups.coordinator.limits;
@@ -442,19 +563,55 @@ impl Config {
             ),
             entry(
                 "listeners",
-                "listen",
-                format!("PLAINTEXT://{listen}"),
+                if set("listeners") { "listeners" } else { "listen" },
+                bound,
                 Some(format!("PLAINTEXT://{}", defaults::listen())),
                 Str,
-                "Address the Kafka listener is bound to (--listen).",
+                "Addresses the Kafka listeners are bound to (--listeners, or --listen).",
             ),
             entry(
                 "advertised.listeners",
-                "advertise",
-                format!("PLAINTEXT://{}:{}", advertised.0, advertised.1),
+                if set("advertised_listeners") { "advertised_listeners" } else { "advertise" },
+                advertised,
                 None,
                 Str,
-                "Address clients are told to connect to (--advertise; the listener when unset).",
+                "Addresses clients are told to connect to (--advertised-listeners; the listeners when unset).",
+            ),
+            entry(
+                "inter.broker.listener.name",
+                "inter_broker_listener",
+                self.server.inter_broker.to_string(),
+                None,
+                Str,
+                "The listener other brokers connect to (--inter-broker-listener).",
+            ),
+            entry(
+                "sasl.enabled.mechanisms",
+                "sasl_mechanisms",
+                self.server
+                    .security
+                    .sasl
+                    .mechanisms
+                    .iter()
+                    .map(|m| m.name())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                Some(defaults::sasl_mechanisms()),
+                Str,
+                "SASL mechanisms the SASL listeners offer (--sasl-mechanisms).",
+            ),
+            entry(
+                "connections.max.reauth.ms",
+                "connections_max_reauth_ms",
+                self.server
+                    .security
+                    .sasl
+                    .session_lifetime_ms
+                    .unwrap_or(0)
+                    .to_string(),
+                Some(defaults::connections_max_reauth_ms().to_string()),
+                Long,
+                "How long a SASL authentication is good for; 0 forever (--connections-max-reauth-ms).",
             ),
             entry(
                 "log.dirs",
@@ -644,6 +801,180 @@ fn topic_overrides(a: &ServeArgs) -> BTreeMap<&'static str, String> {
     out
 }
 
+/// `--listeners` (or one PLAINTEXT listener on `--listen`), each with its advertised
+/// address from `--advertised-listeners` (or `--advertise` for a lone listener).
+fn listener_configs(a: &ServeArgs, listen: SocketAddr) -> Result<Vec<ListenerConfig>, ConfigError> {
+    let invalid = |name: &'static str| {
+        move |e: ListenerError| ConfigError::Invalid {
+            name,
+            reason: e.to_string(),
+        }
+    };
+    let declared = match a.listeners.as_deref().filter(|s| !s.trim().is_empty()) {
+        Some(list) => parse_endpoints(list).map_err(invalid("listeners"))?,
+        None => vec![Endpoint {
+            protocol: SecurityProtocol::Plaintext,
+            host: listen.ip().to_string(),
+            port: listen.port(),
+        }],
+    };
+    if declared.is_empty() {
+        return Err(ConfigError::Invalid {
+            name: "listeners",
+            reason: "no listener declared".into(),
+        });
+    }
+    let advertised = match a.advertised_listeners.as_deref() {
+        Some(list) if !list.trim().is_empty() => {
+            parse_endpoints(list).map_err(invalid("advertised_listeners"))?
+        }
+        _ => Vec::new(),
+    };
+    if let Some(extra) = advertised
+        .iter()
+        .find(|e| !declared.iter().any(|d| d.protocol == e.protocol))
+    {
+        return Err(ConfigError::Invalid {
+            name: "advertised_listeners",
+            reason: format!("{extra} names no listener of --listeners"),
+        });
+    }
+    declared
+        .iter()
+        .map(|d| {
+            let bind = d.bind_address().map_err(invalid("listeners"))?;
+            let told = advertised.iter().find(|e| e.protocol == d.protocol);
+            let (host, port) = match told {
+                Some(e) => (e.host.clone(), i32::from(e.port)),
+                None if d.host.is_empty() => (bind.ip().to_string(), i32::from(d.port)),
+                None => (d.host.clone(), i32::from(d.port)),
+            };
+            Ok(ListenerConfig {
+                protocol: d.protocol,
+                bind,
+                advertised_host: host,
+                advertised_port: port,
+            })
+        })
+        .collect()
+}
+
+fn inter_broker_listener(
+    named: Option<&str>,
+    listeners: &[ListenerConfig],
+) -> Result<SecurityProtocol, ConfigError> {
+    let invalid = |reason: String| ConfigError::Invalid {
+        name: "inter_broker_listener",
+        reason,
+    };
+    match named.filter(|s| !s.is_empty()) {
+        Some(name) => {
+            let protocol: SecurityProtocol = name
+                .parse()
+                .map_err(|e: ListenerError| invalid(e.to_string()))?;
+            if !listeners.iter().any(|l| l.protocol == protocol) {
+                return Err(invalid(format!("{protocol} is not among --listeners")));
+            }
+            if protocol.uses_sasl() {
+                return Err(invalid(format!(
+                    "{protocol}: brokers authenticate to each other with TLS client certificates (SSL) or over PLAINTEXT; SASL between brokers is not supported yet"
+                )));
+            }
+            Ok(protocol)
+        }
+        None => Ok(listeners
+            .iter()
+            .map(|l| l.protocol)
+            .find(|p| *p == SecurityProtocol::Plaintext)
+            .or_else(|| {
+                listeners
+                    .iter()
+                    .map(|l| l.protocol)
+                    .find(|p| !p.uses_sasl())
+            })
+            .unwrap_or(listeners[0].protocol)),
+    }
+}
+
+fn security_config(
+    a: &ServeArgs,
+    listeners: &[ListenerConfig],
+) -> Result<SecurityConfig, ConfigError> {
+    let path = |p: &Option<PathBuf>| p.clone().filter(|p| !p.as_os_str().is_empty());
+    let tls = match (path(&a.tls_cert), path(&a.tls_key)) {
+        (Some(cert), Some(key)) => Some(TlsFiles {
+            cert,
+            key,
+            client_ca: path(&a.tls_client_ca),
+        }),
+        (None, None) => None,
+        _ => {
+            return Err(ConfigError::Invalid {
+                name: "tls_cert",
+                reason: "--tls-cert and --tls-key go together".into(),
+            })
+        }
+    };
+    if tls.is_none() {
+        if let Some(l) = listeners.iter().find(|l| l.protocol.uses_tls()) {
+            return Err(ConfigError::Invalid {
+                name: "listeners",
+                reason: format!("the {} listener needs --tls-cert and --tls-key", l.protocol),
+            });
+        }
+    }
+    let rules = a
+        .ssl_principal_mapping_rules
+        .clone()
+        .unwrap_or_else(defaults::ssl_principal_mapping_rules);
+    let principal_mapper = SslPrincipalMapper::parse(&rules).map_err(|e| ConfigError::Invalid {
+        name: "ssl_principal_mapping_rules",
+        reason: e.to_string(),
+    })?;
+    let names = a
+        .sasl_mechanisms
+        .clone()
+        .unwrap_or_else(defaults::sasl_mechanisms);
+    let mut mechanisms = Vec::new();
+    for name in names.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let mechanism = Mechanism::from_name(name).ok_or_else(|| ConfigError::Invalid {
+            name: "sasl_mechanisms",
+            reason: format!("unknown mechanism {name:?} (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"),
+        })?;
+        if !mechanisms.contains(&mechanism) {
+            mechanisms.push(mechanism);
+        }
+    }
+    if mechanisms.is_empty() && listeners.iter().any(|l| l.protocol.uses_sasl()) {
+        return Err(ConfigError::Invalid {
+            name: "sasl_mechanisms",
+            reason: "a SASL listener needs at least one mechanism".into(),
+        });
+    }
+    let reauth = a
+        .connections_max_reauth_ms
+        .unwrap_or_else(defaults::connections_max_reauth_ms);
+    if reauth < 0 {
+        return Err(ConfigError::Invalid {
+            name: "connections_max_reauth_ms",
+            reason: format!("{reauth} is negative"),
+        });
+    }
+    Ok(SecurityConfig {
+        peer_ca: path(&a.tls_peer_ca).or_else(|| path(&a.tls_client_ca)),
+        tls,
+        principal_mapper,
+        sasl: Arc::new(SaslPolicy {
+            mechanisms,
+            session_lifetime_ms: (reauth > 0).then_some(reauth),
+        }),
+        failed_authentication_delay: Duration::from_millis(
+            a.connection_failed_authentication_delay_ms
+                .unwrap_or_else(defaults::connection_failed_authentication_delay_ms),
+        ),
+    })
+}
+
 fn split_host_port(address: &str) -> Result<(String, i32), ConfigError> {
     let invalid = |reason: String| ConfigError::Invalid {
         name: "advertise",
@@ -670,15 +1001,25 @@ pub mod limits {
     /// Allocations at least this large are reserved lazily (`MAP_NORESERVE`) while
     /// network bytes are decoded, so a hostile length costs address space, not memory.
     pub const GUARDED_ALLOCATION_BYTES: usize = 1 << 20;
-    /// Lazily reserved mappings alive at once: one decode per worker thread, a few
-    /// arrays each. Past it a large allocation is an ordinary one.
-    pub const GUARDED_ALLOCATION_SLOTS: usize = 256;
+    /// Lazily reserved mappings alive at once. A hostile claim lives only while its
+    /// decode runs (one per worker thread); a reservation outlives its decode only when
+    /// the array was really that long, so live ones are bounded by the request bytes in
+    /// flight (`queued_max_request_bytes`): tens of thousands at the very most. A power
+    /// of two (the table is hashed).
+    pub const GUARDED_ALLOCATION_SLOTS: usize = 1 << 16;
+    /// Decoding stops (the request is refused and its connection closed) while this
+    /// many reservations are alive: half the table, so that the decodes already
+    /// running can never run out of slots, and the allocator never has to fail.
+    pub const GUARDED_ALLOCATION_HIGH_WATER: usize = GUARDED_ALLOCATION_SLOTS / 2;
     /// Bytes read from a socket per growth step of a frame buffer (a request here, a
     /// response in the client): a frame's memory grows only as its bytes arrive, never
     /// to the size a peer merely claims.
     pub const READ_CHUNK_BYTES: usize = 256 * 1024;
     /// Pause after a failed accept (out of file descriptors), instead of spinning.
     pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+    /// Longest a TLS handshake may take: a client that opens a TLS connection and says
+    /// nothing holds a connection slot no longer than this.
+    pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
     // The Kafka client (the CLI, and this broker asking its peers).
 
@@ -853,7 +1194,7 @@ mod tests {
             ))
         );
         // What the operator set is described as static, the rest as defaults.
-        let described = config.static_broker_configs(config.server.listen, ("h", 1));
+        let described = config.static_broker_configs(&config.server.listeners);
         let source = |name: &str| {
             described
                 .iter()
@@ -866,6 +1207,54 @@ mod tests {
             source("listeners"),
             Some(("PLAINTEXT://127.0.0.1:9999".to_string(), true))
         );
+        Ok(())
+    }
+
+    #[test]
+    fn listeners_name_their_protocols_and_the_inter_broker_one_is_plaintext(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let (cert, key) = (dir.path().join("c.pem"), dir.path().join("k.pem"));
+        let args = ServeArgs {
+            listeners: Some("SASL_SSL://127.0.0.1:9093,PLAINTEXT://127.0.0.1:9092".into()),
+            advertised_listeners: Some("SASL_SSL://broker.example:19093".into()),
+            tls_cert: Some(cert.clone()),
+            tls_key: Some(key.clone()),
+            ..ServeArgs::default()
+        };
+        let config = Config::resolve(args.clone())?;
+        let server = &config.server;
+        assert_eq!(server.inter_broker, SecurityProtocol::Plaintext);
+        assert_eq!(server.listen.port(), 9092);
+        assert_eq!(server.listeners.len(), 2);
+        assert_eq!(server.listeners[0].advertised_host, "broker.example");
+        assert_eq!(server.listeners[0].advertised_port, 19093);
+        assert_eq!(server.listeners[1].advertised_port, 9092);
+        let tls = server.security.tls.clone().ok_or("tls")?;
+        assert_eq!((tls.cert, tls.key, tls.client_ca), (cert, key, None));
+        // A TLS listener without a certificate, SASL between brokers, an advertised
+        // listener that names no listener: refused with the reason.
+        for bad in [
+            ServeArgs {
+                tls_cert: None,
+                tls_key: None,
+                ..args.clone()
+            },
+            ServeArgs {
+                inter_broker_listener: Some("SASL_SSL".into()),
+                ..args.clone()
+            },
+            ServeArgs {
+                advertised_listeners: Some("SSL://x:1".into()),
+                ..args.clone()
+            },
+            ServeArgs {
+                sasl_mechanisms: Some("GSSAPI".into()),
+                ..args.clone()
+            },
+        ] {
+            assert!(Config::resolve(bad).is_err());
+        }
         Ok(())
     }
 

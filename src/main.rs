@@ -3,7 +3,7 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use tern::broker::Broker;
-use tern::cli::{ClusterCommand, Connection, GroupCommand, TopicCommand};
+use tern::cli::{ClusterCommand, Connection, GroupCommand, TopicCommand, UserCommand};
 use tern::config::{Config, ServeArgs};
 
 #[derive(Debug, Parser)]
@@ -34,6 +34,13 @@ enum Command {
         connection: Connection,
         #[command(subcommand)]
         command: GroupCommand,
+    },
+    /// SCRAM users through the Kafka protocol (AlterUserScramCredentials)
+    User {
+        #[command(flatten)]
+        connection: Connection,
+        #[command(subcommand)]
+        command: UserCommand,
     },
     /// The cluster through the Kafka protocol (any broker)
     Cluster {
@@ -90,6 +97,10 @@ fn admin(command: Command) -> anyhow::Result<()> {
                 connection,
                 command,
             } => tern::cli::run_cluster(&connection, command).await,
+            Command::User {
+                connection,
+                command,
+            } => tern::cli::run_user(&connection, command).await,
             Command::Serve(_) => Ok(()),
         }
     })

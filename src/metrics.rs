@@ -71,6 +71,22 @@ define_metrics! {
     Gauge(Count) CONNECTIONS = "tern_connections";
     /// Kafka client connections accepted since start.
     Counter(Count) CONNECTIONS_ACCEPTED_TOTAL = "tern_connections_accepted_total";
+    /// Connections closed as soon as they were accepted, by `reason` (`per_ip`:
+    /// max_connections_per_ip reached).
+    Counter(Count) CONNECTIONS_REFUSED_TOTAL = "tern_connections_refused_total";
+    /// Successful SASL authentications (re-authentications included), by `mechanism`.
+    Counter(Count) SASL_AUTHENTICATIONS_TOTAL = "tern_sasl_authentications_total";
+    /// Failed SASL and TLS authentications, by `listener` and `reason`.
+    ///
+    /// `reason`: `credentials` (wrong password, unknown user, bad proof), `mechanism`
+    /// (not enabled), `protocol` (out-of-order or malformed exchange), `tls` (handshake
+    /// or client certificate refused), `principal` (no principal mapping rule applies).
+    Counter(Count) AUTHENTICATION_FAILURES_TOTAL = "tern_authentication_failures_total";
+    /// Requests refused undecoded because the decoder's large-allocation reservations
+    /// reached their high-water mark (the connection is closed).
+    Counter(Count) DECODES_REFUSED_TOTAL = "tern_decodes_refused_total";
+    /// Times the TLS certificate files changed and were reloaded, by `result` (ok, error).
+    Counter(Count) TLS_RELOADS_TOTAL = "tern_tls_reloads_total";
     /// Record-batch bytes appended, by `topic`.
     Counter(Bytes) TOPIC_BYTES_IN_TOTAL = "tern_topic_bytes_in_total";
     /// Records appended, by `topic`.

@@ -10,13 +10,50 @@ use crate::cluster::{BrokerInfo, MetadataStore};
 use crate::config::ServerConfig;
 use crate::group::coordinator::GroupCoordinator;
 use crate::replication::ReplicaManager;
+use crate::security::listener::SecurityProtocol;
+use crate::security::session::SaslSession;
 use crate::topics::{ProducerIdAllocator, TopicService};
 
-/// Who sent a request. Authentication (SASL) will fill in `User`; ACLs check it.
+/// Who sent a request: `User:ANONYMOUS` on PLAINTEXT (and TLS without a client
+/// certificate), else the SASL user or the mapped certificate subject; ACLs check it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Principal {
     Anonymous,
     User(String),
+}
+
+/// What one connection proved about itself, shared by its requests.
+#[derive(Debug)]
+pub struct ConnectionSecurity {
+    pub listener: SecurityProtocol,
+    /// The principal name mapped from a verified client certificate.
+    pub tls_user: Option<String>,
+    /// The SASL exchange and its outcome, on SASL listeners.
+    pub sasl: Option<parking_lot::Mutex<SaslSession>>,
+}
+
+impl ConnectionSecurity {
+    pub fn plaintext() -> Self {
+        Self {
+            listener: SecurityProtocol::Plaintext,
+            tls_user: None,
+            sasl: None,
+        }
+    }
+
+    /// The principal requests on this connection run as now.
+    pub fn principal(&self) -> Principal {
+        if let Some(sasl) = &self.sasl {
+            return match sasl.lock().authenticated() {
+                Some(auth) => Principal::User(auth.user.clone()),
+                None => Principal::Anonymous,
+            };
+        }
+        match &self.tls_user {
+            Some(user) => Principal::User(user.clone()),
+            None => Principal::Anonymous,
+        }
+    }
 }
 
 /// The broker's subsystems, shared by all connections.
@@ -31,6 +68,9 @@ pub struct Services {
     /// Connections to the other brokers, for what only their partitions or groups answer.
     pub peers: Peers,
     pub server: ServerConfig,
+    /// Bytes of requests read and not yet answered, across all connections
+    /// (`queued_max_request_bytes`): readers wait for room before reading a body.
+    pub request_memory: Arc<tokio::sync::Semaphore>,
     /// The read-only broker configs DescribeConfigs lists for this broker (and
     /// `log.flush.interval.ms`'s static value), by Kafka name.
     pub static_configs: Vec<StaticBrokerConfig>,
@@ -44,6 +84,7 @@ pub struct RequestContext {
     pub correlation_id: i32,
     pub client_id: Option<String>,
     pub principal: Principal,
+    pub connection: Arc<ConnectionSecurity>,
     pub peer: SocketAddr,
     /// Time the handler spent waiting rather than working (long-poll), in µs.
     pub remote_wait_us: Arc<std::sync::atomic::AtomicU64>,
@@ -52,5 +93,10 @@ pub struct RequestContext {
 impl RequestContext {
     pub fn node_id(&self) -> i32 {
         self.services.node.node_id
+    }
+
+    /// The name of the listener this request came in on.
+    pub fn listener(&self) -> &'static str {
+        self.connection.listener.name()
     }
 }

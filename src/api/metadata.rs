@@ -67,10 +67,11 @@ pub async fn handle(ctx: &RequestContext, request: MetadataRequest) -> MetadataR
         .brokers()
         .into_iter()
         .map(|b| {
+            let (host, port) = b.address_for(ctx.listener());
             MetadataResponseBroker::default()
                 .with_node_id(BrokerId(b.node_id))
-                .with_host(str_bytes(b.host))
-                .with_port(b.port)
+                .with_host(str_bytes(host.to_string()))
+                .with_port(port)
                 .with_rack(b.rack.map(str_bytes))
         })
         .collect();

@@ -9,6 +9,7 @@ pub mod data;
 pub mod errors;
 pub mod group;
 pub mod metadata;
+pub mod security;
 
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;

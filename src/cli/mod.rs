@@ -7,6 +7,7 @@ mod cluster;
 mod group;
 mod output;
 mod topic;
+mod user;
 
 use clap::{Args, Subcommand};
 
@@ -70,6 +71,29 @@ pub enum GroupCommand {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum UserCommand {
+    /// Create a user or set its password for one SCRAM mechanism (the password is
+    /// prompted for, or read from stdin's first line)
+    Add {
+        name: String,
+        /// SCRAM-SHA-256 or SCRAM-SHA-512
+        #[arg(long, default_value = "SCRAM-SHA-512")]
+        mechanism: String,
+        /// PBKDF2 iterations, 4096 to 16384
+        #[arg(long, default_value_t = 8192)]
+        iterations: u32,
+    },
+    /// Users and their SCRAM mechanisms
+    List,
+    /// Remove a user's credential of one mechanism
+    Remove {
+        name: String,
+        #[arg(long, default_value = "SCRAM-SHA-512")]
+        mechanism: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 pub enum ClusterCommand {
     /// Brokers, controller, partitions per broker, under-replicated partitions
     Describe,
@@ -81,6 +105,10 @@ pub async fn run_topic(connection: &Connection, command: TopicCommand) -> anyhow
 
 pub async fn run_group(connection: &Connection, command: GroupCommand) -> anyhow::Result<()> {
     group::run(connection, command).await
+}
+
+pub async fn run_user(connection: &Connection, command: UserCommand) -> anyhow::Result<()> {
+    user::run(connection, command).await
 }
 
 pub async fn run_cluster(connection: &Connection, command: ClusterCommand) -> anyhow::Result<()> {

@@ -12,8 +12,10 @@ use uuid::Uuid;
 
 use super::{
     BrokerInfo, MetadataError, MetadataEvent, MetadataStore, NewTopic, TopicAssignment, TopicSpec,
+    UserCredentials,
 };
 use crate::log::write_atomically;
+use crate::security::credentials::{ScramMechanism, StoredScramCredential};
 
 const FILE_NAME: &str = "metadata.json";
 
@@ -27,6 +29,9 @@ struct State {
     /// `/configs/brokers/<...>`). Absent from files written before they existed.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// SCRAM credentials by user and mechanism.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    users: UserCredentials,
 }
 
 /// The key of a dynamic broker config level.
@@ -84,6 +89,7 @@ impl EmbeddedStore {
                     next_producer_id: 1000,
                     next_topic_numeric_id: 1,
                     broker_configs: BTreeMap::new(),
+                    users: BTreeMap::new(),
                 };
                 persist(&path, &state)?;
                 state
@@ -284,6 +290,51 @@ impl MetadataStore for EmbeddedStore {
         })
     }
 
+    fn scram_credentials(&self) -> UserCredentials {
+        self.state.lock().users.clone()
+    }
+
+    fn scram_credential(
+        &self,
+        user: &str,
+        mechanism: ScramMechanism,
+    ) -> Option<StoredScramCredential> {
+        self.state
+            .lock()
+            .users
+            .get(user)?
+            .get(mechanism.name())
+            .cloned()
+    }
+
+    async fn set_scram_credential(
+        &self,
+        user: &str,
+        mechanism: ScramMechanism,
+        credential: Option<StoredScramCredential>,
+    ) -> Result<(), MetadataError> {
+        self.update(|state| {
+            match credential {
+                Some(credential) => {
+                    state
+                        .users
+                        .entry(user.to_string())
+                        .or_default()
+                        .insert(mechanism.name().to_string(), credential);
+                }
+                None => {
+                    if let Some(of_user) = state.users.get_mut(user) {
+                        of_user.remove(mechanism.name());
+                        if of_user.is_empty() {
+                            state.users.remove(user);
+                        }
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
     fn subscribe(&self) -> broadcast::Receiver<MetadataEvent> {
         self.events.subscribe()
     }
@@ -334,6 +385,7 @@ mod tests {
             weight: 1,
             peer_address: None,
             shutting_down: false,
+            endpoints: Vec::new(),
         }
     }
 

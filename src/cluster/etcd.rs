@@ -11,6 +11,7 @@
 //! | `controller-incarnations` | `{"<id>": create revision}` the controller placed with | the controller only, fenced; read by the next one |
 //! | `counters/topic_id`, `counters/producer_id` | next id | any broker, compare-and-swap |
 //! | `configs/brokers/<id>`, `configs/brokers/<default>` | dynamic broker configs, JSON map | any broker (AlterConfigs on a BROKER resource) |
+//! | `users/<mechanism>/<user, percent-encoded>` | a SCRAM credential (salt, stored and server keys, iterations), JSON | any broker (AlterUserScramCredentials) |
 //!
 //! Every broker keeps the whole prefix in a local cache: one range read, then a watch
 //! from the next revision, so that reads on the request path never touch etcd and
@@ -39,10 +40,11 @@ use uuid::Uuid;
 
 use super::{
     BrokerInfo, MetadataError, MetadataEvent, MetadataStore, NewTopic, PartitionAssignment,
-    TopicAssignment, TopicSpec,
+    TopicAssignment, TopicSpec, UserCredentials,
 };
 use crate::metrics as m;
 use crate::model::monotonic_ms;
+use crate::security::credentials::{ScramMechanism, StoredScramCredential};
 
 /// How to reach etcd and how long this broker's session lasts.
 #[derive(Debug, Clone)]
@@ -104,6 +106,15 @@ impl Keys {
     fn producer_ids(&self) -> String {
         format!("{}counters/producer_id", self.prefix)
     }
+    /// `users/<mechanism>/<user, percent-encoded>`.
+    fn user(&self, mechanism: ScramMechanism, user: &str) -> String {
+        format!(
+            "{}users/{}/{}",
+            self.prefix,
+            mechanism.name(),
+            encode_key_part(user)
+        )
+    }
     /// `configs/brokers/<id>`, or `configs/brokers/<default>` for the cluster default.
     fn broker_configs(&self, broker: Option<i32>) -> String {
         match broker {
@@ -121,7 +132,40 @@ enum Entry<'a> {
     Assignment(&'a str),
     /// Dynamic broker configs: `None` for `<default>`.
     BrokerConfigs(Option<i32>),
+    /// A SCRAM credential: mechanism name and user.
+    User(&'a str, String),
     Other,
+}
+
+/// A user name as one etcd key segment: everything but ASCII letters, digits and
+/// `-._~` percent-encoded, so that a `/` in a name cannot change the key's shape.
+fn encode_key_part(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for byte in name.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+fn decode_key_part(encoded: &str) -> Option<String> {
+    let bytes = encoded.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = encoded.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 fn classify<'a>(prefix: &str, key: &'a str) -> Entry<'a> {
@@ -136,6 +180,10 @@ fn classify<'a>(prefix: &str, key: &'a str) -> Entry<'a> {
         Entry::Topic(name)
     } else if let Some(name) = rest.strip_prefix("assignments/") {
         Entry::Assignment(name)
+    } else if let Some(user) = rest.strip_prefix("users/") {
+        user.split_once('/')
+            .and_then(|(mechanism, name)| Some(Entry::User(mechanism, decode_key_part(name)?)))
+            .unwrap_or(Entry::Other)
     } else if let Some(level) = rest.strip_prefix("configs/brokers/") {
         if level == "<default>" {
             Entry::BrokerConfigs(None)
@@ -188,6 +236,7 @@ pub struct Snapshot {
     pub controller: Option<ControllerTerm>,
     /// Dynamic broker configs by level (`None`: the cluster-wide default).
     pub broker_configs: BTreeMap<Option<i32>, BTreeMap<String, String>>,
+    pub users: UserCredentials,
 }
 
 impl Snapshot {
@@ -250,6 +299,21 @@ impl Snapshot {
                     self.broker_configs.remove(&level);
                 }
                 Some(MetadataEvent::BrokerConfigsChanged(level))
+            }
+            Entry::User(mechanism, user) => {
+                if put {
+                    let credential = parse::<StoredScramCredential>(key, value)?;
+                    self.users
+                        .entry(user)
+                        .or_default()
+                        .insert(mechanism.to_string(), credential);
+                } else if let Some(of_user) = self.users.get_mut(&user) {
+                    of_user.remove(mechanism);
+                    if of_user.is_empty() {
+                        self.users.remove(&user);
+                    }
+                }
+                None
             }
             Entry::Other => None,
         }
@@ -1051,6 +1115,41 @@ impl MetadataStore for EtcdStore {
         } else {
             let value = serde_json::to_vec(&configs).map_err(|e| corrupt(&key, e))?;
             TxnOp::put(key, value, None)
+        };
+        self.txn_seen(Txn::new().and_then([operation])).await?;
+        Ok(())
+    }
+
+    fn scram_credentials(&self) -> UserCredentials {
+        self.cache.read().users.clone()
+    }
+
+    fn scram_credential(
+        &self,
+        user: &str,
+        mechanism: ScramMechanism,
+    ) -> Option<StoredScramCredential> {
+        self.cache
+            .read()
+            .users
+            .get(user)?
+            .get(mechanism.name())
+            .cloned()
+    }
+
+    async fn set_scram_credential(
+        &self,
+        user: &str,
+        mechanism: ScramMechanism,
+        credential: Option<StoredScramCredential>,
+    ) -> Result<(), MetadataError> {
+        let key = self.keys.user(mechanism, user);
+        let operation = match credential {
+            Some(credential) => {
+                let value = serde_json::to_vec(&credential).map_err(|e| corrupt(&key, e))?;
+                TxnOp::put(key, value, None)
+            }
+            None => TxnOp::delete(key, None),
         };
         self.txn_seen(Txn::new().and_then([operation])).await?;
         Ok(())

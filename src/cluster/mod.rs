@@ -19,6 +19,7 @@ pub mod reassignment;
 pub mod ring;
 pub mod topic_config;
 
+use crate::security::credentials::{ScramMechanism, StoredScramCredential};
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 
@@ -83,9 +84,34 @@ pub struct BrokerInfo {
     /// away and takes it out of every ISR before it leaves.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub shutting_down: bool,
+    /// The advertised address of each listener, by listener name (its protocol):
+    /// a client is told the brokers' addresses on the listener it came in on, as in Kafka.
+    /// Empty for a broker that declares only `host:port`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<BrokerEndpoint>,
+}
+
+/// One listener's advertised address.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerEndpoint {
+    pub listener: String,
+    pub host: String,
+    pub port: i32,
 }
 
 impl BrokerInfo {
+    /// The address to tell a client that came in on `listener`. A broker without that
+    /// listener answers with its main address (Kafka leaves such a broker out of the
+    /// answer; the brokers of one cluster declare the same listeners).
+    pub fn address_for(&self, listener: &str) -> (&str, i32) {
+        self.endpoints
+            .iter()
+            .find(|e| e.listener == listener)
+            .map_or((self.host.as_str(), self.port), |e| {
+                (e.host.as_str(), e.port)
+            })
+    }
+
     /// The address another broker connects to.
     pub fn peer_address(&self) -> String {
         self.peer_address
@@ -282,6 +308,9 @@ pub enum MetadataEvent {
     Resynced,
 }
 
+/// SCRAM credentials by user, then by mechanism name.
+pub type UserCredentials = BTreeMap<String, BTreeMap<String, StoredScramCredential>>;
+
 /// Topics and ids for the whole cluster. Implementations are cheap to query: callers
 /// on the request path use them directly.
 #[async_trait::async_trait]
@@ -339,6 +368,23 @@ pub trait MetadataStore: Send + Sync + Debug + 'static {
     ) -> Result<(), MetadataError>;
     /// Reserves `count` consecutive producer ids and returns the first.
     async fn allocate_producer_ids(&self, count: i64) -> Result<i64, MetadataError>;
+    /// Every user's SCRAM credentials, salted and hashed (never a password), from the
+    /// local copy: what SASL lookups and DescribeUserScramCredentials read.
+    fn scram_credentials(&self) -> UserCredentials;
+    /// One user's credential of one mechanism, from the local copy.
+    fn scram_credential(
+        &self,
+        user: &str,
+        mechanism: ScramMechanism,
+    ) -> Option<StoredScramCredential>;
+    /// Sets (`Some`) or deletes one user's credential of one mechanism, for the whole
+    /// cluster; returns once this broker's own copy shows it.
+    async fn set_scram_credential(
+        &self,
+        user: &str,
+        mechanism: ScramMechanism,
+        credential: Option<StoredScramCredential>,
+    ) -> Result<(), MetadataError>;
     /// Changes from now on.
     fn subscribe(&self) -> tokio::sync::broadcast::Receiver<MetadataEvent>;
     /// Live brokers, by id.

@@ -101,7 +101,7 @@ impl ScramMechanism {
 
     /// `Hi(password, salt, iterations)` (RFC 5802 §2.2), which is PBKDF2-HMAC with a
     /// digest-long output: the salted password.
-    pub(crate) fn hi(self, password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
+    pub fn hi(self, password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
         let mut out = vec![0u8; self.digest_bytes()];
         match self {
             ScramMechanism::ScramSha256 => {

@@ -20,3 +20,7 @@ pub mod credentials;
 /// bounds the work an unauthenticated peer can cause (Kafka's own bound is its 512 KiB
 /// `sasl.server.max.receive.size`, far above any legitimate token).
 pub const SASL_MESSAGE_BYTES_MAX: usize = 4096;
+pub mod listener;
+pub mod principal;
+pub mod session;
+pub mod tls;

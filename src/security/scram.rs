@@ -154,6 +154,11 @@ impl ScramServer {
         self.mechanism
     }
 
+    /// Whether the client-first message was taken and the client-final one is due.
+    pub fn awaits_final(&self) -> bool {
+        matches!(self.state, State::ReceiveClientFinal(_))
+    }
+
     /// The user this exchange authenticated, once it is complete.
     pub fn authenticated_user(&self) -> Option<&str> {
         match &self.state {

@@ -9,13 +9,13 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use futures::future::BoxFuture;
 use futures::stream::{FuturesOrdered, StreamExt};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio_util::sync::CancellationToken;
 
 use super::dispatch::{self, Reply};
-use crate::api::context::Services;
+use crate::api::context::{ConnectionSecurity, Services};
 
 use crate::config::limits::READ_CHUNK_BYTES;
 
@@ -28,10 +28,23 @@ enum FrameError {
 }
 
 /// Reads one size-prefixed frame; `Ok(None)` on a clean end of stream.
+#[cfg(test)]
 async fn read_frame<R: AsyncRead + Unpin>(
     reader: &mut R,
     max: u32,
 ) -> Result<Option<Bytes>, FrameError> {
+    match read_size(reader, max).await? {
+        Some(size) => Ok(Some(read_body(reader, size).await?)),
+        None => Ok(None),
+    }
+}
+
+/// Reads a frame's size prefix and checks it against `max`; `Ok(None)` on a clean end
+/// of stream.
+async fn read_size<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    max: u32,
+) -> Result<Option<usize>, FrameError> {
     let size = match reader.read_i32().await {
         Ok(size) => size,
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
@@ -40,7 +53,11 @@ async fn read_frame<R: AsyncRead + Unpin>(
     if size < 0 || size as u32 > max {
         return Err(FrameError::BadSize { size, max });
     }
-    let size = size as usize;
+    Ok(Some(size as usize))
+}
+
+/// Reads a frame body of `size` bytes; memory grows only as its bytes arrive.
+async fn read_body<R: AsyncRead + Unpin>(reader: &mut R, size: usize) -> Result<Bytes, FrameError> {
     let mut frame = BytesMut::with_capacity(size.min(READ_CHUNK_BYTES));
     while frame.len() < size {
         let want = (size - frame.len()).min(READ_CHUNK_BYTES);
@@ -53,7 +70,26 @@ async fn read_frame<R: AsyncRead + Unpin>(
             return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
         }
     }
-    Ok(Some(frame.freeze()))
+    Ok(frame.freeze())
+}
+
+/// A frame read from the socket, with its share of the broker-wide request memory
+/// (`queued_max_request_bytes`), held until its reply is complete.
+type Frame = (Bytes, std::time::Instant, OwnedSemaphorePermit);
+
+/// The most a connection may read next: on a SASL listener before authentication, what
+/// is left of its `sasl_max_receive_bytes`; `None` when that budget is spent.
+fn frame_limit(security: &ConnectionSecurity, max_request: u32, pre_auth_left: u32) -> Option<u32> {
+    let authenticating = security
+        .sasl
+        .as_ref()
+        .is_some_and(|sasl| sasl.lock().authenticated().is_none());
+    if !authenticating {
+        return Some(max_request);
+    }
+    pre_auth_left
+        .checked_sub(4)
+        .map(|left| left.min(max_request))
 }
 
 /// Writes every chunk, several per `writev`, handling partial writes.
@@ -90,40 +126,114 @@ async fn write_chunks<W: tokio::io::AsyncWrite + Unpin>(
     Ok(())
 }
 
+/// Serves a plain TCP connection (its halves split without a lock).
+/// Runs `request`, keeping `permit` (its bytes of request memory) until its reply is
+/// complete, second stage included: a parked JoinGroup or an acks=all produce holds its
+/// share until it answers.
+async fn holding(
+    permit: OwnedSemaphorePermit,
+    request: impl std::future::Future<Output = Reply>,
+) -> Reply {
+    match request.await {
+        Reply::Later(completion) => Reply::Later(Box::pin(async move {
+            let reply = completion.await;
+            drop(permit);
+            reply
+        })),
+        done => done,
+    }
+}
+
 pub async fn serve(
     stream: TcpStream,
     peer: SocketAddr,
+    security: Arc<ConnectionSecurity>,
     services: Arc<Services>,
     shutdown: CancellationToken,
 ) {
+    let (read_half, write_half) = stream.into_split();
+    serve_halves(read_half, write_half, peer, security, services, shutdown).await;
+}
+
+/// Serves a connection over any stream (TLS).
+pub async fn serve_stream<S>(
+    stream: S,
+    peer: SocketAddr,
+    security: Arc<ConnectionSecurity>,
+    services: Arc<Services>,
+    shutdown: CancellationToken,
+) where
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
+    let (read_half, write_half) = tokio::io::split(stream);
+    serve_halves(read_half, write_half, peer, security, services, shutdown).await;
+}
+
+async fn serve_halves<R, W>(
+    read_half: R,
+    write_half: W,
+    peer: SocketAddr,
+    security: Arc<ConnectionSecurity>,
+    services: Arc<Services>,
+    shutdown: CancellationToken,
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send,
+{
     metrics::counter!(crate::metrics::CONNECTIONS_ACCEPTED_TOTAL).increment(1);
     metrics::gauge!(crate::metrics::CONNECTIONS).increment(1.0);
-    serve_connection(stream, peer, services, shutdown).await;
+    serve_connection(read_half, write_half, peer, security, services, shutdown).await;
     metrics::gauge!(crate::metrics::CONNECTIONS).decrement(1.0);
 }
 
-async fn serve_connection(
-    stream: TcpStream,
+async fn serve_connection<R, W>(
+    read_half: R,
+    mut write_half: W,
     peer: SocketAddr,
+    security: Arc<ConnectionSecurity>,
     services: Arc<Services>,
     shutdown: CancellationToken,
-) {
-    let (read_half, mut write_half) = stream.into_split();
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send,
+{
     let max_in_flight = services.server.max_in_flight_requests;
     let max_request_bytes = services.server.max_request_bytes;
-    let (frames_tx, mut frames_rx) = mpsc::channel::<(Bytes, std::time::Instant)>(max_in_flight);
+    let (frames_tx, mut frames_rx) = mpsc::channel::<Frame>(max_in_flight);
     let reader_stop = shutdown.clone();
+    let memory = Arc::clone(&services.request_memory);
+    let reader_security = Arc::clone(&security);
+    let mut pre_auth_left = services.server.sasl_max_receive_bytes;
     let reader = tokio::spawn(async move {
         let mut reader = BufReader::with_capacity(64 * 1024, read_half);
         loop {
+            let Some(limit) = frame_limit(&reader_security, max_request_bytes, pre_auth_left)
+            else {
+                tracing::info!(%peer, "closing connection: sent sasl_max_receive_bytes without authenticating");
+                break;
+            };
+            let next = async {
+                let Some(size) = read_size(&mut reader, limit).await? else {
+                    return Ok(None);
+                };
+                // Wait for room in the broker-wide request memory before reading the
+                // body: a flood of big requests is slowed here, never held in memory.
+                let permit = Arc::clone(&memory)
+                    .acquire_many_owned(size.max(1) as u32)
+                    .await
+                    .map_err(|_| std::io::Error::other("shutting down"))?;
+                let body = read_body(&mut reader, size).await?;
+                Ok::<_, FrameError>(Some((body, permit)))
+            };
             let frame = tokio::select! {
                 _ = reader_stop.cancelled() => break,
-                frame = read_frame(&mut reader, max_request_bytes) => frame,
+                frame = next => frame,
             };
             match frame {
-                Ok(Some(frame)) => {
+                Ok(Some((frame, permit))) => {
+                    pre_auth_left = pre_auth_left.saturating_sub(frame.len() as u32 + 4);
                     if frames_tx
-                        .send((frame, std::time::Instant::now()))
+                        .send((frame, std::time::Instant::now(), permit))
                         .await
                         .is_err()
                     {
@@ -162,6 +272,11 @@ async fn serve_connection(
                         tracing::info!(%peer, %reason, "closing connection after a bad request");
                         break;
                     }
+                    Reply::FrameThenClose(chunks, reason) => {
+                        let _ = write_chunks(&mut write_half, chunks).await;
+                        tracing::info!(%peer, %reason, "closing connection");
+                        break;
+                    }
                 }
             }
             reply = async {
@@ -178,8 +293,9 @@ async fn serve_connection(
             }
             frame = frames_rx.recv(), if reading && executing.is_none() && in_flight.len() < max_in_flight => {
                 match frame {
-                    Some((frame, received)) => {
-                        executing = Some(Box::pin(dispatch::handle_frame(Arc::clone(&services), peer, frame, received)));
+                    Some((frame, received, permit)) => {
+                        let request = dispatch::handle_frame(Arc::clone(&services), peer, Arc::clone(&security), frame, received);
+                        executing = Some(Box::pin(holding(permit, request)));
                     }
                     None => reading = false,
                 }

@@ -24,8 +24,10 @@ use tracing::Instrument;
 
 use super::frame::{decode_untrusted, encode_response, split_header, DecodeError, HeaderPrefix};
 use super::legacy::{self, Decoding};
-use crate::api::context::{Principal, RequestContext, Services};
-use crate::api::{admin, api_versions, data, group, metadata};
+use crate::api::context::{ConnectionSecurity, RequestContext, Services};
+use crate::api::{admin, api_versions, data, group, metadata, security};
+use crate::model::monotonic_ms;
+use crate::security::session::Admission;
 
 /// One advertised API: its key and the version range in ApiVersions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +74,10 @@ pub const SUPPORTED: &[ApiRange] = &[
     api(ApiKey::ListGroups, 0, 5),
     api(ApiKey::DeleteGroups, 0, 2),
     api(ApiKey::OffsetDelete, 0, 0),
+    api(ApiKey::SaslHandshake, 1, 1),
+    api(ApiKey::SaslAuthenticate, 0, 2),
+    api(ApiKey::DescribeUserScramCredentials, 0, 0),
+    api(ApiKey::AlterUserScramCredentials, 0, 0),
 ];
 
 /// Produce's first served version; v0–2 are only advertised (module doc).
@@ -97,6 +103,8 @@ pub enum Reply {
     None,
     /// Close the connection (after the replies before this one are written).
     Close(String),
+    /// Write this response, then close (a refused SASL handshake or authentication).
+    FrameThenClose(Vec<Bytes>, String),
     /// The request was executed; its reply needs a second stage that may overlap
     /// with later requests (acks=all produce waiting for its fsync).
     Later(futures::future::BoxFuture<'static, Reply>),
@@ -108,6 +116,7 @@ impl std::fmt::Debug for Reply {
             Reply::Frame(chunks) => write!(f, "Frame({} chunks)", chunks.len()),
             Reply::None => f.write_str("None"),
             Reply::Close(reason) => write!(f, "Close({reason})"),
+            Reply::FrameThenClose(_, reason) => write!(f, "FrameThenClose({reason})"),
             Reply::Later(_) => f.write_str("Later(..)"),
         }
     }
@@ -144,6 +153,7 @@ fn reply_sharing<R: Encodable>(
 pub async fn handle_frame(
     services: Arc<Services>,
     peer: SocketAddr,
+    connection: Arc<ConnectionSecurity>,
     frame: Bytes,
     received: std::time::Instant,
 ) -> Reply {
@@ -164,6 +174,11 @@ pub async fn handle_frame(
     if !served(key, prefix.api_version) {
         return Reply::Close(format!("unsupported {key:?} v{}", prefix.api_version));
     }
+    if let Some(sasl) = &connection.sasl {
+        if let Admission::Close(reason) = sasl.lock().admit(key, monotonic_ms() as i64) {
+            return Reply::Close(reason);
+        }
+    }
     let (header, body) = match split_header(key, prefix.api_version, frame) {
         Ok(parts) => parts,
         Err(error) => return error.into(),
@@ -173,7 +188,8 @@ pub async fn handle_frame(
         api_version: prefix.api_version,
         correlation_id: prefix.correlation_id,
         client_id: header.client_id.as_ref().map(|s| s.to_string()),
-        principal: Principal::Anonymous,
+        principal: connection.principal(),
+        connection,
         peer,
         remote_wait_us: Arc::default(),
     };
@@ -302,6 +318,10 @@ fn api_name(key: ApiKey) -> &'static str {
         ApiKey::ListGroups => "ListGroups",
         ApiKey::DeleteGroups => "DeleteGroups",
         ApiKey::OffsetDelete => "OffsetDelete",
+        ApiKey::SaslHandshake => "SaslHandshake",
+        ApiKey::SaslAuthenticate => "SaslAuthenticate",
+        ApiKey::DescribeUserScramCredentials => "DescribeUserScramCredentials",
+        ApiKey::AlterUserScramCredentials => "AlterUserScramCredentials",
         _ => "Other",
     }
 }
@@ -316,6 +336,23 @@ macro_rules! call {
         };
         let response = $handler(&$ctx, request).await;
         reply($key, version, $ctx.correlation_id, &response)
+    }};
+}
+
+/// Like [`call!`], for handlers that may close the connection after their response.
+macro_rules! call_closing {
+    ($ctx:ident, $key:ident, $body:ident, $request:ty, $handler:path) => {{
+        let version = $ctx.api_version;
+        let mut body = $body;
+        let request: $request = match decode_untrusted($key, &mut body, version) {
+            Ok(request) => request,
+            Err(error) => return error.into(),
+        };
+        let security::Closing { response, close } = $handler(&$ctx, request).await;
+        match (reply($key, version, $ctx.correlation_id, &response), close) {
+            (Reply::Frame(chunks), Some(reason)) => Reply::FrameThenClose(chunks, reason),
+            (other, _) => other,
+        }
     }};
 }
 
@@ -364,6 +401,34 @@ async fn route(ctx: RequestContext, key: ApiKey, body: Bytes) -> Reply {
             data::list_offsets::handle
         ),
         ApiKey::Metadata => call!(ctx, key, body, MetadataRequest, metadata::handle),
+        ApiKey::SaslHandshake => call_closing!(
+            ctx,
+            key,
+            body,
+            SaslHandshakeRequest,
+            security::sasl_handshake::handle
+        ),
+        ApiKey::SaslAuthenticate => call_closing!(
+            ctx,
+            key,
+            body,
+            SaslAuthenticateRequest,
+            security::sasl_authenticate::handle
+        ),
+        ApiKey::DescribeUserScramCredentials => call!(
+            ctx,
+            key,
+            body,
+            DescribeUserScramCredentialsRequest,
+            security::describe_user_scram_credentials::handle
+        ),
+        ApiKey::AlterUserScramCredentials => call!(
+            ctx,
+            key,
+            body,
+            AlterUserScramCredentialsRequest,
+            security::alter_user_scram_credentials::handle
+        ),
         ApiKey::ApiVersions => call!(ctx, key, body, ApiVersionsRequest, api_versions::handle),
         ApiKey::CreateTopics => call!(
             ctx,

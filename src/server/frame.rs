@@ -44,6 +44,14 @@ pub fn decode_untrusted<T: Decodable>(
     buf: &mut Bytes,
     version: i16,
 ) -> Result<T, DecodeError> {
+    if crate::alloc::live_reservations() >= crate::config::limits::GUARDED_ALLOCATION_HIGH_WATER {
+        metrics::counter!(crate::metrics::DECODES_REFUSED_TOTAL).increment(1);
+        return Err(DecodeError {
+            api,
+            version,
+            reason: "broker busy: too many large decodes in flight".into(),
+        });
+    }
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         crate::alloc::decoding(|| T::decode(buf, version))
     }));

@@ -1,44 +1,127 @@
-//! The accept loop: one task per connection, bounded by `max_connections`.
+//! The accept loop of one Kafka listener: one task per connection, all listeners
+//! together bounded by `max_connections`. On a TLS listener the handshake (bounded in
+//! time) and the client-certificate principal come first; on a SASL listener the
+//! connection starts unauthenticated.
 
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use parking_lot::Mutex;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::connection;
-use crate::api::context::Services;
+use crate::api::context::{ConnectionSecurity, Services};
+use crate::config::limits::TLS_HANDSHAKE_TIMEOUT;
+use crate::security::listener::SecurityProtocol;
+use crate::security::session::SaslSession;
+use crate::security::tls::{subject_name, ReloadingTls};
 
-/// Accepts connections until `shutdown`; each connection runs on `tasks`.
+/// One bound listener, ready to accept.
+#[derive(Debug)]
+pub struct KafkaListener {
+    pub socket: TcpListener,
+    pub protocol: SecurityProtocol,
+    /// The certificate source, on SSL and SASL_SSL listeners.
+    pub tls: Option<Arc<ReloadingTls>>,
+}
+
+/// Open connections by client address, for `max_connections_per_ip`; shared by every
+/// listener.
+#[derive(Debug)]
+pub struct PerAddress {
+    limit: usize,
+    open: Mutex<HashMap<IpAddr, usize>>,
+}
+
+/// One connection's place in [`PerAddress`], given back when it closes.
+#[derive(Debug)]
+struct AddressSlot {
+    table: Arc<PerAddress>,
+    address: IpAddr,
+}
+
+impl PerAddress {
+    pub fn new(limit: usize) -> Arc<Self> {
+        Arc::new(Self {
+            limit,
+            open: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn admit(self: &Arc<Self>, address: IpAddr) -> Option<AddressSlot> {
+        let mut open = self.open.lock();
+        let count = open.entry(address).or_default();
+        if *count >= self.limit {
+            return None;
+        }
+        *count += 1;
+        Some(AddressSlot {
+            table: Arc::clone(self),
+            address,
+        })
+    }
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut open = self.table.open.lock();
+        if let Some(count) = open.get_mut(&self.address) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.address);
+            }
+        }
+    }
+}
+
+/// Accepts connections until `shutdown`; each connection runs on `tasks` and holds a
+/// permit of `slots` and a place in `per_address` (both shared by every listener)
+/// while it is open.
 pub async fn run_listener(
-    listener: TcpListener,
+    listener: KafkaListener,
+    slots: Arc<Semaphore>,
+    per_address: Arc<PerAddress>,
     services: Arc<Services>,
     shutdown: CancellationToken,
     tasks: TaskTracker,
 ) {
-    let limit = Arc::new(Semaphore::new(services.server.max_connections));
+    let listener = Arc::new(listener);
     loop {
         let permit = tokio::select! {
             _ = shutdown.cancelled() => break,
-            permit = Arc::clone(&limit).acquire_owned() => match permit {
+            permit = Arc::clone(&slots).acquire_owned() => match permit {
                 Ok(p) => p,
                 Err(_) => break,
             },
         };
         let accepted = tokio::select! {
             _ = shutdown.cancelled() => break,
-            accepted = listener.accept() => accepted,
+            accepted = listener.socket.accept() => accepted,
         };
         match accepted {
             Ok((stream, peer)) => {
+                let Some(address_slot) = per_address.admit(peer.ip()) else {
+                    metrics::counter!(crate::metrics::CONNECTIONS_REFUSED_TOTAL, "reason" => "per_ip")
+                        .increment(1);
+                    tracing::debug!(%peer, "closing connection: max_connections_per_ip reached");
+                    drop(stream);
+                    continue;
+                };
                 let _ = stream.set_nodelay(true);
-                let services = Arc::clone(&services);
-                let shutdown = shutdown.clone();
-                tasks.spawn(async move {
-                    connection::serve(stream, peer, services, shutdown).await;
-                    drop(permit);
-                });
+                tasks.spawn(serve(
+                    stream,
+                    peer,
+                    Arc::clone(&listener),
+                    Arc::clone(&services),
+                    shutdown.clone(),
+                    (permit, address_slot),
+                ));
             }
             Err(error) => {
                 // Out of file descriptors and the like: back off instead of spinning.
@@ -47,4 +130,70 @@ pub async fn run_listener(
             }
         }
     }
+}
+
+async fn serve(
+    stream: TcpStream,
+    peer: SocketAddr,
+    listener: Arc<KafkaListener>,
+    services: Arc<Services>,
+    shutdown: CancellationToken,
+    permit: (OwnedSemaphorePermit, AddressSlot),
+) {
+    let protocol = listener.protocol;
+    let sasl = || {
+        protocol.uses_sasl().then(|| {
+            parking_lot::Mutex::new(SaslSession::new(Arc::clone(&services.server.security.sasl)))
+        })
+    };
+    let Some(tls) = &listener.tls else {
+        let security = Arc::new(ConnectionSecurity {
+            listener: protocol,
+            tls_user: None,
+            sasl: sasl(),
+        });
+        connection::serve(stream, peer, security, services, shutdown).await;
+        drop(permit);
+        return;
+    };
+    let acceptor = TlsAcceptor::from(tls.current());
+    let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(error)) => return tls_failed(peer, protocol, &error.to_string()),
+        Err(_) => return tls_failed(peer, protocol, "handshake timed out"),
+    };
+    let certificate = stream
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|chain| chain.first())
+        .map(|leaf| leaf.as_ref().to_vec());
+    let tls_user = match certificate {
+        None => None,
+        Some(der) => {
+            let subject = subject_name(&der).unwrap_or_default();
+            match services.server.security.principal_mapper.name(&subject) {
+                Some(name) => Some(name),
+                None => {
+                    metrics::counter!(crate::metrics::AUTHENTICATION_FAILURES_TOTAL, "listener" => protocol.name(), "reason" => "principal")
+                        .increment(1);
+                    tracing::warn!(%peer, subject, "no ssl.principal.mapping.rules rule applies to the client certificate; closing");
+                    return;
+                }
+            }
+        }
+    };
+    let security = Arc::new(ConnectionSecurity {
+        listener: protocol,
+        tls_user,
+        sasl: sasl(),
+    });
+    connection::serve_stream(stream, peer, security, services, shutdown).await;
+    drop(permit);
+}
+
+fn tls_failed(peer: SocketAddr, protocol: SecurityProtocol, error: &str) {
+    metrics::counter!(crate::metrics::AUTHENTICATION_FAILURES_TOTAL, "listener" => protocol.name(), "reason" => "tls")
+        .increment(1);
+    tracing::info!(%peer, listener = protocol.name(), error, "TLS handshake failed");
 }

@@ -10,4 +10,4 @@ mod listener;
 mod response;
 
 pub use dispatch::SUPPORTED;
-pub use listener::run_listener;
+pub use listener::{run_listener, KafkaListener, PerAddress};

@@ -16,10 +16,11 @@ pub async fn handle(
         .brokers()
         .into_iter()
         .map(|b| {
+            let (host, port) = b.address_for(ctx.listener());
             DescribeClusterBroker::default()
                 .with_broker_id(BrokerId(b.node_id))
-                .with_host(str_bytes(b.host))
-                .with_port(b.port)
+                .with_host(str_bytes(host.to_string()))
+                .with_port(port)
                 .with_rack(b.rack.map(str_bytes))
         })
         .collect();

@@ -52,10 +52,12 @@ pub async fn handle(
         for key in &request.coordinator_keys {
             let c = Coordinator::default().with_key(key.clone());
             coordinators.push(match coordinator_of(ctx, request.key_type, key).await {
-                Ok(node) => c
-                    .with_node_id(BrokerId(node.node_id))
-                    .with_host(str_bytes(node.host))
-                    .with_port(node.port),
+                Ok(node) => {
+                    let (host, port) = node.address_for(ctx.listener());
+                    c.with_node_id(BrokerId(node.node_id))
+                        .with_host(str_bytes(host.to_string()))
+                        .with_port(port)
+                }
                 Err((e, m)) => c
                     .with_node_id(BrokerId(-1))
                     .with_port(-1)
@@ -66,10 +68,13 @@ pub async fn handle(
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
     }
     match coordinator_of(ctx, request.key_type, &request.key).await {
-        Ok(node) => FindCoordinatorResponse::default()
-            .with_node_id(BrokerId(node.node_id))
-            .with_host(str_bytes(node.host))
-            .with_port(node.port),
+        Ok(node) => {
+            let (host, port) = node.address_for(ctx.listener());
+            FindCoordinatorResponse::default()
+                .with_node_id(BrokerId(node.node_id))
+                .with_host(str_bytes(host.to_string()))
+                .with_port(port)
+        }
         Err((e, m)) => FindCoordinatorResponse::default()
             .with_error_code(e.code())
             .with_error_message(Some(str_bytes(m)))

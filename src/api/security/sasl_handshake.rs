@@ -1,0 +1,49 @@
+//! SaslHandshake (key 17, v1): the client names a mechanism. On a listener without SASL
+//! Kafka answers ILLEGAL_SASL_STATE and keeps the connection; on a SASL listener an
+//! unknown or disabled mechanism gets UNSUPPORTED_SASL_MECHANISM with the enabled list,
+//! and the connection closes.
+
+use kafka_protocol::messages::{SaslHandshakeRequest, SaslHandshakeResponse};
+use kafka_protocol::ResponseError;
+
+use super::Closing;
+use crate::api::context::RequestContext;
+use crate::api::str_bytes;
+use crate::security::session::HandshakeError;
+
+pub async fn handle(
+    ctx: &RequestContext,
+    request: SaslHandshakeRequest,
+) -> Closing<SaslHandshakeResponse> {
+    let Some(sasl) = &ctx.connection.sasl else {
+        return Closing {
+            response: SaslHandshakeResponse::default()
+                .with_error_code(ResponseError::IllegalSaslState.code()),
+            close: None,
+        };
+    };
+    let mut session = sasl.lock();
+    let mechanisms = session.enabled_mechanisms().map(str_bytes).collect();
+    let response = SaslHandshakeResponse::default().with_mechanisms(mechanisms);
+    match session.handshake(request.mechanism.as_str()) {
+        Ok(_) => Closing {
+            response,
+            close: None,
+        },
+        Err(error) => {
+            let (code, reason) = match &error {
+                HandshakeError::Unsupported(_) => {
+                    (ResponseError::UnsupportedSaslMechanism, "mechanism")
+                }
+                HandshakeError::IllegalState(_) => (ResponseError::IllegalSaslState, "protocol"),
+            };
+            metrics::counter!(crate::metrics::AUTHENTICATION_FAILURES_TOTAL, "listener" => ctx.listener(), "reason" => reason)
+                .increment(1);
+            tracing::info!(peer = %ctx.peer, %error, "SASL handshake refused");
+            Closing {
+                response: response.with_error_code(code.code()),
+                close: Some(error.to_string()),
+            }
+        }
+    }
+}
