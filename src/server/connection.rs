@@ -20,7 +20,7 @@ use crate::api::context::Services;
 use crate::config::limits::READ_CHUNK_BYTES;
 
 #[derive(Debug, thiserror::Error)]
-enum FrameError {
+pub(crate) enum FrameError {
     #[error("frame size {size} outside 0..={max}")]
     BadSize { size: i32, max: u32 },
     #[error(transparent)]
@@ -28,7 +28,7 @@ enum FrameError {
 }
 
 /// Reads one size-prefixed frame; `Ok(None)` on a clean end of stream.
-async fn read_frame<R: AsyncRead + Unpin>(
+pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
     reader: &mut R,
     max: u32,
 ) -> Result<Option<Bytes>, FrameError> {
