@@ -76,6 +76,7 @@ fuzz: fuzz-build
 	  mkdir -p fuzz/corpus/$$target; \
 	  echo "== fuzz $$target for $(FUZZ_SECONDS) s"; \
 	  (cd fuzz && $(CARGO) +nightly fuzz run --debug-assertions $$target corpus/$$target seeds/$$target -- $(FUZZ_FLAGS)); \
+	  rm -rf $${TMPDIR:-/tmp}/tern-fuzz-log-*; \
 	done
 
 # Rewrites fuzz/seeds from src/fuzzing.rs's seeds() (after changing them).

@@ -143,7 +143,7 @@ pub fn body_selector(key: ApiKey, version: i16) -> Option<[u8; 2]> {
 }
 
 /// A fresh log in a private temporary directory, replaced every so many appends so
-/// that the disk it uses stays small.
+/// that the disk it uses stays small (`make fuzz` removes the directory afterwards).
 struct ScratchLog {
     dir: std::path::PathBuf,
     log: Log,
@@ -351,6 +351,13 @@ fn correct_exchange(
         .map(|(k, s)| k ^ s)
         .collect();
     let client_final = format!("{without_proof},p={}", b64.encode(proof));
+    if client_final.len() > crate::security::SASL_MESSAGE_BYTES_MAX {
+        // A client-first near the bound carries a nonce too long for any client-final
+        // within it: the bound refuses that one, rightly.
+        let refused = server.client_final(client_final.as_bytes()).is_err();
+        assert!(refused, "a client-final over the bound was accepted");
+        return false;
+    }
     match server.client_final(client_final.as_bytes()) {
         Ok(outcome) => {
             assert_eq!(outcome.user, user);
@@ -771,6 +778,10 @@ mod tests {
         for (credential, user) in scram_credentials().iter().zip(["alice", "us=er,name"]) {
             assert!(correct_exchange(credential, user, "n0nce"), "{user}");
         }
+        // The first crash `make fuzz` found: a nonce that fits a client-first but
+        // leaves no client-final within the SASL bound; the bound refuses it, rightly.
+        let long_nonce = "n".repeat(4050);
+        assert!(!correct_exchange(&scram_credentials()[0], "u", &long_nonce));
         let batches = seeds.iter().filter(|(t, _, _)| *t == "record_batch");
         for (_, name, bytes) in batches {
             let all_valid = batch::batches(bytes).all(|b| b.is_ok());
