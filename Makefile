@@ -4,7 +4,7 @@ CARGO ?= cargo
 PYTHON := .venv/bin/python
 TERN := target/release/tern
 
-.PHONY: run build build-deps test deps lint unit protocol-test compat ops durability chaos bench clean
+.PHONY: run build build-deps test deps lint unit protocol-test compat ops durability chaos bench fuzz fuzz-build fuzz-seeds clean
 
 run: build
 	mkdir -p data
@@ -57,6 +57,32 @@ test: deps lint unit compat ops
 
 bench: build
 	bash bench/run.sh
+
+# Fuzzing (fuzz/README.md), not part of `make test`: each cargo-fuzz target for
+# FUZZ_SECONDS (default 60), starting from fuzz/seeds and the corpus of earlier runs
+# (fuzz/corpus, not committed); fails at the first crash, leaving it in fuzz/artifacts.
+# Installs the nightly toolchain and cargo-fuzz when they are missing. The malloc limit
+# makes any unguarded large allocation a crash (see src/fuzzing.rs on the allocator).
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= request_frame request_body record_batch sasl http_body
+FUZZ_FLAGS := -max_total_time=$(FUZZ_SECONDS) -malloc_limit_mb=256 -rss_limit_mb=2048 -print_final_stats=1
+fuzz-build: build-deps
+	rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+	command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+	cd fuzz && $(CARGO) +nightly fuzz build --debug-assertions
+
+fuzz: fuzz-build
+	set -e; for target in $(FUZZ_TARGETS); do \
+	  mkdir -p fuzz/corpus/$$target; \
+	  echo "== fuzz $$target for $(FUZZ_SECONDS) s"; \
+	  (cd fuzz && $(CARGO) +nightly fuzz run --debug-assertions $$target corpus/$$target seeds/$$target -- $(FUZZ_FLAGS)); \
+	  rm -rf $${TMPDIR:-/tmp}/tern-fuzz-log-*; \
+	done
+
+# Rewrites fuzz/seeds from src/fuzzing.rs's seeds() (after changing them).
+fuzz-seeds:
+	rm -rf fuzz/seeds
+	$(CARGO) test --release --lib write_fuzz_seeds -- --ignored
 
 clean:
 	$(CARGO) clean

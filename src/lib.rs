@@ -34,6 +34,8 @@ pub mod metrics;
 pub mod security;
 pub mod model;
 pub mod alloc;
+#[doc(hidden)]
+pub mod fuzzing;
 
 #[global_allocator]
 static GLOBAL: alloc::GuardedAllocator = alloc::GuardedAllocator;

@@ -24,9 +24,12 @@
 //! right now (no leader or coordinator at the moment, a broker unreachable, storage
 //! trouble) 503.
 
+pub mod bodies;
 mod place;
 mod publish;
 mod subscribe;
+
+pub(crate) use subscribe::parse_messages;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -138,17 +141,12 @@ async fn json_body(body: Body) -> Result<Value, ApiError> {
             field: None,
             transient: false,
         })?;
-    let value: Value = serde_json::from_slice(&bytes)
-        .map_err(|e| ApiError::bad("body", format!("body is not JSON: {e}")))?;
-    if !value.is_object() {
-        return Err(ApiError::bad("body", "body must be a JSON object"));
-    }
-    Ok(value)
+    bodies::json_object(&bytes)
 }
 
 /// A field of a JSON body or query, with errors that name it.
 #[derive(Debug)]
-enum Fields<'a> {
+pub enum Fields<'a> {
     Body(&'a Value),
     Query(&'a HashMap<String, String>),
 }

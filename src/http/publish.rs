@@ -8,30 +8,19 @@ use axum::extract::State;
 use axum::Json;
 use serde_json::json;
 
-use super::{params, ApiError, ApiResult, ApiState, Fields, MessageId, Params};
+use super::bodies::{status_query, CreateTopicBody, PublishBody};
+use super::{params, ApiError, ApiResult, ApiState, MessageId, Params};
 use crate::log::batch::testing::{encode_batch, TestRecord};
 use crate::model::now_ms;
-use crate::topics::{CreateTopic, TopicError, MAX_PARTITIONS_PER_TOPIC};
+use crate::topics::{CreateTopic, TopicError};
 
 pub async fn create_topic(State(api): ApiState, body: Body) -> ApiResult {
-    let body = super::json_body(body).await?;
-    let fields = Fields::Body(&body);
-    fields.int("publisher_id")?;
-    let name = fields.string("topic_name")?;
-    // Message ids have room for partitions below 8192.
-    let max_partitions = i64::from(MAX_PARTITIONS_PER_TOPIC).min(MessageId::MAX_PARTITIONS);
-    let partitions = fields.ranged("partitions", 1..=max_partitions)?;
-    let replication_factor = fields.ranged("replication_factor", 1..=i64::from(i16::MAX))?;
-    if crate::topics::is_internal(&name) {
-        return Err(ApiError::bad(
-            "topic_name",
-            "internal topics cannot be created",
-        ));
-    }
+    let body = CreateTopicBody::parse(&super::json_body(body).await?)?;
+    let name = body.name;
     let request = CreateTopic {
         name: name.clone(),
-        partitions: partitions.map_or(-1, |p| p as i32),
-        replication_factor: replication_factor.map_or(-1, |r| r as i16),
+        partitions: body.partitions.unwrap_or(-1),
+        replication_factor: body.replication_factor.unwrap_or(-1),
         assignments: Vec::new(),
         configs: BTreeMap::new(),
     };
@@ -62,11 +51,11 @@ pub async fn create_topic(State(api): ApiState, body: Body) -> ApiResult {
 }
 
 pub async fn publish_message(State(api): ApiState, body: Body) -> ApiResult {
-    let body = super::json_body(body).await?;
-    let fields = Fields::Body(&body);
-    let topic_id = fields.int("topic_id")?;
-    let content = fields.string("message_content")?;
-    let key = fields.opt_string("key")?;
+    let PublishBody {
+        topic_id,
+        content,
+        key,
+    } = PublishBody::parse(&super::json_body(body).await?)?;
     let (spec, topic) = api.topic(topic_id).await?;
     let index = match &key {
         Some(key) => (murmur2(key.as_bytes()) & 0x7fff_ffff) % spec.partitions.max(1),
@@ -115,7 +104,7 @@ pub async fn publish_message(State(api): ApiState, body: Body) -> ApiResult {
 
 pub async fn message_status(State(api): ApiState, query: Params) -> ApiResult {
     let query = params(query)?;
-    let message_id = Fields::Query(&query).int("message_id")?;
+    let message_id = status_query(&query)?;
     let unknown = || ApiError::not_found(format!("no message with message_id {message_id}"));
     let id = MessageId::decode(message_id).ok_or_else(unknown)?;
     let (spec, topic) = api.topic(id.topic_id).await.map_err(|_| unknown())?;

@@ -20,6 +20,7 @@ use futures::Stream;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
+use super::bodies::{AckBody, ConsumerTopic, MessageQuery};
 use super::{group_of, params, ApiError, ApiResult, ApiState, Fields, HttpApi, MessageId, Params};
 use crate::cluster::TopicSpec;
 use crate::group::coordinator::OffsetCommit;
@@ -349,9 +350,10 @@ async fn wait_for_append(
 
 pub async fn subscribe(State(api): ApiState, body: Body) -> ApiResult {
     let body = super::json_body(body).await?;
-    let fields = Fields::Body(&body);
-    let consumer_id = fields.int("consumer_id")?;
-    let topic_id = fields.int("topic_id")?;
+    let ConsumerTopic {
+        consumer_id,
+        topic_id,
+    } = ConsumerTopic::parse(&Fields::Body(&body))?;
     let (spec, topic) = api.topic(topic_id).await?;
     let group = group_of(consumer_id);
     if let Some(positions) = api.positions(consumer_id, &spec).await? {
@@ -380,9 +382,10 @@ pub async fn subscribe(State(api): ApiState, body: Body) -> ApiResult {
 
 pub async fn unsubscribe(State(api): ApiState, body: Body) -> ApiResult {
     let body = super::json_body(body).await?;
-    let fields = Fields::Body(&body);
-    let consumer_id = fields.int("consumer_id")?;
-    let topic_id = fields.int("topic_id")?;
+    let ConsumerTopic {
+        consumer_id,
+        topic_id,
+    } = ConsumerTopic::parse(&Fields::Body(&body))?;
     let (spec, _) = api.topic(topic_id).await?;
     let positions = api.subscribed(consumer_id, &spec).await?;
     let (group, partitions): (_, Vec<i32>) =
@@ -394,21 +397,21 @@ pub async fn unsubscribe(State(api): ApiState, body: Body) -> ApiResult {
 }
 
 pub async fn message(State(api): ApiState, query: Params) -> ApiResult {
-    let query = params(query)?;
-    let fields = Fields::Query(&query);
-    let consumer_id = fields.int("consumer_id")?;
-    let topic_id = fields.int("topic_id")?;
-    let wait_ms = fields.ranged("wait_ms", 0..=super::MAX_WAIT.as_millis() as i64)?;
-    let max = fields.ranged("max", 1..=1000)?;
+    let MessageQuery {
+        at: ConsumerTopic {
+            consumer_id,
+            topic_id,
+        },
+        wait_ms,
+        max,
+    } = MessageQuery::parse(&params(query)?)?;
     let (spec, topic) = api.topic(topic_id).await?;
     api.commit_delivered(consumer_id, &spec).await?;
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms.unwrap_or(0) as u64);
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
     let (messages, ends) = loop {
         let positions = api.subscribed(consumer_id, &spec).await?;
         let appends = watch_appends(&topic);
-        let (messages, ends) = api
-            .collect(&topic, &positions, max.unwrap_or(1) as usize)
-            .await?;
+        let (messages, ends) = api.collect(&topic, &positions, max.unwrap_or(1)).await?;
         if !messages.is_empty()
             || tokio::time::Instant::now() >= deadline
             || api.shutdown.is_cancelled()
@@ -437,19 +440,14 @@ pub async fn message(State(api): ApiState, query: Params) -> ApiResult {
 }
 
 pub async fn ack(State(api): ApiState, body: Body) -> ApiResult {
-    let body = super::json_body(body).await?;
-    let fields = Fields::Body(&body);
-    let consumer_id = fields.int("consumer_id")?;
-    let topic_id = fields.int("topic_id")?;
-    let message_id = fields.int("message_id")?;
-    let id = MessageId::decode(message_id)
-        .ok_or_else(|| ApiError::bad("message_id", "not a message id"))?;
-    if id.topic_id != topic_id {
-        return Err(ApiError::bad(
-            "message_id",
-            format!("message {message_id} belongs to topic {}", id.topic_id),
-        ));
-    }
+    let AckBody {
+        at: ConsumerTopic {
+            consumer_id,
+            topic_id,
+        },
+        id,
+        ..
+    } = AckBody::parse(&super::json_body(body).await?)?;
     let (spec, _) = api.topic(topic_id).await?;
     api.subscribed(consumer_id, &spec).await?;
     api.advance(consumer_id, &spec, &[(id.partition, id.offset + 1)])
@@ -497,10 +495,10 @@ pub async fn stream(
     State(api): ApiState,
     query: Params,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    let query = params(query)?;
-    let fields = Fields::Query(&query);
-    let consumer_id = fields.int("consumer_id")?;
-    let topic_id = fields.int("topic_id")?;
+    let ConsumerTopic {
+        consumer_id,
+        topic_id,
+    } = ConsumerTopic::parse(&Fields::Query(&params(query)?))?;
     let (spec, _) = api.topic(topic_id).await?;
     api.subscribed(consumer_id, &spec).await?;
     let state = StreamState {

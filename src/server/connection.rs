@@ -20,7 +20,7 @@ use crate::api::context::{ConnectionSecurity, Services};
 use crate::config::limits::READ_CHUNK_BYTES;
 
 #[derive(Debug, thiserror::Error)]
-enum FrameError {
+pub(crate) enum FrameError {
     #[error("frame size {size} outside 0..={max}")]
     BadSize { size: i32, max: u32 },
     #[error(transparent)]
@@ -28,8 +28,9 @@ enum FrameError {
 }
 
 /// Reads one size-prefixed frame; `Ok(None)` on a clean end of stream.
-#[cfg(test)]
-async fn read_frame<R: AsyncRead + Unpin>(
+/// The connection itself reads the size, then waits for request memory, then the body
+/// (see `serve_connection`); the fuzz targets and tests read whole frames.
+pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
     reader: &mut R,
     max: u32,
 ) -> Result<Option<Bytes>, FrameError> {

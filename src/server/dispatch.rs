@@ -595,6 +595,89 @@ async fn route(ctx: RequestContext, key: ApiKey, body: Bytes) -> Reply {
     }
 }
 
+/// Decodes a request body as [`route`] does for `key` and `version` (the legacy
+/// versions included), without running a handler: what the fuzz targets
+/// (`crate::fuzzing`) run on arbitrary bytes, so that every decoder tern serves is
+/// exercised. `route` decodes inline to keep each request's concrete type; the
+/// test below checks that this covers every served version.
+pub(crate) fn decode_request(key: ApiKey, version: i16, body: Bytes) -> Result<(), DecodeError> {
+    fn crate_decoder<T: kafka_protocol::protocol::Decodable>(
+        key: ApiKey,
+        version: i16,
+        mut body: Bytes,
+    ) -> Result<(), DecodeError> {
+        decode_untrusted::<T>(key, &mut body, version).map(drop)
+    }
+    if let Some((decoding, _)) = legacy::plan(key, version) {
+        return match key {
+            ApiKey::ListOffsets => legacy::list_offsets_v0_request(body).map(drop),
+            ApiKey::OffsetCommit => legacy::offset_commit_request(body, version).map(drop),
+            ApiKey::OffsetFetch => {
+                decode_as::<OffsetFetchRequest>(key, version, body, decoding).map(drop)
+            }
+            ApiKey::DescribeConfigs => {
+                decode_as::<DescribeConfigsRequest>(key, version, body, decoding).map(drop)
+            }
+            ApiKey::CreateTopics => {
+                decode_as::<CreateTopicsRequest>(key, version, body, decoding).map(drop)
+            }
+            ApiKey::DeleteTopics => {
+                decode_as::<DeleteTopicsRequest>(key, version, body, decoding).map(drop)
+            }
+            other => Err(DecodeError {
+                api: other,
+                version,
+                reason: "no legacy decoder".into(),
+            }),
+        };
+    }
+    match key {
+        ApiKey::Produce => crate_decoder::<ProduceRequest>(key, version, body),
+        ApiKey::Fetch => crate_decoder::<FetchRequest>(key, version, body),
+        ApiKey::ListOffsets => crate_decoder::<ListOffsetsRequest>(key, version, body),
+        ApiKey::Metadata => crate_decoder::<MetadataRequest>(key, version, body),
+        ApiKey::ApiVersions => crate_decoder::<ApiVersionsRequest>(key, version, body),
+        ApiKey::CreateTopics => crate_decoder::<CreateTopicsRequest>(key, version, body),
+        ApiKey::DeleteTopics => crate_decoder::<DeleteTopicsRequest>(key, version, body),
+        ApiKey::OffsetForLeaderEpoch => {
+            crate_decoder::<OffsetForLeaderEpochRequest>(key, version, body)
+        }
+        ApiKey::DeleteRecords => crate_decoder::<DeleteRecordsRequest>(key, version, body),
+        ApiKey::InitProducerId => crate_decoder::<InitProducerIdRequest>(key, version, body),
+        ApiKey::DescribeConfigs => crate_decoder::<DescribeConfigsRequest>(key, version, body),
+        ApiKey::AlterConfigs => crate_decoder::<AlterConfigsRequest>(key, version, body),
+        ApiKey::CreatePartitions => crate_decoder::<CreatePartitionsRequest>(key, version, body),
+        ApiKey::IncrementalAlterConfigs => {
+            crate_decoder::<IncrementalAlterConfigsRequest>(key, version, body)
+        }
+        ApiKey::DescribeCluster => crate_decoder::<DescribeClusterRequest>(key, version, body),
+        ApiKey::DescribeLogDirs => crate_decoder::<DescribeLogDirsRequest>(key, version, body),
+        ApiKey::ElectLeaders => crate_decoder::<ElectLeadersRequest>(key, version, body),
+        ApiKey::AlterPartitionReassignments => {
+            crate_decoder::<AlterPartitionReassignmentsRequest>(key, version, body)
+        }
+        ApiKey::ListPartitionReassignments => {
+            crate_decoder::<ListPartitionReassignmentsRequest>(key, version, body)
+        }
+        ApiKey::FindCoordinator => crate_decoder::<FindCoordinatorRequest>(key, version, body),
+        ApiKey::JoinGroup => crate_decoder::<JoinGroupRequest>(key, version, body),
+        ApiKey::Heartbeat => crate_decoder::<HeartbeatRequest>(key, version, body),
+        ApiKey::LeaveGroup => crate_decoder::<LeaveGroupRequest>(key, version, body),
+        ApiKey::SyncGroup => crate_decoder::<SyncGroupRequest>(key, version, body),
+        ApiKey::OffsetCommit => crate_decoder::<OffsetCommitRequest>(key, version, body),
+        ApiKey::OffsetFetch => crate_decoder::<OffsetFetchRequest>(key, version, body),
+        ApiKey::DescribeGroups => crate_decoder::<DescribeGroupsRequest>(key, version, body),
+        ApiKey::ListGroups => crate_decoder::<ListGroupsRequest>(key, version, body),
+        ApiKey::DeleteGroups => crate_decoder::<DeleteGroupsRequest>(key, version, body),
+        ApiKey::OffsetDelete => crate_decoder::<OffsetDeleteRequest>(key, version, body),
+        other => Err(DecodeError {
+            api: other,
+            version,
+            reason: "not routed".into(),
+        }),
+    }
+}
+
 /// Decodes `body` with the crate's decoder of a later version whose encoding is the
 /// same once `pad` is appended (see `server::legacy`).
 fn decode_as<T: kafka_protocol::protocol::Decodable>(
@@ -711,6 +794,27 @@ mod tests {
         assert!(!served(ApiKey::Produce, 2), "Kafka 4 closes Produce v0-2");
         assert!(served(ApiKey::Produce, PRODUCE_SERVED_MIN));
         assert!(!supported(ApiKey::Fetch, 3));
+    }
+
+    #[test]
+    fn decode_request_knows_every_served_version() {
+        // An empty body is malformed for most requests; what must never come back is
+        // the "not routed" / "no legacy decoder" refusal of a key this table serves.
+        for range in SUPPORTED {
+            for version in range.min..=range.max {
+                if !served(range.key, version) {
+                    continue;
+                }
+                if let Err(error) = decode_request(range.key, version, Bytes::new()) {
+                    assert!(
+                        !error.reason.contains("routed") && !error.reason.contains("legacy"),
+                        "{:?} v{version}: {error}",
+                        range.key
+                    );
+                }
+            }
+        }
+        assert!(decode_request(ApiKey::SaslHandshake, 1, Bytes::new()).is_err());
     }
 
     #[test]

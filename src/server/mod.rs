@@ -1,7 +1,7 @@
 //! The Kafka TCP edge: accepting connections, reading size-prefixed frames, decoding
 //! headers and bodies safely, and writing responses in request order.
 
-mod connection;
+pub(crate) mod connection;
 pub(crate) mod dispatch;
 pub mod frame;
 mod legacy;

@@ -1,0 +1,203 @@
+//! What each route accepts, read and checked from its JSON body or query before any
+//! service is asked: pure functions, so that the fuzz targets (`crate::fuzzing`) run
+//! exactly the validation the handlers run.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::{ApiError, Fields, MessageId, MAX_WAIT};
+use crate::topics::MAX_PARTITIONS_PER_TOPIC;
+
+/// A request body's bytes as a JSON object (anything else is a 400).
+pub fn json_object(bytes: &[u8]) -> Result<Value, ApiError> {
+    let value: Value = serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::bad("body", format!("body is not JSON: {e}")))?;
+    if !value.is_object() {
+        return Err(ApiError::bad("body", "body must be a JSON object"));
+    }
+    Ok(value)
+}
+
+/// `POST /create_topic`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateTopicBody {
+    pub name: String,
+    /// `None`: the broker's default.
+    pub partitions: Option<i32>,
+    pub replication_factor: Option<i16>,
+}
+
+impl CreateTopicBody {
+    pub fn parse(body: &Value) -> Result<Self, ApiError> {
+        let fields = Fields::Body(body);
+        fields.int("publisher_id")?;
+        let name = fields.string("topic_name")?;
+        // Message ids have room for partitions below 8192.
+        let max_partitions = i64::from(MAX_PARTITIONS_PER_TOPIC).min(MessageId::MAX_PARTITIONS);
+        let partitions = fields.ranged("partitions", 1..=max_partitions)?;
+        let replication_factor = fields.ranged("replication_factor", 1..=i64::from(i16::MAX))?;
+        if crate::topics::is_internal(&name) {
+            return Err(ApiError::bad(
+                "topic_name",
+                "internal topics cannot be created",
+            ));
+        }
+        Ok(Self {
+            name,
+            // Both within their type by the ranges above.
+            partitions: partitions.and_then(|p| i32::try_from(p).ok()),
+            replication_factor: replication_factor.and_then(|r| i16::try_from(r).ok()),
+        })
+    }
+}
+
+/// `POST /publish_message`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublishBody {
+    pub topic_id: i64,
+    pub content: String,
+    pub key: Option<String>,
+}
+
+impl PublishBody {
+    pub fn parse(body: &Value) -> Result<Self, ApiError> {
+        let fields = Fields::Body(body);
+        Ok(Self {
+            topic_id: fields.int("topic_id")?,
+            content: fields.string("message_content")?,
+            key: fields.opt_string("key")?,
+        })
+    }
+}
+
+/// `POST /subscribe`, `POST /unsubscribe`, `GET /stream`: a consumer and a topic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConsumerTopic {
+    pub consumer_id: i64,
+    pub topic_id: i64,
+}
+
+impl ConsumerTopic {
+    pub fn parse(fields: &Fields<'_>) -> Result<Self, ApiError> {
+        Ok(Self {
+            consumer_id: fields.int("consumer_id")?,
+            topic_id: fields.int("topic_id")?,
+        })
+    }
+}
+
+/// `GET /message`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MessageQuery {
+    pub at: ConsumerTopic,
+    pub wait_ms: u64,
+    /// `None`: one message, answered unwrapped.
+    pub max: Option<usize>,
+}
+
+impl MessageQuery {
+    pub fn parse(query: &HashMap<String, String>) -> Result<Self, ApiError> {
+        let fields = Fields::Query(query);
+        let at = ConsumerTopic::parse(&fields)?;
+        let wait_ms = fields.ranged("wait_ms", 0..=MAX_WAIT.as_millis() as i64)?;
+        let max = fields.ranged("max", 1..=1000)?;
+        Ok(Self {
+            at,
+            // Non-negative and small by the ranges above.
+            wait_ms: wait_ms.map_or(0, |w| w.unsigned_abs()),
+            max: max.map(|m| m.unsigned_abs() as usize),
+        })
+    }
+}
+
+/// `POST /ack`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AckBody {
+    pub at: ConsumerTopic,
+    pub message_id: i64,
+    pub id: MessageId,
+}
+
+impl AckBody {
+    pub fn parse(body: &Value) -> Result<Self, ApiError> {
+        let fields = Fields::Body(body);
+        let at = ConsumerTopic::parse(&fields)?;
+        let message_id = fields.int("message_id")?;
+        let id = MessageId::decode(message_id)
+            .ok_or_else(|| ApiError::bad("message_id", "not a message id"))?;
+        if id.topic_id != at.topic_id {
+            return Err(ApiError::bad(
+                "message_id",
+                format!("message {message_id} belongs to topic {}", id.topic_id),
+            ));
+        }
+        Ok(Self { at, message_id, id })
+    }
+}
+
+/// `GET /message_status`.
+pub fn status_query(query: &HashMap<String, String>) -> Result<i64, ApiError> {
+    Fields::Query(query).int("message_id")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn create_topic_checks_ranges_and_internal_names() {
+        // Partition indexes 0..=8191 fit a message id.
+        let ok = json!({"publisher_id": 1, "topic_name": "t", "partitions": 8192});
+        let body = CreateTopicBody::parse(&ok).expect("valid");
+        assert_eq!(body.partitions, Some(8192));
+        assert_eq!(body.replication_factor, None);
+        let too_many = json!({"publisher_id": 1, "topic_name": "t", "partitions": 8193});
+        assert_eq!(
+            CreateTopicBody::parse(&too_many).map_err(|e| e.field),
+            Err(Some("partitions"))
+        );
+        let internal = json!({"publisher_id": 1, "topic_name": "__consumer_offsets"});
+        assert!(CreateTopicBody::parse(&internal).is_err());
+        let no_publisher = json!({"topic_name": "t"});
+        assert_eq!(
+            CreateTopicBody::parse(&no_publisher).map_err(|e| e.field),
+            Err(Some("publisher_id"))
+        );
+    }
+
+    #[test]
+    fn an_ack_names_a_message_of_its_topic() {
+        let id = MessageId {
+            topic_id: 3,
+            partition: 2,
+            offset: 10,
+        };
+        let encoded = id.encode().expect("fits");
+        let ok = json!({"consumer_id": 1, "topic_id": 3, "message_id": encoded});
+        assert_eq!(AckBody::parse(&ok).ok().map(|a| a.id), Some(id));
+        let other_topic = json!({"consumer_id": 1, "topic_id": 4, "message_id": encoded});
+        assert!(AckBody::parse(&other_topic).is_err());
+        let negative = json!({"consumer_id": 1, "topic_id": 3, "message_id": -1});
+        assert!(AckBody::parse(&negative).is_err());
+    }
+
+    #[test]
+    fn message_query_reads_text_integers_within_range() {
+        let query: HashMap<String, String> =
+            [("consumer_id", " 7"), ("topic_id", "1"), ("max", "1000")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+        let parsed = MessageQuery::parse(&query).expect("valid");
+        assert_eq!(parsed.at.consumer_id, 7);
+        assert_eq!(parsed.max, Some(1000));
+        assert_eq!(parsed.wait_ms, 0);
+        let mut over = query.clone();
+        over.insert("max".into(), "1001".into());
+        assert!(MessageQuery::parse(&over).is_err());
+        assert!(json_object(b"[1]").is_err());
+        assert!(json_object(b"{\"a\":1}").is_ok());
+    }
+}
