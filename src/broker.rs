@@ -176,7 +176,10 @@ impl Broker {
             local_addr,
             (&server.advertised_host, server.advertised_port),
         );
+        let access =
+            crate::security::access::AccessControl::new(config.authorizer.clone(), store.acls());
         let services = Arc::new(Services {
+            access,
             static_configs,
             node,
             producer_ids: ProducerIdAllocator::new(Arc::clone(&store)),
@@ -406,7 +409,12 @@ async fn run_reconciler(
                 services.topics.apply_broker_configs();
                 Vec::new()
             }
+            Ok(MetadataEvent::AclsChanged) => {
+                services.access.rebuild(services.store.acls());
+                Vec::new()
+            }
             Ok(MetadataEvent::Resynced) | Err(RecvError::Lagged(_)) => {
+                services.access.rebuild(services.store.acls());
                 services.topics.apply_broker_configs();
                 let mut names = services.replicas.topic_names();
                 names.extend(services.store.topics().await.into_iter().map(|t| t.name));

@@ -10,6 +10,8 @@ use crate::cluster::{BrokerInfo, MetadataStore};
 use crate::config::ServerConfig;
 use crate::group::coordinator::GroupCoordinator;
 use crate::replication::ReplicaManager;
+use crate::security::access::AccessControl;
+use crate::security::acl::{AclOperation, ResourceType, CLUSTER_NAME};
 use crate::topics::{ProducerIdAllocator, TopicService};
 
 /// Who sent a request. Authentication (SASL) will fill in `User`; ACLs check it.
@@ -17,6 +19,17 @@ use crate::topics::{ProducerIdAllocator, TopicService};
 pub enum Principal {
     Anonymous,
     User(String),
+}
+
+impl Principal {
+    /// Kafka's `Type:name` form, as ACLs name principals: a connection without
+    /// authentication is `User:ANONYMOUS`, as in Kafka.
+    pub fn kafka_name(&self) -> String {
+        match self {
+            Principal::Anonymous => "User:ANONYMOUS".to_string(),
+            Principal::User(name) => format!("User:{name}"),
+        }
+    }
 }
 
 /// The broker's subsystems, shared by all connections.
@@ -34,6 +47,8 @@ pub struct Services {
     /// The read-only broker configs DescribeConfigs lists for this broker (and
     /// `log.flush.interval.ms`'s static value), by Kafka name.
     pub static_configs: Vec<StaticBrokerConfig>,
+    /// The authorizer (`--authorizer`), rebuilt from the store on `AclsChanged`.
+    pub access: AccessControl,
 }
 
 /// One request's context.
@@ -52,5 +67,51 @@ pub struct RequestContext {
 impl RequestContext {
     pub fn node_id(&self) -> i32 {
         self.services.node.node_id
+    }
+
+    /// Whether this request's principal, from its address, may perform `operation` on
+    /// the resource (always, when no authorizer is configured).
+    pub fn authorize(
+        &self,
+        operation: AclOperation,
+        resource_type: ResourceType,
+        name: &str,
+    ) -> bool {
+        self.services.access.authorize(
+            &self.principal.kafka_name(),
+            &self.peer.ip().to_string(),
+            operation,
+            resource_type,
+            name,
+        )
+    }
+
+    /// `authorize` on the CLUSTER resource.
+    pub fn authorize_cluster(&self, operation: AclOperation) -> bool {
+        self.authorize(operation, ResourceType::Cluster, CLUSTER_NAME)
+    }
+
+    /// `authorize` on a topic.
+    pub fn authorize_topic(&self, operation: AclOperation, topic: &str) -> bool {
+        self.authorize(operation, ResourceType::Topic, topic)
+    }
+
+    /// `authorize` on a consumer group.
+    pub fn authorize_group(&self, operation: AclOperation, group: &str) -> bool {
+        self.authorize(operation, ResourceType::Group, group)
+    }
+
+    /// KIP-430's bit field for the resource: every supported operation when no authorizer
+    /// is configured (Kafka's `AuthHelper.authorizedOperations`).
+    pub fn authorized_operations(&self, resource_type: ResourceType, name: &str) -> i32 {
+        match self.services.access.authorizer() {
+            None => crate::security::acl::all_operations(resource_type),
+            Some(authorizer) => authorizer.authorized_operations(
+                &self.principal.kafka_name(),
+                &self.peer.ip().to_string(),
+                resource_type,
+                name,
+            ),
+        }
     }
 }

@@ -213,11 +213,23 @@ impl AclBinding {
     /// a concrete resource type, LITERAL or PREFIXED, a concrete operation and permission,
     /// a non-empty name (`kafka-cluster` for CLUSTER), a `Type:name` principal.
     pub fn validate(&self) -> Result<(), AclError> {
-        if matches!(self.resource_type, ResourceType::Unknown | ResourceType::Any) {
-            return Err(invalid(format!("Invalid resourceType {}", self.resource_type)));
+        if matches!(
+            self.resource_type,
+            ResourceType::Unknown | ResourceType::Any
+        ) {
+            return Err(invalid(format!(
+                "Invalid resourceType {}",
+                self.resource_type
+            )));
         }
-        if !matches!(self.pattern_type, PatternType::Literal | PatternType::Prefixed) {
-            return Err(invalid(format!("Invalid patternType {}", self.pattern_type)));
+        if !matches!(
+            self.pattern_type,
+            PatternType::Literal | PatternType::Prefixed
+        ) {
+            return Err(invalid(format!(
+                "Invalid patternType {}",
+                self.pattern_type
+            )));
         }
         if matches!(self.operation, AclOperation::Unknown | AclOperation::Any) {
             return Err(invalid(format!("Invalid operation {}", self.operation)));
@@ -357,8 +369,7 @@ impl AclBindingFilter {
     }
 
     fn matches_pattern(&self, binding: &AclBinding) -> bool {
-        if self.resource_type != ResourceType::Any && self.resource_type != binding.resource_type
-        {
+        if self.resource_type != ResourceType::Any && self.resource_type != binding.resource_type {
             return false;
         }
         if !matches!(self.pattern_type, PatternType::Any | PatternType::Match)
@@ -589,8 +600,14 @@ mod tests {
         }
         assert_eq!(AclOperation::from_code(99), Unknown);
         assert_eq!(ResourceType::from_code(-1), ResourceType::Unknown);
-        assert_eq!(AclOperation::parse("describe-configs"), Some(DescribeConfigs));
-        assert_eq!(AclOperation::parse("DescribeConfigs"), Some(DescribeConfigs));
+        assert_eq!(
+            AclOperation::parse("describe-configs"),
+            Some(DescribeConfigs)
+        );
+        assert_eq!(
+            AclOperation::parse("DescribeConfigs"),
+            Some(DescribeConfigs)
+        );
         assert_eq!(
             ResourceType::parse("transactional_id"),
             Some(ResourceType::TransactionalId)
@@ -639,7 +656,10 @@ mod tests {
 
     #[test]
     fn prefixed_patterns_cover_names_that_start_with_them() {
-        let authz = Authorizer::new([], vec![allow_topic("orders.", PatternType::Prefixed, Read)]);
+        let authz = Authorizer::new(
+            [],
+            vec![allow_topic("orders.", PatternType::Prefixed, Read)],
+        );
         assert!(can(&authz, Read, "orders."));
         assert!(can(&authz, Read, "orders.eu"));
         assert!(!can(&authz, Read, "order"));
@@ -678,7 +698,10 @@ mod tests {
             let authz = Authorizer::new([], vec![allow_topic("t", PatternType::Literal, op)]);
             assert!(!can(&authz, Describe, "t"), "{op} does not imply DESCRIBE");
         }
-        let authz = Authorizer::new([], vec![allow_topic("t", PatternType::Literal, AlterConfigs)]);
+        let authz = Authorizer::new(
+            [],
+            vec![allow_topic("t", PatternType::Literal, AlterConfigs)],
+        );
         assert!(can(&authz, DescribeConfigs, "t"));
         assert!(!can(&authz, Alter, "t"));
         let authz = Authorizer::new([], vec![allow_topic("t", PatternType::Literal, Read)]);
@@ -710,8 +733,20 @@ mod tests {
         );
         assert_eq!(authz.super_users.len(), 2);
         assert!(can(&authz, Write, "t"));
-        assert!(authz.authorize("User:admin", "h", Alter, ResourceType::Cluster, CLUSTER_NAME));
-        assert!(!authz.authorize("User:bob", "h", Describe, ResourceType::Cluster, CLUSTER_NAME));
+        assert!(authz.authorize(
+            "User:admin",
+            "h",
+            Alter,
+            ResourceType::Cluster,
+            CLUSTER_NAME
+        ));
+        assert!(!authz.authorize(
+            "User:bob",
+            "h",
+            Describe,
+            ResourceType::Cluster,
+            CLUSTER_NAME
+        ));
     }
 
     #[test]
@@ -729,7 +764,10 @@ mod tests {
             all_operations(ResourceType::Group)
         );
         // Group: READ, DESCRIBE, DELETE. ALL is never a bit of its own.
-        assert_eq!(all_operations(ResourceType::Group), (1 << 3) | (1 << 8) | (1 << 6));
+        assert_eq!(
+            all_operations(ResourceType::Group),
+            (1 << 3) | (1 << 8) | (1 << 6)
+        );
         assert_eq!(
             all_operations(ResourceType::Cluster),
             (1 << 5) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12) | (1 << 7) | (1 << 8)
