@@ -72,6 +72,9 @@ pub const SUPPORTED: &[ApiRange] = &[
     api(ApiKey::ListGroups, 0, 5),
     api(ApiKey::DeleteGroups, 0, 2),
     api(ApiKey::OffsetDelete, 0, 0),
+    api(ApiKey::DescribeAcls, 1, 3),
+    api(ApiKey::CreateAcls, 1, 3),
+    api(ApiKey::DeleteAcls, 1, 3),
 ];
 
 /// Produce's first served version; v0–2 are only advertised (module doc).
@@ -302,6 +305,9 @@ fn api_name(key: ApiKey) -> &'static str {
         ApiKey::ListGroups => "ListGroups",
         ApiKey::DeleteGroups => "DeleteGroups",
         ApiKey::OffsetDelete => "OffsetDelete",
+        ApiKey::DescribeAcls => "DescribeAcls",
+        ApiKey::CreateAcls => "CreateAcls",
+        ApiKey::DeleteAcls => "DeleteAcls",
         _ => "Other",
     }
 }
@@ -364,6 +370,27 @@ async fn route(ctx: RequestContext, key: ApiKey, body: Bytes) -> Reply {
             data::list_offsets::handle
         ),
         ApiKey::Metadata => call!(ctx, key, body, MetadataRequest, metadata::handle),
+        ApiKey::DescribeAcls => call!(
+            ctx,
+            key,
+            body,
+            DescribeAclsRequest,
+            admin::describe_acls::handle
+        ),
+        ApiKey::CreateAcls => call!(
+            ctx,
+            key,
+            body,
+            CreateAclsRequest,
+            admin::create_acls::handle
+        ),
+        ApiKey::DeleteAcls => call!(
+            ctx,
+            key,
+            body,
+            DeleteAclsRequest,
+            admin::delete_acls::handle
+        ),
         ApiKey::ApiVersions => call!(ctx, key, body, ApiVersionsRequest, api_versions::handle),
         ApiKey::CreateTopics => call!(
             ctx,
