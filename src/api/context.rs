@@ -96,6 +96,19 @@ impl RequestContext {
         self.authorize(operation, ResourceType::Topic, topic)
     }
 
+    /// Kafka's `authorizeByResourceType`: may the principal perform `operation` on at
+    /// least one resource of `resource_type` (always, without an authorizer).
+    pub fn authorize_any(&self, operation: AclOperation, resource_type: ResourceType) -> bool {
+        self.services.access.authorizer().is_none_or(|a| {
+            a.authorize_any(
+                &self.principal.kafka_name(),
+                &self.peer.ip().to_string(),
+                operation,
+                resource_type,
+            )
+        })
+    }
+
     /// `authorize` on a consumer group.
     pub fn authorize_group(&self, operation: AclOperation, group: &str) -> bool {
         self.authorize(operation, ResourceType::Group, group)

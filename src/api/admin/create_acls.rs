@@ -52,6 +52,8 @@ pub async fn handle(ctx: &RequestContext, request: CreateAclsRequest) -> CreateA
     } else {
         ctx.services.store.create_acls(&valid).await
     };
+    // Read-your-writes on this broker; the others follow AclsChanged.
+    ctx.services.access.rebuild(ctx.services.store.acls());
     let results = checked
         .into_iter()
         .map(|result| match (result, &stored) {

@@ -24,26 +24,26 @@ pub async fn handle(ctx: &RequestContext, request: DeleteAclsRequest) -> DeleteA
             .collect();
         DeleteAclsResponse::default().with_filter_results(results)
     };
-    let Some(authorizer) = ctx.services.access.authorizer() else {
+    if !ctx.services.access.enabled() {
         return all_failed(
             ResponseError::SecurityDisabled,
             "No Authorizer is configured.",
         );
-    };
+    }
     if !ctx.authorize_cluster(AclOperation::Alter) {
         return all_failed(
             ResponseError::ClusterAuthorizationFailed,
             "Cluster authorization failed.",
         );
     }
+    let current = ctx.services.store.acls();
     let selections: Vec<Result<Vec<AclBinding>, (i16, String)>> = request
         .filters
         .iter()
         .map(|f| {
             let filter = filter(f);
             filter.validate().map_err(|e| (e.code, e.message))?;
-            Ok(authorizer
-                .acls
+            Ok(current
                 .iter()
                 .filter(|b| filter.matches(b))
                 .cloned()
@@ -61,6 +61,8 @@ pub async fn handle(ctx: &RequestContext, request: DeleteAclsRequest) -> DeleteA
     } else {
         ctx.services.store.delete_acls(&doomed).await
     };
+    // Read-your-writes on this broker; the others follow AclsChanged.
+    ctx.services.access.rebuild(ctx.services.store.acls());
     let results = selections
         .into_iter()
         .map(|selection| match (selection, &deleted) {

@@ -20,12 +20,12 @@ pub async fn handle(ctx: &RequestContext, request: DescribeAclsRequest) -> Descr
             .with_error_code(error.code())
             .with_error_message(Some(str_bytes(message)))
     };
-    let Some(authorizer) = ctx.services.access.authorizer() else {
+    if !ctx.services.access.enabled() {
         return refuse(
             ResponseError::SecurityDisabled,
             "No Authorizer is configured.",
         );
-    };
+    }
     if !ctx.authorize_cluster(AclOperation::Describe) {
         return refuse(
             ResponseError::ClusterAuthorizationFailed,
@@ -47,7 +47,13 @@ pub async fn handle(ctx: &RequestContext, request: DescribeAclsRequest) -> Descr
             .with_error_message(Some(str_bytes(error.message)));
     }
     let mut by_resource: BTreeMap<(i8, String, i8), Vec<AclDescription>> = BTreeMap::new();
-    for binding in authorizer.acls.iter().filter(|b| filter.matches(b)) {
+    for binding in ctx
+        .services
+        .store
+        .acls()
+        .iter()
+        .filter(|b| filter.matches(b))
+    {
         by_resource
             .entry((
                 binding.resource_type.code(),
