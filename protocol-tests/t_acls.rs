@@ -46,8 +46,12 @@ fn anon_topic(name: &str, pt: i8, op: i8, perm: i8) -> AclCreation {
     creation(TOPIC, name, pt, "User:ANONYMOUS", op, perm)
 }
 
-fn describe_all(v: i16) -> DescribeAclsRequest {
+fn describe_all(_v: i16) -> DescribeAclsRequest {
+    // kafka-protocol's defaults for the nullable filters are "" (a name), not null.
     DescribeAclsRequest::default()
+        .with_resource_name_filter(None)
+        .with_principal_filter(None)
+        .with_host_filter(None)
         .with_resource_type_filter(ANY)
         .with_pattern_type_filter(ANY)
         .with_operation(ANY)
@@ -56,6 +60,9 @@ fn describe_all(v: i16) -> DescribeAclsRequest {
 
 fn any_filter() -> DeleteAclsFilter {
     DeleteAclsFilter::default()
+        .with_resource_name_filter(None)
+        .with_principal_filter(None)
+        .with_host_filter(None)
         .with_resource_type_filter(ANY)
         .with_pattern_type_filter(ANY)
         .with_operation(ANY)
