@@ -219,6 +219,11 @@ impl Broker {
         }
     }
 
+    /// Replaces the extra `tern serve` arguments the next restart uses.
+    pub fn set_args(&mut self, extra: &[&str]) {
+        self.extra_args = extra.iter().map(|s| s.to_string()).collect();
+    }
+
     /// Stops the owned broker with SIGTERM (clean shutdown) and starts it again on the
     /// same data directory, same port if possible. Panics for external targets.
     pub fn restart(&mut self) {

@@ -21,6 +21,7 @@ mod groups;
 mod legacy;
 mod records;
 
+mod t_acls;
 mod t_admin;
 mod t_alter_partition_reassignments;
 mod t_api_versions;

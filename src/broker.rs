@@ -230,7 +230,10 @@ impl Broker {
         );
         groups.follow_leadership(&offsets_topic);
         let static_configs = config.static_broker_configs(&server.listeners);
+        let access =
+            crate::security::access::AccessControl::new(config.authorizer.clone(), store.acls());
         let services = Arc::new(Services {
+            access,
             static_configs,
             node,
             producer_ids: ProducerIdAllocator::new(Arc::clone(&store)),
@@ -472,7 +475,12 @@ async fn run_reconciler(
                 services.topics.apply_broker_configs();
                 Vec::new()
             }
+            Ok(MetadataEvent::AclsChanged) => {
+                services.access.rebuild(services.store.acls());
+                Vec::new()
+            }
             Ok(MetadataEvent::Resynced) | Err(RecvError::Lagged(_)) => {
+                services.access.rebuild(services.store.acls());
                 services.topics.apply_broker_configs();
                 let mut names = services.replicas.topic_names();
                 names.extend(services.store.topics().await.into_iter().map(|t| t.name));

@@ -167,6 +167,10 @@ serve_args! {
     offsets_topic_replication_factor: i16 = 3, "TERN_OFFSETS_TOPIC_REPLICATION_FACTOR";
     /// Requests slower than this are logged at WARN with their span (ms; 0 disables) [default: 1000]
     slow_request_ms: u64 = 1000, "TERN_SLOW_REQUEST_MS";
+    /// Authorizer: none (everything is allowed) or acl (Kafka's ACLs: what no ACL allows is denied) [default: none]
+    authorizer: String = "none".to_string(), "TERN_AUTHORIZER";
+    /// Principals that pass every ACL check, `User:A;User:B` (super.users); a PLAINTEXT connection is `User:ANONYMOUS` [default: none]
+    super_users: String = String::new(), "TERN_SUPER_USERS";
     /// Log format: text or json [default: text]
     log_format: String = "text".to_string(), "TERN_LOG_FORMAT";
 }
@@ -198,6 +202,8 @@ pub struct Config {
     /// The options the operator set (flag, environment or file), by field name: what
     /// DescribeConfigs reports as STATIC_BROKER_CONFIG rather than DEFAULT_CONFIG.
     pub operator_set: BTreeSet<&'static str>,
+    /// `--authorizer` and `--super-users`.
+    pub authorizer: crate::security::access::AuthorizerConfig,
 }
 
 /// Consumer-group coordinator settings.
@@ -285,6 +291,37 @@ pub enum ConfigError {
     },
     #[error("invalid option {name}: {reason}")]
     Invalid { name: &'static str, reason: String },
+}
+
+/// `--authorizer` (`none` | `acl`) and `--super-users` (`User:A;User:B`).
+fn authorizer_config(
+    authorizer: Option<&str>,
+    super_users: Option<&str>,
+) -> Result<crate::security::access::AuthorizerConfig, ConfigError> {
+    let enabled = match authorizer.unwrap_or("none").trim() {
+        "none" | "" => false,
+        "acl" => true,
+        other => {
+            return Err(ConfigError::Invalid {
+                name: "authorizer",
+                reason: format!("'{other}' is not one of none, acl"),
+            })
+        }
+    };
+    let super_users = crate::security::acl::parse_super_users(super_users.unwrap_or(""));
+    if let Some(bad) = super_users
+        .iter()
+        .find(|p| !crate::security::acl::valid_principal(p))
+    {
+        return Err(ConfigError::Invalid {
+            name: "super_users",
+            reason: format!("'{bad}' is not of the form Type:name (User:alice)"),
+        });
+    }
+    Ok(crate::security::access::AuthorizerConfig {
+        enabled,
+        super_users,
+    })
 }
 
 impl Config {
@@ -472,6 +509,7 @@ impl Config {
                 .unwrap_or_else(defaults::http_enable)
                 .then(|| (a.http.unwrap_or_else(defaults::http), a.http.is_some())),
             operator_set: set_fields,
+            authorizer: authorizer_config(a.authorizer.as_deref(), a.super_users.as_deref())?,
             groups: GroupsConfig {
                 coordinator: crate::group::coordinator::CoordinatorConfig {
                     limits: crate::group::state::GroupLimits {

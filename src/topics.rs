@@ -341,6 +341,11 @@ impl TopicService {
         Ok(spec)
     }
 
+    /// `auto.create.topics.enable`.
+    pub fn auto_create_enabled(&self) -> bool {
+        self.config.auto_create
+    }
+
     /// The topic's local partitions, creating the topic first when auto-creation is on
     /// and `allow_auto_create`. `Ok(None)` when it does not exist and may not be created.
     pub async fn get_or_auto_create(

@@ -12,6 +12,8 @@ use crate::group::coordinator::GroupCoordinator;
 use crate::replication::ReplicaManager;
 use crate::security::listener::SecurityProtocol;
 use crate::security::session::SaslSession;
+use crate::security::access::AccessControl;
+use crate::security::acl::{AclOperation, ResourceType, CLUSTER_NAME};
 use crate::topics::{ProducerIdAllocator, TopicService};
 
 /// Who sent a request: `User:ANONYMOUS` on PLAINTEXT (and TLS without a client
@@ -56,6 +58,17 @@ impl ConnectionSecurity {
     }
 }
 
+impl Principal {
+    /// Kafka's `Type:name` form, as ACLs name principals: a connection without
+    /// authentication is `User:ANONYMOUS`, as in Kafka.
+    pub fn kafka_name(&self) -> String {
+        match self {
+            Principal::Anonymous => "User:ANONYMOUS".to_string(),
+            Principal::User(name) => format!("User:{name}"),
+        }
+    }
+}
+
 /// The broker's subsystems, shared by all connections.
 #[derive(Debug)]
 pub struct Services {
@@ -74,6 +87,8 @@ pub struct Services {
     /// The read-only broker configs DescribeConfigs lists for this broker (and
     /// `log.flush.interval.ms`'s static value), by Kafka name.
     pub static_configs: Vec<StaticBrokerConfig>,
+    /// The authorizer (`--authorizer`), rebuilt from the store on `AclsChanged`.
+    pub access: AccessControl,
 }
 
 /// One request's context.
@@ -98,5 +113,64 @@ impl RequestContext {
     /// The name of the listener this request came in on.
     pub fn listener(&self) -> &'static str {
         self.connection.listener.name()
+    }
+
+    /// Whether this request's principal, from its address, may perform `operation` on
+    /// the resource (always, when no authorizer is configured).
+    pub fn authorize(
+        &self,
+        operation: AclOperation,
+        resource_type: ResourceType,
+        name: &str,
+    ) -> bool {
+        self.services.access.authorize(
+            &self.principal.kafka_name(),
+            &self.peer.ip().to_string(),
+            operation,
+            resource_type,
+            name,
+        )
+    }
+
+    /// `authorize` on the CLUSTER resource.
+    pub fn authorize_cluster(&self, operation: AclOperation) -> bool {
+        self.authorize(operation, ResourceType::Cluster, CLUSTER_NAME)
+    }
+
+    /// `authorize` on a topic.
+    pub fn authorize_topic(&self, operation: AclOperation, topic: &str) -> bool {
+        self.authorize(operation, ResourceType::Topic, topic)
+    }
+
+    /// Kafka's `authorizeByResourceType`: may the principal perform `operation` on at
+    /// least one resource of `resource_type` (always, without an authorizer).
+    pub fn authorize_any(&self, operation: AclOperation, resource_type: ResourceType) -> bool {
+        self.services.access.authorizer().is_none_or(|a| {
+            a.authorize_any(
+                &self.principal.kafka_name(),
+                &self.peer.ip().to_string(),
+                operation,
+                resource_type,
+            )
+        })
+    }
+
+    /// `authorize` on a consumer group.
+    pub fn authorize_group(&self, operation: AclOperation, group: &str) -> bool {
+        self.authorize(operation, ResourceType::Group, group)
+    }
+
+    /// KIP-430's bit field for the resource: every supported operation when no authorizer
+    /// is configured (Kafka's `AuthHelper.authorizedOperations`).
+    pub fn authorized_operations(&self, resource_type: ResourceType, name: &str) -> i32 {
+        match self.services.access.authorizer() {
+            None => crate::security::acl::all_operations(resource_type),
+            Some(authorizer) => authorizer.authorized_operations(
+                &self.principal.kafka_name(),
+                &self.peer.ip().to_string(),
+                resource_type,
+                name,
+            ),
+        }
     }
 }

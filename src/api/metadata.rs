@@ -4,6 +4,11 @@
 //! exist are auto-created when both the request (v4+) and the broker allow it, as in
 //! Kafka. A partition not placed yet (or whose leader is gone) answers
 //! LEADER_NOT_AVAILABLE, which clients retry.
+//!
+//! With an authorizer: the all-topics list holds only topics the principal may DESCRIBE;
+//! a named topic it may not DESCRIBE answers TOPIC_AUTHORIZATION_FAILED whether or not it
+//! exists; auto-creation needs CREATE on the cluster or the topic (else
+//! TOPIC_AUTHORIZATION_FAILED), as Kafka's `handleTopicMetadataRequest`.
 
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
@@ -14,6 +19,7 @@ use kafka_protocol::ResponseError;
 use super::context::RequestContext;
 use super::{errors, str_bytes, topic_name, AUTHORIZED_OPERATIONS_OMITTED};
 use crate::cluster::TopicSpec;
+use crate::security::acl::{AclOperation, ResourceType, CLUSTER_NAME};
 
 pub async fn handle(ctx: &RequestContext, request: MetadataRequest) -> MetadataResponse {
     let services = &ctx.services;
@@ -26,6 +32,9 @@ pub async fn handle(ctx: &RequestContext, request: MetadataRequest) -> MetadataR
         for spec in services.store.topics().await {
             if crate::topics::is_internal(&spec.name) {
                 continue; // hidden unless asked for by name
+            }
+            if !ctx.authorize_topic(AclOperation::Describe, &spec.name) {
+                continue; // KIP rule: what may not be described is not listed
             }
             match services.topics.get_or_auto_create(&spec.name, false).await {
                 Ok(Some(replicas)) => topics.push(describe(ctx, &replicas.spec)),
@@ -51,17 +60,48 @@ pub async fn handle(ctx: &RequestContext, request: MetadataRequest) -> MetadataR
                     }
                 },
             };
-            match services
-                .topics
-                .get_or_auto_create(&name, allow_auto_create)
-                .await
-            {
+            // Unauthorized and unknown look alike to a principal that may not DESCRIBE
+            // the name (Kafka answers TOPIC_AUTHORIZATION_FAILED whether or not it exists).
+            if !ctx.authorize_topic(AclOperation::Describe, &name) {
+                let mut topic = failed(
+                    requested.name.is_some().then_some(name),
+                    ResponseError::TopicAuthorizationFailed,
+                );
+                topic.topic_id = requested.topic_id;
+                topics.push(topic);
+                continue;
+            }
+            let may_create = allow_auto_create
+                && (ctx.authorize_cluster(AclOperation::Create)
+                    || ctx.authorize_topic(AclOperation::Create, &name));
+            let would_create = allow_auto_create && services.topics.auto_create_enabled();
+            match services.topics.get_or_auto_create(&name, may_create).await {
                 Ok(Some(replicas)) => topics.push(describe(ctx, &replicas.spec)),
+                Ok(None) if would_create && !may_create => {
+                    topics.push(failed(Some(name), ResponseError::TopicAuthorizationFailed))
+                }
                 Ok(None) => topics.push(failed(Some(name), ResponseError::UnknownTopicOrPartition)),
                 Err(error) => topics.push(failed(Some(name), errors::topic_error(&error))),
             }
         }
     }
+    // KIP-430 (v8+; cluster operations v8–10 only): asked for, the real bit fields.
+    if ctx.api_version >= 8 && request.include_topic_authorized_operations {
+        for topic in &mut topics {
+            if topic.error_code == 0 {
+                if let Some(name) = &topic.name {
+                    topic.topic_authorized_operations =
+                        ctx.authorized_operations(ResourceType::Topic, name.0.as_str());
+                }
+            }
+        }
+    }
+    let cluster_operations =
+        if (8..=10).contains(&ctx.api_version) && request.include_cluster_authorized_operations {
+            ctx.authorized_operations(ResourceType::Cluster, CLUSTER_NAME)
+        } else {
+            AUTHORIZED_OPERATIONS_OMITTED
+        };
     let brokers = services
         .store
         .brokers()
@@ -80,7 +120,7 @@ pub async fn handle(ctx: &RequestContext, request: MetadataRequest) -> MetadataR
         .with_cluster_id(Some(str_bytes(services.store.cluster_id())))
         .with_controller_id(BrokerId(services.store.controller_id().unwrap_or(-1)))
         .with_topics(topics)
-        .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
+        .with_cluster_authorized_operations(cluster_operations)
 }
 
 fn failed(name: Option<String>, error: ResponseError) -> MetadataResponseTopic {

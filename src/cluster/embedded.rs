@@ -16,6 +16,7 @@ use super::{
 };
 use crate::log::write_atomically;
 use crate::security::credentials::{ScramMechanism, StoredScramCredential};
+use crate::security::acl::AclBinding;
 
 const FILE_NAME: &str = "metadata.json";
 
@@ -32,6 +33,10 @@ struct State {
     /// SCRAM credentials by user and mechanism.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     users: UserCredentials,
+    /// ACL bindings, a set (kept sorted so that the file is stable). Absent from files
+    /// written before ACLs existed.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    acls: std::collections::BTreeSet<AclBinding>,
 }
 
 /// The key of a dynamic broker config level.
@@ -90,6 +95,7 @@ impl EmbeddedStore {
                     next_topic_numeric_id: 1,
                     broker_configs: BTreeMap::new(),
                     users: BTreeMap::new(),
+                    acls: Default::default(),
                 };
                 persist(&path, &state)?;
                 state
@@ -264,6 +270,30 @@ impl MetadataStore for EmbeddedStore {
             .unwrap_or_default()
     }
 
+    fn acls(&self) -> Vec<AclBinding> {
+        self.state.lock().acls.iter().cloned().collect()
+    }
+
+    async fn create_acls(&self, bindings: &[AclBinding]) -> Result<(), MetadataError> {
+        self.update(|state| {
+            state.acls.extend(bindings.iter().cloned());
+            Ok(())
+        })?;
+        self.publish(MetadataEvent::AclsChanged);
+        Ok(())
+    }
+
+    async fn delete_acls(&self, bindings: &[AclBinding]) -> Result<(), MetadataError> {
+        self.update(|state| {
+            for binding in bindings {
+                state.acls.remove(binding);
+            }
+            Ok(())
+        })?;
+        self.publish(MetadataEvent::AclsChanged);
+        Ok(())
+    }
+
     async fn set_broker_configs(
         &self,
         broker: Option<i32>,
@@ -425,6 +455,34 @@ mod tests {
         );
         store.delete_topic("a").await?;
         assert!(store.topic("a").await.is_none());
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn acls_survive_reopen_and_are_announced() -> Result<(), MetadataError> {
+        use crate::security::acl::{AclOperation, AclPermissionType, PatternType, ResourceType};
+        let dir = tempfile::tempdir()?;
+        let store = EmbeddedStore::open(dir.path(), Some("c1"), node())?;
+        let mut events = store.subscribe();
+        let binding = |name: &str| AclBinding {
+            resource_type: ResourceType::Topic,
+            resource_name: name.to_string(),
+            pattern_type: PatternType::Literal,
+            principal: "User:alice".to_string(),
+            host: "*".to_string(),
+            operation: AclOperation::Read,
+            permission: AclPermissionType::Allow,
+        };
+        store
+            .create_acls(&[binding("a"), binding("b"), binding("a")])
+            .await?;
+        assert_eq!(events.try_recv().ok(), Some(MetadataEvent::AclsChanged));
+        assert_eq!(store.acls(), vec![binding("a"), binding("b")], "a set");
+        drop(store);
+        let store = EmbeddedStore::open(dir.path(), None, node())?;
+        assert_eq!(store.acls().len(), 2);
+        store.delete_acls(&[binding("a"), binding("zz")]).await?;
+        assert_eq!(store.acls(), vec![binding("b")]);
         Ok(())
     }
 

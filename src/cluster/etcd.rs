@@ -12,6 +12,7 @@
 //! | `counters/topic_id`, `counters/producer_id` | next id | any broker, compare-and-swap |
 //! | `configs/brokers/<id>`, `configs/brokers/<default>` | dynamic broker configs, JSON map | any broker (AlterConfigs on a BROKER resource) |
 //! | `users/<mechanism>/<user, percent-encoded>` | a SCRAM credential (salt, stored and server keys, iterations), JSON | any broker (AlterUserScramCredentials) |
+//! | `acls/<binding key>`  | `AclBinding` JSON (the key encodes every field, `AclBinding::storage_key`) | any broker (CreateAcls, DeleteAcls): one key per binding, so concurrent writers need no compare-and-swap |
 //!
 //! Every broker keeps the whole prefix in a local cache: one range read, then a watch
 //! from the next revision, so that reads on the request path never touch etcd and
@@ -45,6 +46,7 @@ use super::{
 use crate::metrics as m;
 use crate::model::monotonic_ms;
 use crate::security::credentials::{ScramMechanism, StoredScramCredential};
+use crate::security::acl::AclBinding;
 
 /// How to reach etcd and how long this broker's session lasts.
 #[derive(Debug, Clone)]
@@ -116,6 +118,9 @@ impl Keys {
         )
     }
     /// `configs/brokers/<id>`, or `configs/brokers/<default>` for the cluster default.
+    fn acl(&self, binding: &AclBinding) -> String {
+        format!("{}acls/{}", self.prefix, binding.storage_key())
+    }
     fn broker_configs(&self, broker: Option<i32>) -> String {
         match broker {
             Some(id) => format!("{}configs/brokers/{id}", self.prefix),
@@ -134,6 +139,8 @@ enum Entry<'a> {
     BrokerConfigs(Option<i32>),
     /// A SCRAM credential: mechanism name and user.
     User(&'a str, String),
+    /// An ACL binding, by its storage key.
+    Acl(&'a str),
     Other,
 }
 
@@ -184,6 +191,8 @@ fn classify<'a>(prefix: &str, key: &'a str) -> Entry<'a> {
         user.split_once('/')
             .and_then(|(mechanism, name)| Some(Entry::User(mechanism, decode_key_part(name)?)))
             .unwrap_or(Entry::Other)
+    } else if let Some(binding) = rest.strip_prefix("acls/") {
+        Entry::Acl(binding)
     } else if let Some(level) = rest.strip_prefix("configs/brokers/") {
         if level == "<default>" {
             Entry::BrokerConfigs(None)
@@ -237,6 +246,8 @@ pub struct Snapshot {
     /// Dynamic broker configs by level (`None`: the cluster-wide default).
     pub broker_configs: BTreeMap<Option<i32>, BTreeMap<String, String>>,
     pub users: UserCredentials,
+    /// ACL bindings by their storage key.
+    pub acls: BTreeMap<String, AclBinding>,
 }
 
 impl Snapshot {
@@ -314,6 +325,15 @@ impl Snapshot {
                     }
                 }
                 None
+            }
+            Entry::Acl(binding_key) => {
+                if put {
+                    let binding = parse::<AclBinding>(key, value)?;
+                    self.acls.insert(binding_key.to_string(), binding);
+                } else {
+                    self.acls.remove(binding_key);
+                }
+                Some(MetadataEvent::AclsChanged)
             }
             Entry::Other => None,
         }
@@ -495,6 +515,18 @@ impl EtcdStore {
                 .await;
         }
         Ok(response)
+    }
+
+    /// Runs independent operations in transactions of at most `TXN_OPS_MAX` (etcd refuses
+    /// larger ones, `--max-txn-ops` defaults to 128), each seen by the cache before the next.
+    async fn write_in_chunks(&self, operations: Vec<TxnOp>) -> Result<(), MetadataError> {
+        const TXN_OPS_MAX: usize = 100;
+        let mut operations = operations.into_iter().peekable();
+        while operations.peek().is_some() {
+            let chunk: Vec<TxnOp> = operations.by_ref().take(TXN_OPS_MAX).collect();
+            self.txn_seen(Txn::new().and_then(chunk)).await?;
+        }
+        Ok(())
     }
 
     async fn get(&self, key: &str) -> Result<Option<KeyValue>, MetadataError> {
@@ -1153,6 +1185,28 @@ impl MetadataStore for EtcdStore {
         };
         self.txn_seen(Txn::new().and_then([operation])).await?;
         Ok(())
+    }
+
+    fn acls(&self) -> Vec<AclBinding> {
+        self.cache.read().acls.values().cloned().collect()
+    }
+
+    async fn create_acls(&self, bindings: &[AclBinding]) -> Result<(), MetadataError> {
+        let mut operations = Vec::with_capacity(bindings.len());
+        for binding in bindings {
+            let key = self.keys.acl(binding);
+            let value = serde_json::to_vec(binding).map_err(|e| corrupt(&key, e))?;
+            operations.push(TxnOp::put(key, value, None));
+        }
+        self.write_in_chunks(operations).await
+    }
+
+    async fn delete_acls(&self, bindings: &[AclBinding]) -> Result<(), MetadataError> {
+        let operations = bindings
+            .iter()
+            .map(|binding| TxnOp::delete(self.keys.acl(binding), None))
+            .collect();
+        self.write_in_chunks(operations).await
     }
 
     async fn allocate_producer_ids(&self, count: i64) -> Result<i64, MetadataError> {

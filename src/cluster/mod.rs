@@ -29,6 +29,8 @@ use uuid::Uuid;
 pub use embedded::EmbeddedStore;
 pub use etcd::EtcdStore;
 
+use crate::security::acl::AclBinding;
+
 /// A topic as the cluster knows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TopicSpec {
@@ -304,6 +306,8 @@ pub enum MetadataEvent {
     /// Dynamic broker configs changed (`None`: the cluster-wide default, `Some(id)`: that
     /// broker's own): brokers re-resolve topic defaults and re-apply them.
     BrokerConfigsChanged(Option<i32>),
+    /// ACL bindings were created or deleted: brokers rebuild their authorizer.
+    AclsChanged,
     /// The store reloaded everything (after a lost watch): reconcile it all.
     Resynced,
 }
@@ -366,6 +370,15 @@ pub trait MetadataStore: Send + Sync + Debug + 'static {
         broker: Option<i32>,
         configs: BTreeMap<String, String>,
     ) -> Result<(), MetadataError>;
+    /// Every ACL binding of the cluster, from the local copy: cheap, for rebuilding the
+    /// authorizer on `AclsChanged`.
+    fn acls(&self) -> Vec<AclBinding>;
+    /// Adds ACL bindings (already validated; adding one that exists changes nothing) and
+    /// announces `AclsChanged` to every broker.
+    async fn create_acls(&self, bindings: &[AclBinding]) -> Result<(), MetadataError>;
+    /// Removes exactly these ACL bindings (absent ones are ignored) and announces
+    /// `AclsChanged` to every broker.
+    async fn delete_acls(&self, bindings: &[AclBinding]) -> Result<(), MetadataError>;
     /// Reserves `count` consecutive producer ids and returns the first.
     async fn allocate_producer_ids(&self, count: i64) -> Result<i64, MetadataError>;
     /// Every user's SCRAM credentials, salted and hashed (never a password), from the

@@ -7,11 +7,15 @@
 //! - `scram_messages`: the strict parser of the two client messages.
 //! - `plain`: PLAIN, verified against the same SCRAM credentials (no second password store).
 //! - `credentials`: the JSON form of a stored credential and the DescribeUserScramCredentials view.
+//! - `acl`: the ACL model (bindings, filters, validation) and the authorizer's decisions.
+//! - `access`: the broker's configured authorizer, swapped whole when the ACLs change.
 
 pub mod scram;
 pub mod scram_messages;
 pub mod plain;
 pub mod credentials;
+pub mod acl;
+pub mod access;
 
 /// The largest client SASL token any mechanism here accepts, in bytes.
 ///

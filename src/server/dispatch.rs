@@ -78,6 +78,9 @@ pub const SUPPORTED: &[ApiRange] = &[
     api(ApiKey::SaslAuthenticate, 0, 2),
     api(ApiKey::DescribeUserScramCredentials, 0, 0),
     api(ApiKey::AlterUserScramCredentials, 0, 0),
+    api(ApiKey::DescribeAcls, 1, 3),
+    api(ApiKey::CreateAcls, 1, 3),
+    api(ApiKey::DeleteAcls, 1, 3),
 ];
 
 /// Produce's first served version; v0–2 are only advertised (module doc).
@@ -322,6 +325,9 @@ fn api_name(key: ApiKey) -> &'static str {
         ApiKey::SaslAuthenticate => "SaslAuthenticate",
         ApiKey::DescribeUserScramCredentials => "DescribeUserScramCredentials",
         ApiKey::AlterUserScramCredentials => "AlterUserScramCredentials",
+        ApiKey::DescribeAcls => "DescribeAcls",
+        ApiKey::CreateAcls => "CreateAcls",
+        ApiKey::DeleteAcls => "DeleteAcls",
         _ => "Other",
     }
 }
@@ -428,6 +434,27 @@ async fn route(ctx: RequestContext, key: ApiKey, body: Bytes) -> Reply {
             body,
             AlterUserScramCredentialsRequest,
             security::alter_user_scram_credentials::handle
+        ),
+        ApiKey::DescribeAcls => call!(
+            ctx,
+            key,
+            body,
+            DescribeAclsRequest,
+            admin::describe_acls::handle
+        ),
+        ApiKey::CreateAcls => call!(
+            ctx,
+            key,
+            body,
+            CreateAclsRequest,
+            admin::create_acls::handle
+        ),
+        ApiKey::DeleteAcls => call!(
+            ctx,
+            key,
+            body,
+            DeleteAclsRequest,
+            admin::delete_acls::handle
         ),
         ApiKey::ApiVersions => call!(ctx, key, body, ApiVersionsRequest, api_versions::handle),
         ApiKey::CreateTopics => call!(

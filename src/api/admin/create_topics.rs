@@ -13,6 +13,7 @@ use kafka_protocol::ResponseError;
 use super::super::context::RequestContext;
 use super::super::{errors, str_bytes};
 use crate::cluster::topic_config::TOPIC_CONFIGS;
+use crate::security::acl::AclOperation;
 use crate::topics::CreateTopic;
 
 pub async fn handle(ctx: &RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse {
@@ -25,12 +26,22 @@ pub async fn handle(ctx: &RequestContext, request: CreateTopicsRequest) -> Creat
         .map(|t| t.name.to_string())
         .collect();
     let mut results = Vec::with_capacity(request.topics.len());
+    let may_create_any = ctx.authorize_cluster(AclOperation::Create);
     for topic in &request.topics {
         let name = topic.name.to_string();
         let result = CreatableTopicResult::default()
             .with_name(topic.name.clone())
             .with_num_partitions(-1)
             .with_replication_factor(-1);
+        // CREATE on the cluster or on the topic (Kafka's handleCreateTopicsRequest).
+        if !may_create_any && !ctx.authorize_topic(AclOperation::Create, &name) {
+            results.push(
+                result
+                    .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                    .with_error_message(Some(str_bytes("Authorization failed."))),
+            );
+            continue;
+        }
         if duplicates.contains(&name) {
             results.push(
                 result

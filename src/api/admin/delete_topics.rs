@@ -7,6 +7,7 @@ use kafka_protocol::ResponseError;
 
 use super::super::context::RequestContext;
 use super::super::{errors, str_bytes, topic_name};
+use crate::security::acl::AclOperation;
 
 pub async fn handle(ctx: &RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse {
     let services = &ctx.services;
@@ -24,6 +25,7 @@ pub async fn handle(ctx: &RequestContext, request: DeleteTopicsRequest) -> Delet
     let mut responses = Vec::with_capacity(wanted.len());
     for (name, topic_id) in wanted {
         let result = DeletableTopicResult::default().with_topic_id(topic_id);
+        let by_id = name.is_none();
         let name = match name {
             Some(name) => name,
             None => match services.store.topic_by_id(topic_id).await {
@@ -34,7 +36,23 @@ pub async fn handle(ctx: &RequestContext, request: DeleteTopicsRequest) -> Delet
                 }
             },
         };
+        // Kafka: a topic that may not be described stays unknown-looking; DELETE is
+        // needed to delete it.
+        if !ctx.authorize_topic(AclOperation::Describe, &name) {
+            let error = if by_id {
+                ResponseError::UnknownTopicId
+            } else {
+                ResponseError::TopicAuthorizationFailed
+            };
+            let named = if by_id { None } else { Some(topic_name(name)) };
+            responses.push(result.with_name(named).with_error_code(error.code()));
+            continue;
+        }
         let result = result.with_name(Some(topic_name(name.clone())));
+        if !ctx.authorize_topic(AclOperation::Delete, &name) {
+            responses.push(result.with_error_code(ResponseError::TopicAuthorizationFailed.code()));
+            continue;
+        }
         match services.topics.delete(&name).await {
             Ok(spec) => responses.push(result.with_topic_id(spec.topic_id)),
             Err(error) => responses.push(

@@ -2,9 +2,12 @@
 
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
+pub mod create_acls;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_acls;
 pub mod delete_topics;
+pub mod describe_acls;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_log_dirs;

@@ -28,6 +28,7 @@ use tokio::time::Instant;
 use super::super::context::RequestContext;
 use super::super::errors;
 use crate::replication::{NotServed, TopicReplicas};
+use crate::security::acl::AclOperation;
 
 pub async fn handle(ctx: &RequestContext, request: FetchRequest) -> FetchResponse {
     // tern never creates a fetch session (it answers session id 0), so any other id
@@ -76,6 +77,26 @@ fn resolve(
     }
 }
 
+/// Kafka's Fetch rule: a follower (replica id set) needs CLUSTER_ACTION on the cluster, a
+/// consumer READ on the topic — checked by name before existence, so that v4–12 cannot
+/// probe for names; a v13+ topic id that names nothing stays UNKNOWN_TOPIC_ID.
+fn authorized(
+    ctx: &RequestContext,
+    replica_id: i32,
+    by_id: bool,
+    name: &str,
+    replicas: Option<&TopicReplicas>,
+) -> bool {
+    if replica_id >= 0 {
+        return ctx.authorize_cluster(AclOperation::ClusterAction);
+    }
+    match (by_id, replicas) {
+        (true, Some(t)) => ctx.authorize_topic(AclOperation::Read, &t.spec.name),
+        (true, None) => true,
+        (false, _) => ctx.authorize_topic(AclOperation::Read, name),
+    }
+}
+
 fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
     let mut remaining = i64::from(request.max_bytes.max(0));
     let mut bytes = 0i64;
@@ -92,8 +113,23 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
     for topic in &request.topics {
         let replicas = resolve(ctx, &topic.topic, topic.topic_id);
         let by_id = ctx.api_version >= 13;
+        let authorized = authorized(ctx, replica_id, by_id, &topic.topic, replicas.as_deref());
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for wanted in &topic.partitions {
+            if !authorized {
+                has_error = true;
+                partitions.push(
+                    PartitionData::default()
+                        .with_partition_index(wanted.partition)
+                        .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                        .with_high_watermark(-1)
+                        .with_last_stable_offset(-1)
+                        .with_log_start_offset(-1)
+                        .with_preferred_read_replica(BrokerId(-1))
+                        .with_records(Some(Bytes::new())),
+                );
+                continue;
+            }
             let mut data = PartitionData::default()
                 .with_partition_index(wanted.partition)
                 .with_high_watermark(-1)

@@ -7,6 +7,7 @@ use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, Pr
 use kafka_protocol::ResponseError;
 
 use super::super::context::RequestContext;
+use crate::security::acl::{AclOperation, ResourceType};
 
 pub async fn handle(
     ctx: &RequestContext,
@@ -15,6 +16,24 @@ pub async fn handle(
     let response = InitProducerIdResponse::default()
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1);
+    // Kafka 3+ (KIP-679): a transactional id needs WRITE on it; an idempotent producer
+    // IDEMPOTENT_WRITE on the cluster or WRITE on some topic.
+    match request
+        .transactional_id
+        .as_ref()
+        .filter(|id| !id.is_empty())
+    {
+        Some(id) if !ctx.authorize(AclOperation::Write, ResourceType::TransactionalId, id) => {
+            return response
+                .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
+        }
+        None if !ctx.authorize_cluster(AclOperation::IdempotentWrite)
+            && !ctx.authorize_any(AclOperation::Write, ResourceType::Topic) =>
+        {
+            return response.with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+        }
+        _ => {}
+    }
     if request
         .transactional_id
         .as_ref()

@@ -15,6 +15,7 @@ use kafka_protocol::messages::TopicName;
 use super::super::context::RequestContext;
 use super::super::errors;
 use crate::model::now_ms;
+use crate::security::acl::AclOperation;
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
@@ -26,6 +27,8 @@ pub async fn handle(ctx: &RequestContext, request: ListOffsetsRequest) -> ListOf
     let mut topics = Vec::with_capacity(request.topics.len());
     for topic in &request.topics {
         let replicas = ctx.services.replicas.topic(&topic.name);
+        // DESCRIBE on the topic, before existence (Kafka's handleListOffsetRequest).
+        let allowed = ctx.authorize_topic(AclOperation::Describe, &topic.name);
         let partitions = topic
             .partitions
             .iter()
@@ -35,6 +38,10 @@ pub async fn handle(ctx: &RequestContext, request: ListOffsetsRequest) -> ListOf
                     .with_timestamp(-1)
                     .with_offset(-1)
                     .with_leader_epoch(-1);
+                if !allowed {
+                    return response
+                        .with_error_code(ResponseError::TopicAuthorizationFailed.code());
+                }
                 let partition = match replicas
                     .as_ref()
                     .map(|t| t.partition(wanted.partition_index))
@@ -138,6 +145,9 @@ pub async fn handle_v0(ctx: &RequestContext, request: LegacyRequest) -> LegacyRe
                     error_code: error.code(),
                     offsets,
                 };
+                if !ctx.authorize_topic(AclOperation::Describe, &topic.name) {
+                    return answer(ResponseError::TopicAuthorizationFailed, Vec::new());
+                }
                 if wanted.timestamp < EARLIEST {
                     return answer(ResponseError::UnsupportedVersion, Vec::new());
                 }

@@ -8,6 +8,9 @@
 //! batch (every in-sync replica has it) — or REQUEST_TIMED_OUT after the request's
 //! `timeout_ms`. Either waits for an fsync too when the topic's `flush.messages` says
 //! so (`Partition::flush_due`).
+//!
+//! With an authorizer, each topic needs WRITE (else TOPIC_AUTHORIZATION_FAILED on every
+//! partition, nothing appended), and auto-creation CREATE on the cluster or the topic.
 
 use std::sync::Arc;
 
@@ -20,6 +23,7 @@ use super::super::{errors, str_bytes};
 use crate::log::AppendInfo;
 use crate::model::now_ms;
 use crate::replication::{Acks, NotServed, Partition, PartitionError};
+use crate::security::acl::AclOperation;
 
 /// What a produce request needs after its batches are appended.
 #[derive(Debug)]
@@ -77,12 +81,48 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Outcome {
             );
             continue;
         }
+        // WRITE on the topic, checked before anything is looked up or created, so that
+        // a principal without it learns nothing (Kafka's handleProduceRequest).
+        let name = if ctx.api_version >= 13 {
+            ctx.services
+                .replicas
+                .topic_by_id(topic.topic_id)
+                .map(|t| t.spec.name.clone())
+        } else {
+            Some(topic.name.to_string())
+        };
+        if name
+            .as_deref()
+            .is_some_and(|n| !ctx.authorize_topic(AclOperation::Write, n))
+        {
+            let partitions = topic
+                .partition_data
+                .iter()
+                .map(|d| {
+                    PartitionProduceResponse::default()
+                        .with_index(d.index)
+                        .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                        .with_base_offset(-1)
+                        .with_log_append_time_ms(-1)
+                        .with_log_start_offset(-1)
+                })
+                .collect();
+            responses.push(
+                TopicProduceResponse::default()
+                    .with_name(topic.name)
+                    .with_topic_id(topic.topic_id)
+                    .with_partition_responses(partitions),
+            );
+            continue;
+        }
         let replicas = if ctx.api_version >= 13 {
             Ok(ctx.services.replicas.topic_by_id(topic.topic_id))
         } else {
+            let may_create = ctx.authorize_cluster(AclOperation::Create)
+                || ctx.authorize_topic(AclOperation::Create, &topic.name);
             ctx.services
                 .topics
-                .get_or_auto_create(&topic.name, true)
+                .get_or_auto_create(&topic.name, may_create)
                 .await
         };
         let internal_by_id =

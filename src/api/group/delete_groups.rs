@@ -5,13 +5,18 @@ use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 
 use super::super::context::RequestContext;
 use super::super::errors;
+use crate::security::acl::AclOperation;
 
 pub async fn handle(ctx: &RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse {
     let mut results = Vec::with_capacity(request.groups_names.len());
     for group_id in &request.groups_names {
-        let error = match ctx.services.groups.delete_group(group_id).await {
-            Ok(()) => None,
-            Err(e) => Some(errors::commit_error(&e)),
+        let error = if !ctx.authorize_group(AclOperation::Delete, group_id) {
+            Some(kafka_protocol::ResponseError::GroupAuthorizationFailed)
+        } else {
+            match ctx.services.groups.delete_group(group_id).await {
+                Ok(()) => None,
+                Err(e) => Some(errors::commit_error(&e)),
+            }
         };
         results.push(
             DeletableGroupResult::default()

@@ -11,6 +11,7 @@ use super::super::context::RequestContext;
 use super::super::str_bytes;
 use crate::cluster::BrokerInfo;
 use crate::group::offsets;
+use crate::security::acl::{AclOperation, ResourceType};
 
 const GROUP: i8 = 0;
 
@@ -20,6 +21,17 @@ async fn coordinator_of(
     key_type: i8,
     key: &str,
 ) -> Result<BrokerInfo, (ResponseError, String)> {
+    let (resource, refused) = if key_type == GROUP {
+        (ResourceType::Group, ResponseError::GroupAuthorizationFailed)
+    } else {
+        (
+            ResourceType::TransactionalId,
+            ResponseError::TransactionalIdAuthorizationFailed,
+        )
+    };
+    if !ctx.authorize(AclOperation::Describe, resource, key) {
+        return Err((refused, format!("not authorized to describe '{key}'")));
+    }
     if key_type != GROUP {
         return Err((
             ResponseError::CoordinatorNotAvailable,

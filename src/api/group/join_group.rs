@@ -8,11 +8,19 @@ use kafka_protocol::ResponseError;
 use super::super::context::RequestContext;
 use super::super::{errors, str_bytes};
 use crate::group::state::JoinRequest;
+use crate::security::acl::AclOperation;
 
 pub async fn handle(ctx: &RequestContext, request: JoinGroupRequest) -> JoinGroupResponse {
     if request.group_id.is_empty() {
         return JoinGroupResponse::default()
             .with_error_code(ResponseError::InvalidGroupId.code())
+            .with_generation_id(-1)
+            .with_member_id(request.member_id);
+    }
+    // READ on the group, as Kafka's handler checks it first.
+    if !ctx.authorize_group(AclOperation::Read, &request.group_id) {
+        return JoinGroupResponse::default()
+            .with_error_code(kafka_protocol::ResponseError::GroupAuthorizationFailed.code())
             .with_generation_id(-1)
             .with_member_id(request.member_id);
     }

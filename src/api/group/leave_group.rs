@@ -5,11 +5,17 @@ use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 
 use super::super::context::RequestContext;
 use super::super::errors;
+use crate::security::acl::AclOperation;
 
 pub async fn handle(ctx: &RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse {
     if request.group_id.is_empty() {
         return LeaveGroupResponse::default()
             .with_error_code(kafka_protocol::ResponseError::InvalidGroupId.code());
+    }
+    // READ on the group, as Kafka's handler checks it first.
+    if !ctx.authorize_group(AclOperation::Read, &request.group_id) {
+        return LeaveGroupResponse::default()
+            .with_error_code(kafka_protocol::ResponseError::GroupAuthorizationFailed.code());
     }
     let groups = &ctx.services.groups;
     if ctx.api_version < 3 {

@@ -13,6 +13,7 @@ use kafka_protocol::ResponseError;
 use super::super::context::RequestContext;
 use super::super::errors;
 use crate::group::coordinator::{CommitError, OffsetCommit};
+use crate::security::acl::AclOperation;
 
 use crate::config::limits::OFFSET_METADATA_MAX_BYTES;
 
@@ -20,10 +21,21 @@ pub async fn handle(ctx: &RequestContext, request: OffsetCommitRequest) -> Offse
     let services = &ctx.services;
     let mut commits = Vec::new();
     let mut statuses: Vec<Vec<Option<ResponseError>>> = Vec::new();
+    // Kafka's rule: READ on the group, then READ on each topic.
+    let group_allowed = ctx.authorize_group(AclOperation::Read, &request.group_id);
     for topic in &request.topics {
         let known = services.replicas.topic(&topic.name);
+        let topic_allowed = ctx.authorize_topic(AclOperation::Read, &topic.name);
         let mut topic_status = Vec::new();
         for p in &topic.partitions {
+            if !group_allowed {
+                topic_status.push(Some(ResponseError::GroupAuthorizationFailed));
+                continue;
+            }
+            if !topic_allowed {
+                topic_status.push(Some(ResponseError::TopicAuthorizationFailed));
+                continue;
+            }
             let exists = known
                 .as_ref()
                 .is_some_and(|t| (0..t.spec.partitions).contains(&p.partition_index));

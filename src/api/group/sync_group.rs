@@ -4,11 +4,17 @@ use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 
 use super::super::context::RequestContext;
 use super::super::{errors, str_bytes};
+use crate::security::acl::AclOperation;
 
 pub async fn handle(ctx: &RequestContext, request: SyncGroupRequest) -> SyncGroupResponse {
     if request.group_id.is_empty() {
         return SyncGroupResponse::default()
             .with_error_code(kafka_protocol::ResponseError::InvalidGroupId.code());
+    }
+    // READ on the group, as Kafka's handler checks it first.
+    if !ctx.authorize_group(AclOperation::Read, &request.group_id) {
+        return SyncGroupResponse::default()
+            .with_error_code(kafka_protocol::ResponseError::GroupAuthorizationFailed.code());
     }
     let assignments = request
         .assignments
