@@ -264,3 +264,70 @@ def test_a_renewed_certificate_is_served_without_a_restart(secure):
     shutil.copy(secure.pki / "renewed.key", secure.pki / "server.key")
     shutil.copy(secure.pki / "renewed.pem", secure.pki / "server.pem")
     wait_until(lambda: served_subject() == "renewed", timeout=15, what="the renewed certificate")
+
+
+@pytest.fixture
+def authorized(tmp_path, pki, request):
+    """A broker with the ACL authorizer: the loopback PLAINTEXT listener's
+    `User:ANONYMOUS` is the super user that creates users and ACLs."""
+    ports = {name: free_port() for name in ("PLAINTEXT", "SASL_SSL")}
+    listeners = ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items())
+    broker = Broker(data_dir=tmp_path / "data", log_dir=tmp_path / "logs", port=ports["PLAINTEXT"], extra_args=[
+        "--listeners", listeners,
+        "--tls-cert", str(pki / "server.pem"), "--tls-key", str(pki / "server.key"),
+        "--authorizer", "acl", "--super-users", "User:ANONYMOUS",
+    ])
+    request.node._tern_broker = broker
+    broker.start()
+    try:
+        yield SecureBroker(broker, ports, pki)
+    finally:
+        broker.stop()
+
+
+def test_acls_grant_a_prefix_hide_other_topics_and_refuse_writes(authorized, topic):
+    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
+                                       NewTopic, ResourcePatternType, ResourceType)
+
+    secure = authorized
+    secure.add_user("alice", PASSWORD)
+    admin = AdminClient({"bootstrap.servers": secure.address("PLAINTEXT")})
+    mine, other = f"alice.{topic}", f"other.{topic}"
+    for f in admin.create_topics([NewTopic(mine, 1, 1), NewTopic(other, 1, 1)]).values():
+        f.result(20)
+    grants = [
+        AclBinding(ResourceType.TOPIC, "alice.", ResourcePatternType.PREFIXED, "User:alice", "*", op,
+                   AclPermissionType.ALLOW)
+        for op in (AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE)
+    ]
+    for f in admin.create_acls(grants).values():
+        f.result(20)
+    config = confluent_config(secure, "SASL_SSL", "SCRAM-SHA-512")
+    alice_admin = AdminClient(config)
+    visible = set(alice_admin.list_topics(timeout=20).topics)
+    assert mine in visible and other not in visible, visible
+    # Writes to the granted family succeed; to another topic they are refused.
+    producer = Producer({**config, "acks": "all", "message.timeout.ms": 10000})
+    outcomes = {}
+    for name in (mine, other):
+        producer.produce(name, value=b"x", on_delivery=lambda err, msg, n=name: outcomes.setdefault(n, err))
+    producer.flush(20)
+    assert outcomes[mine] is None
+    assert outcomes[other] is not None and outcomes[other].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, outcomes
+    # Nothing was appended to the refused topic.
+    from confluent_kafka import TopicPartition
+    from confluent_kafka import Consumer
+    probe = Consumer({"bootstrap.servers": secure.address("PLAINTEXT"), "group.id": "probe"})
+    low, high = probe.get_watermark_offsets(TopicPartition(other, 0), timeout=10)
+    probe.close()
+    assert high == 0, (low, high)
+    # A deny beats the allow, and takes effect without a restart.
+    deny = AclBinding(ResourceType.TOPIC, mine, ResourcePatternType.LITERAL, "User:alice", "*",
+                      AclOperation.WRITE, AclPermissionType.DENY)
+    for f in admin.create_acls([deny]).values():
+        f.result(20)
+    denied = {}
+    producer.produce(mine, value=b"y", on_delivery=lambda err, msg: denied.setdefault("err", err))
+    producer.flush(20)
+    assert denied["err"] is not None and denied["err"].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, denied

@@ -323,6 +323,40 @@ fn sample_body(api: i16, v: i16, topic: &Topic) -> Option<Vec<u8>> {
                 .with_groups_names(vec![crate::groups::gid("hostile-ghost-group")]),
             v,
         ),
+        ApiKey::DescribeAcls => enc(
+            &DescribeAclsRequest::default()
+                .with_resource_type_filter(1)
+                .with_pattern_type_filter(1)
+                .with_operation(1)
+                .with_permission_type(1),
+            v,
+        ),
+        ApiKey::CreateAcls => enc(
+            &CreateAclsRequest::default().with_creations(vec![
+                create_acls_request::AclCreation::default()
+                    .with_resource_type(2)
+                    .with_resource_name(sb("hostile-acl"))
+                    .with_resource_pattern_type(3)
+                    .with_principal(sb("User:hostile"))
+                    .with_host(sb("*"))
+                    .with_operation(3)
+                    .with_permission_type(3),
+            ]),
+            v,
+        ),
+        ApiKey::DeleteAcls => enc(
+            &DeleteAclsRequest::default().with_filters(vec![
+                delete_acls_request::DeleteAclsFilter::default()
+                    .with_resource_type_filter(2)
+                    .with_resource_name_filter(Some(sb("hostile-acl")))
+                    .with_pattern_type_filter(3)
+                    .with_principal_filter(None)
+                    .with_host_filter(None)
+                    .with_operation(3)
+                    .with_permission_type(3),
+            ]),
+            v,
+        ),
         ApiKey::SaslHandshake => enc(
             &kafka_protocol::messages::SaslHandshakeRequest::default().with_mechanism(sb("PLAIN")),
             v,

@@ -347,6 +347,16 @@ impl Config {
         let advertise = a.advertise.clone().filter(|s| !s.is_empty());
         let mut listeners = listener_configs(&a, listen)?;
         let inter_broker = inter_broker_listener(a.inter_broker_listener.as_deref(), &listeners)?;
+        if inter_broker != SecurityProtocol::Plaintext
+            && a.etcd.as_deref().is_some_and(|e| !e.is_empty())
+        {
+            return Err(ConfigError::Invalid {
+                name: "inter_broker_listener",
+                reason: format!(
+                    "{inter_broker}: brokers of a cluster reach each other over a PLAINTEXT listener (give it a private address); TLS and SASL between brokers are not built yet"
+                ),
+            });
+        }
         let security = security_config(&a, &listeners)?;
         let primary = listeners
             .iter()
@@ -913,11 +923,6 @@ fn inter_broker_listener(
             if !listeners.iter().any(|l| l.protocol == protocol) {
                 return Err(invalid(format!("{protocol} is not among --listeners")));
             }
-            if protocol.uses_sasl() {
-                return Err(invalid(format!(
-                    "{protocol}: brokers authenticate to each other with TLS client certificates (SSL) or over PLAINTEXT; SASL between brokers is not supported yet"
-                )));
-            }
             Ok(protocol)
         }
         None => Ok(listeners
@@ -1280,6 +1285,7 @@ mod tests {
             },
             ServeArgs {
                 inter_broker_listener: Some("SASL_SSL".into()),
+                etcd: Some("http://127.0.0.1:2379".into()),
                 ..args.clone()
             },
             ServeArgs {

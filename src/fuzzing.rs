@@ -564,6 +564,17 @@ mod seeds {
                 ApiKey::ListGroups => one!(ListGroupsRequest::default()),
                 ApiKey::DeleteGroups => one!(DeleteGroupsRequest::default()),
                 ApiKey::OffsetDelete => one!(OffsetDeleteRequest::default()),
+                ApiKey::SaslHandshake => one!(SaslHandshakeRequest::default()),
+                ApiKey::SaslAuthenticate => one!(SaslAuthenticateRequest::default()),
+                ApiKey::DescribeUserScramCredentials => {
+                    one!(DescribeUserScramCredentialsRequest::default())
+                }
+                ApiKey::AlterUserScramCredentials => {
+                    one!(AlterUserScramCredentialsRequest::default())
+                }
+                ApiKey::DescribeAcls => one!(DescribeAclsRequest::default()),
+                ApiKey::CreateAcls => one!(CreateAclsRequest::default()),
+                ApiKey::DeleteAcls => one!(DeleteAclsRequest::default()),
                 _ => None,
             };
             if let Some(bytes) = bytes {

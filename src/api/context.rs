@@ -10,10 +10,10 @@ use crate::cluster::{BrokerInfo, MetadataStore};
 use crate::config::ServerConfig;
 use crate::group::coordinator::GroupCoordinator;
 use crate::replication::ReplicaManager;
-use crate::security::listener::SecurityProtocol;
-use crate::security::session::SaslSession;
 use crate::security::access::AccessControl;
 use crate::security::acl::{AclOperation, ResourceType, CLUSTER_NAME};
+use crate::security::listener::SecurityProtocol;
+use crate::security::session::SaslSession;
 use crate::topics::{ProducerIdAllocator, TopicService};
 
 /// Who sent a request: `User:ANONYMOUS` on PLAINTEXT (and TLS without a client

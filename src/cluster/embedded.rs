@@ -15,8 +15,8 @@ use super::{
     UserCredentials,
 };
 use crate::log::write_atomically;
-use crate::security::credentials::{ScramMechanism, StoredScramCredential};
 use crate::security::acl::AclBinding;
+use crate::security::credentials::{ScramMechanism, StoredScramCredential};
 
 const FILE_NAME: &str = "metadata.json";
 

@@ -45,8 +45,8 @@ use super::{
 };
 use crate::metrics as m;
 use crate::model::monotonic_ms;
-use crate::security::credentials::{ScramMechanism, StoredScramCredential};
 use crate::security::acl::AclBinding;
+use crate::security::credentials::{ScramMechanism, StoredScramCredential};
 
 /// How to reach etcd and how long this broker's session lasts.
 #[derive(Debug, Clone)]

@@ -697,6 +697,17 @@ pub(crate) fn decode_request(key: ApiKey, version: i16, body: Bytes) -> Result<(
         ApiKey::ListGroups => crate_decoder::<ListGroupsRequest>(key, version, body),
         ApiKey::DeleteGroups => crate_decoder::<DeleteGroupsRequest>(key, version, body),
         ApiKey::OffsetDelete => crate_decoder::<OffsetDeleteRequest>(key, version, body),
+        ApiKey::SaslHandshake => crate_decoder::<SaslHandshakeRequest>(key, version, body),
+        ApiKey::SaslAuthenticate => crate_decoder::<SaslAuthenticateRequest>(key, version, body),
+        ApiKey::DescribeUserScramCredentials => {
+            crate_decoder::<DescribeUserScramCredentialsRequest>(key, version, body)
+        }
+        ApiKey::AlterUserScramCredentials => {
+            crate_decoder::<AlterUserScramCredentialsRequest>(key, version, body)
+        }
+        ApiKey::DescribeAcls => crate_decoder::<DescribeAclsRequest>(key, version, body),
+        ApiKey::CreateAcls => crate_decoder::<CreateAclsRequest>(key, version, body),
+        ApiKey::DeleteAcls => crate_decoder::<DeleteAclsRequest>(key, version, body),
         other => Err(DecodeError {
             api: other,
             version,
