@@ -296,13 +296,17 @@ def test_acls_grant_a_prefix_hide_other_topics_and_refuse_writes(authorized, top
     mine, other = f"alice.{topic}", f"other.{topic}"
     for f in admin.create_topics([NewTopic(mine, 1, 1), NewTopic(other, 1, 1)]).values():
         f.result(20)
-    grants = [
-        AclBinding(ResourceType.TOPIC, "alice.", ResourcePatternType.PREFIXED, "User:alice", "*", op,
-                   AclPermissionType.ALLOW)
-        for op in (AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE)
-    ]
-    for f in admin.create_acls(grants).values():
-        f.result(20)
+    # The grants through `tern acl` (CreateAcls), as an operator would.
+    subprocess.run([str(tern_bin()), "acl", "add", "-b", secure.address("PLAINTEXT"),
+                    "--allow-principal", "User:alice", "--operation", "READ", "--operation", "WRITE",
+                    "--operation", "DESCRIBE", "--topic", "alice.", "--resource-pattern-type", "PREFIXED"],
+                   check=True, capture_output=True, timeout=30)
+    listed = subprocess.run([str(tern_bin()), "acl", "list", "--json", "-b", secure.address("PLAINTEXT")],
+                            check=True, capture_output=True, text=True, timeout=30).stdout
+    import json
+    acls = json.loads(listed)
+    assert sorted(a["operation"] for a in acls) == ["DESCRIBE", "READ", "WRITE"], acls
+    assert {(a["name"], a["pattern_type"], a["principal"]) for a in acls} == {("alice.", "PREFIXED", "User:alice")}
     config = confluent_config(secure, "SASL_SSL", "SCRAM-SHA-512")
     alice_admin = AdminClient(config)
     visible = set(alice_admin.list_topics(timeout=20).topics)
@@ -331,3 +335,13 @@ def test_acls_grant_a_prefix_hide_other_topics_and_refuse_writes(authorized, top
     producer.produce(mine, value=b"y", on_delivery=lambda err, msg: denied.setdefault("err", err))
     producer.flush(20)
     assert denied["err"] is not None and denied["err"].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, denied
+    # Revoking it with `tern acl remove` (DeleteAcls) restores the write.
+    subprocess.run([str(tern_bin()), "acl", "remove", "-b", secure.address("PLAINTEXT"),
+                    "--deny-principal", "User:alice", "--operation", "WRITE", "--topic", mine],
+                   check=True, capture_output=True, timeout=30)
+    # (a new producer: librdkafka remembers the topic's authorization error)
+    restored = {}
+    fresh = Producer({**config, "acks": "all", "message.timeout.ms": 10000})
+    fresh.produce(mine, value=b"z", on_delivery=lambda err, msg: restored.setdefault("err", err))
+    fresh.flush(20)
+    assert restored["err"] is None, restored

@@ -3,7 +3,7 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use tern::broker::Broker;
-use tern::cli::{ClusterCommand, Connection, GroupCommand, TopicCommand, UserCommand};
+use tern::cli::{AclCommand, ClusterCommand, Connection, GroupCommand, TopicCommand, UserCommand};
 use tern::config::{Config, ServeArgs};
 
 #[derive(Debug, Parser)]
@@ -34,6 +34,13 @@ enum Command {
         connection: Connection,
         #[command(subcommand)]
         command: GroupCommand,
+    },
+    /// ACLs through the Kafka protocol (CreateAcls, DescribeAcls, DeleteAcls)
+    Acl {
+        #[command(flatten)]
+        connection: Connection,
+        #[command(subcommand)]
+        command: AclCommand,
     },
     /// SCRAM users through the Kafka protocol (AlterUserScramCredentials)
     User {
@@ -101,6 +108,10 @@ fn admin(command: Command) -> anyhow::Result<()> {
                 connection,
                 command,
             } => tern::cli::run_user(&connection, command).await,
+            Command::Acl {
+                connection,
+                command,
+            } => tern::cli::run_acl(&connection, command).await,
             Command::Serve(_) => Ok(()),
         }
     })

@@ -6,6 +6,7 @@ pub mod client;
 mod cluster;
 mod group;
 mod output;
+mod acl;
 mod topic;
 mod user;
 
@@ -70,6 +71,46 @@ pub enum GroupCommand {
     Describe { group: String },
 }
 
+/// What an ACL command names, with `kafka-acls`' flags.
+#[derive(Debug, Clone, Args)]
+pub struct AclSelection {
+    /// Principal granted (User:NAME; User:* for everyone), repeatable
+    #[arg(long)]
+    pub allow_principal: Vec<String>,
+    /// Principal denied, repeatable
+    #[arg(long)]
+    pub deny_principal: Vec<String>,
+    /// READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS,
+    /// ALTER_CONFIGS, IDEMPOTENT_WRITE or ALL, repeatable
+    #[arg(long)]
+    pub operation: Vec<String>,
+    #[arg(long)]
+    pub topic: Option<String>,
+    #[arg(long)]
+    pub group: Option<String>,
+    #[arg(long)]
+    pub transactional_id: Option<String>,
+    /// The cluster resource
+    #[arg(long)]
+    pub cluster: bool,
+    /// LITERAL or PREFIXED [default: LITERAL]; for list also ANY and MATCH [default: ANY]
+    #[arg(long)]
+    pub resource_pattern_type: Option<String>,
+    /// Client address the ACL applies to
+    #[arg(long, default_value = "*")]
+    pub host: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AclCommand {
+    /// Grant or deny operations on a resource (CreateAcls)
+    Add(AclSelection),
+    /// ACLs, all or those of a resource or principal (DescribeAcls)
+    List(AclSelection),
+    /// Remove exactly the ACLs named (DeleteAcls)
+    Remove(AclSelection),
+}
+
 #[derive(Debug, Subcommand)]
 pub enum UserCommand {
     /// Create a user or set its password for one SCRAM mechanism (the password is
@@ -105,6 +146,10 @@ pub async fn run_topic(connection: &Connection, command: TopicCommand) -> anyhow
 
 pub async fn run_group(connection: &Connection, command: GroupCommand) -> anyhow::Result<()> {
     group::run(connection, command).await
+}
+
+pub async fn run_acl(connection: &Connection, command: AclCommand) -> anyhow::Result<()> {
+    acl::run(connection, command).await
 }
 
 pub async fn run_user(connection: &Connection, command: UserCommand) -> anyhow::Result<()> {
