@@ -293,6 +293,24 @@ impl Broker {
         for api in crate::server::dispatch::advertised_api_names() {
             metrics::counter!(crate::metrics::SLOW_REQUESTS_TOTAL, "api" => api).absolute(0);
         }
+        // Every security counter exists from the start, at 0, so that dashboards and
+        // alerts see a series before the first failure.
+        for listener in &services.server.listeners {
+            for reason in ["credentials", "mechanism", "protocol", "tls", "principal"] {
+                metrics::counter!(crate::metrics::AUTHENTICATION_FAILURES_TOTAL, "listener" => listener.protocol.name(), "reason" => reason)
+                    .absolute(0);
+            }
+        }
+        for mechanism in &services.server.security.sasl.mechanisms {
+            metrics::counter!(crate::metrics::SASL_AUTHENTICATIONS_TOTAL, "mechanism" => mechanism.name())
+                .absolute(0);
+        }
+        metrics::counter!(crate::metrics::CONNECTIONS_REFUSED_TOTAL, "reason" => "per_ip")
+            .absolute(0);
+        metrics::counter!(crate::metrics::DECODES_REFUSED_TOTAL).absolute(0);
+        for result in ["ok", "error"] {
+            metrics::counter!(crate::metrics::TLS_RELOADS_TOTAL, "result" => result).absolute(0);
+        }
         let readiness = Arc::new(crate::metrics::Readiness::default());
         background.spawn(crate::metrics::serve(
             metrics_listener,
