@@ -11,7 +11,7 @@ use crate::config::ServerConfig;
 use crate::group::coordinator::GroupCoordinator;
 use crate::replication::ReplicaManager;
 use crate::security::access::AccessControl;
-use crate::security::acl::{AclOperation, ResourceType, CLUSTER_NAME};
+use crate::security::acl::{AclOperation, Authorizer, ResourceType, CLUSTER_NAME};
 use crate::security::listener::SecurityProtocol;
 use crate::security::session::SaslSession;
 use crate::topics::{ProducerIdAllocator, TopicService};
@@ -123,13 +123,22 @@ impl RequestContext {
         resource_type: ResourceType,
         name: &str,
     ) -> bool {
-        self.services.access.authorize(
+        self.ask_authorizer(|a, principal, host| {
+            a.authorize(principal, host, operation, resource_type, name)
+        })
+        .unwrap_or(true)
+    }
+
+    /// Runs `decide` with the principal's and the client's names, or returns `None`
+    /// without building them when no authorizer is configured: the produce and fetch
+    /// paths ask once per topic, and pay nothing then.
+    fn ask_authorizer<T>(&self, decide: impl FnOnce(&Authorizer, &str, &str) -> T) -> Option<T> {
+        let authorizer = self.services.access.authorizer()?;
+        Some(decide(
+            &authorizer,
             &self.principal.kafka_name(),
             &self.peer.ip().to_string(),
-            operation,
-            resource_type,
-            name,
-        )
+        ))
     }
 
     /// `authorize` on the CLUSTER resource.
@@ -145,14 +154,10 @@ impl RequestContext {
     /// Kafka's `authorizeByResourceType`: may the principal perform `operation` on at
     /// least one resource of `resource_type` (always, without an authorizer).
     pub fn authorize_any(&self, operation: AclOperation, resource_type: ResourceType) -> bool {
-        self.services.access.authorizer().is_none_or(|a| {
-            a.authorize_any(
-                &self.principal.kafka_name(),
-                &self.peer.ip().to_string(),
-                operation,
-                resource_type,
-            )
+        self.ask_authorizer(|a, principal, host| {
+            a.authorize_any(principal, host, operation, resource_type)
         })
+        .unwrap_or(true)
     }
 
     /// `authorize` on a consumer group.
@@ -163,14 +168,9 @@ impl RequestContext {
     /// KIP-430's bit field for the resource: every supported operation when no authorizer
     /// is configured (Kafka's `AuthHelper.authorizedOperations`).
     pub fn authorized_operations(&self, resource_type: ResourceType, name: &str) -> i32 {
-        match self.services.access.authorizer() {
-            None => crate::security::acl::all_operations(resource_type),
-            Some(authorizer) => authorizer.authorized_operations(
-                &self.principal.kafka_name(),
-                &self.peer.ip().to_string(),
-                resource_type,
-                name,
-            ),
-        }
+        self.ask_authorizer(|a, principal, host| {
+            a.authorized_operations(principal, host, resource_type, name)
+        })
+        .unwrap_or_else(|| crate::security::acl::all_operations(resource_type))
     }
 }

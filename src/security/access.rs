@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-use super::acl::{AclBinding, AclOperation, Authorizer, ResourceType};
+use super::acl::{AclBinding, Authorizer};
 
 /// What `--authorizer` and `--super-users` configure.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -49,19 +49,5 @@ impl AccessControl {
         self.config
             .enabled
             .then(|| Arc::clone(&self.current.read()))
-    }
-
-    /// Whether the principal may perform `operation` on the resource: always when no
-    /// authorizer is configured.
-    pub fn authorize(
-        &self,
-        principal: &str,
-        host: &str,
-        operation: AclOperation,
-        resource_type: ResourceType,
-        name: &str,
-    ) -> bool {
-        self.authorizer()
-            .is_none_or(|a| a.authorize(principal, host, operation, resource_type, name))
     }
 }

@@ -127,7 +127,6 @@ async fn write_chunks<W: tokio::io::AsyncWrite + Unpin>(
     Ok(())
 }
 
-/// Serves a plain TCP connection (its halves split without a lock).
 /// Runs `request`, keeping `permit` (its bytes of request memory) until its reply is
 /// complete, second stage included: a parked JoinGroup or an acks=all produce holds its
 /// share until it answers.
@@ -145,6 +144,7 @@ async fn holding(
     }
 }
 
+/// Serves a plain TCP connection (its halves split without a lock).
 pub async fn serve(
     stream: TcpStream,
     peer: SocketAddr,
@@ -153,7 +153,7 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) {
     let (read_half, write_half) = stream.into_split();
-    serve_halves(read_half, write_half, peer, security, services, shutdown).await;
+    serve_connection(read_half, write_half, peer, security, services, shutdown).await;
 }
 
 /// Serves a connection over any stream (TLS).
@@ -167,24 +167,7 @@ pub async fn serve_stream<S>(
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
     let (read_half, write_half) = tokio::io::split(stream);
-    serve_halves(read_half, write_half, peer, security, services, shutdown).await;
-}
-
-async fn serve_halves<R, W>(
-    read_half: R,
-    write_half: W,
-    peer: SocketAddr,
-    security: Arc<ConnectionSecurity>,
-    services: Arc<Services>,
-    shutdown: CancellationToken,
-) where
-    R: AsyncRead + Unpin + Send + 'static,
-    W: AsyncWrite + Unpin + Send,
-{
-    metrics::counter!(crate::metrics::CONNECTIONS_ACCEPTED_TOTAL).increment(1);
-    metrics::gauge!(crate::metrics::CONNECTIONS).increment(1.0);
     serve_connection(read_half, write_half, peer, security, services, shutdown).await;
-    metrics::gauge!(crate::metrics::CONNECTIONS).decrement(1.0);
 }
 
 async fn serve_connection<R, W>(
@@ -198,6 +181,8 @@ async fn serve_connection<R, W>(
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send,
 {
+    metrics::counter!(crate::metrics::CONNECTIONS_ACCEPTED_TOTAL).increment(1);
+    metrics::gauge!(crate::metrics::CONNECTIONS).increment(1.0);
     let max_in_flight = services.server.max_in_flight_requests;
     let max_request_bytes = services.server.max_request_bytes;
     let (frames_tx, mut frames_rx) = mpsc::channel::<Frame>(max_in_flight);
@@ -306,6 +291,7 @@ async fn serve_connection<R, W>(
     }
     reader.abort();
     let _ = write_half.shutdown().await;
+    metrics::gauge!(crate::metrics::CONNECTIONS).decrement(1.0);
 }
 
 #[cfg(test)]

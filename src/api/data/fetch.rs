@@ -116,20 +116,6 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
         let authorized = authorized(ctx, replica_id, by_id, &topic.topic, replicas.as_deref());
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for wanted in &topic.partitions {
-            if !authorized {
-                has_error = true;
-                partitions.push(
-                    PartitionData::default()
-                        .with_partition_index(wanted.partition)
-                        .with_error_code(ResponseError::TopicAuthorizationFailed.code())
-                        .with_high_watermark(-1)
-                        .with_last_stable_offset(-1)
-                        .with_log_start_offset(-1)
-                        .with_preferred_read_replica(BrokerId(-1))
-                        .with_records(Some(Bytes::new())),
-                );
-                continue;
-            }
             let mut data = PartitionData::default()
                 .with_partition_index(wanted.partition)
                 .with_high_watermark(-1)
@@ -137,6 +123,12 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
                 .with_log_start_offset(-1)
                 .with_preferred_read_replica(BrokerId(-1))
                 .with_records(Some(Bytes::new()));
+            if !authorized {
+                has_error = true;
+                partitions
+                    .push(data.with_error_code(ResponseError::TopicAuthorizationFailed.code()));
+                continue;
+            }
             // KIP-392: a consumer (v11+) may read from a follower it was pointed to.
             let follower_read = replica_id < 0 && ctx.api_version >= 11;
             let lookup = replicas.as_ref().map(|t| {

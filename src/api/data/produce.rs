@@ -14,6 +14,7 @@
 
 use std::sync::Arc;
 
+use kafka_protocol::messages::produce_request::TopicProduceData;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::ResponseError;
@@ -24,6 +25,29 @@ use crate::log::AppendInfo;
 use crate::model::now_ms;
 use crate::replication::{Acks, NotServed, Partition, PartitionError};
 use crate::security::acl::AclOperation;
+
+/// The answer for a topic none of whose batches is appended: `error` on every partition.
+fn refused(
+    topic: TopicProduceData,
+    error: ResponseError,
+    message: Option<&'static str>,
+) -> TopicProduceResponse {
+    let partitions = topic
+        .partition_data
+        .iter()
+        .map(|d| {
+            PartitionProduceResponse::default()
+                .with_index(d.index)
+                .with_error_code(error.code())
+                .with_base_offset(-1)
+                .with_error_message(message.map(str_bytes))
+        })
+        .collect();
+    TopicProduceResponse::default()
+        .with_name(topic.name)
+        .with_topic_id(topic.topic_id)
+        .with_partition_responses(partitions)
+}
 
 /// What a produce request needs after its batches are appended.
 #[derive(Debug)]
@@ -61,62 +85,32 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Outcome {
     let mut responses = Vec::with_capacity(request.topic_data.len());
     for topic in request.topic_data {
         if crate::topics::is_internal(&topic.name) {
-            let partitions = topic
-                .partition_data
-                .iter()
-                .map(|d| {
-                    PartitionProduceResponse::default()
-                        .with_index(d.index)
-                        .with_error_code(ResponseError::InvalidTopicException.code())
-                        .with_base_offset(-1)
-                        .with_error_message(Some(str_bytes(
-                            "internal topics are written by the broker only",
-                        )))
-                })
-                .collect();
-            responses.push(
-                TopicProduceResponse::default()
-                    .with_name(topic.name)
-                    .with_partition_responses(partitions),
-            );
+            responses.push(refused(
+                topic,
+                ResponseError::InvalidTopicException,
+                Some("internal topics are written by the broker only"),
+            ));
             continue;
         }
-        // WRITE on the topic, checked before anything is looked up or created, so that
-        // a principal without it learns nothing (Kafka's handleProduceRequest).
-        let name = if ctx.api_version >= 13 {
-            ctx.services
-                .replicas
-                .topic_by_id(topic.topic_id)
-                .map(|t| t.spec.name.clone())
-        } else {
-            Some(topic.name.to_string())
+        // v13+ names topics by id: the one lookup serves the check and the append.
+        let by_id =
+            (ctx.api_version >= 13).then(|| ctx.services.replicas.topic_by_id(topic.topic_id));
+        let name = match &by_id {
+            Some(known) => known.as_ref().map(|t| t.spec.name.as_str()),
+            None => Some(topic.name.as_str()),
         };
-        if name
-            .as_deref()
-            .is_some_and(|n| !ctx.authorize_topic(AclOperation::Write, n))
-        {
-            let partitions = topic
-                .partition_data
-                .iter()
-                .map(|d| {
-                    PartitionProduceResponse::default()
-                        .with_index(d.index)
-                        .with_error_code(ResponseError::TopicAuthorizationFailed.code())
-                        .with_base_offset(-1)
-                        .with_log_append_time_ms(-1)
-                        .with_log_start_offset(-1)
-                })
-                .collect();
-            responses.push(
-                TopicProduceResponse::default()
-                    .with_name(topic.name)
-                    .with_topic_id(topic.topic_id)
-                    .with_partition_responses(partitions),
-            );
+        // WRITE on the topic, checked before anything is created, so that a principal
+        // without it learns nothing (Kafka's handleProduceRequest).
+        if name.is_some_and(|n| !ctx.authorize_topic(AclOperation::Write, n)) {
+            responses.push(refused(
+                topic,
+                ResponseError::TopicAuthorizationFailed,
+                None,
+            ));
             continue;
         }
-        let replicas = if ctx.api_version >= 13 {
-            Ok(ctx.services.replicas.topic_by_id(topic.topic_id))
+        let replicas = if let Some(known) = by_id {
+            Ok(known)
         } else {
             let may_create = ctx.authorize_cluster(AclOperation::Create)
                 || ctx.authorize_topic(AclOperation::Create, &topic.name);
