@@ -344,23 +344,7 @@ impl MetadataStore for EmbeddedStore {
         credential: Option<StoredScramCredential>,
     ) -> Result<(), MetadataError> {
         self.update(|state| {
-            match credential {
-                Some(credential) => {
-                    state
-                        .users
-                        .entry(user.to_string())
-                        .or_default()
-                        .insert(mechanism.name().to_string(), credential);
-                }
-                None => {
-                    if let Some(of_user) = state.users.get_mut(user) {
-                        of_user.remove(mechanism.name());
-                        if of_user.is_empty() {
-                            state.users.remove(user);
-                        }
-                    }
-                }
-            }
+            super::set_user_credential(&mut state.users, user, mechanism.name(), credential);
             Ok(())
         })
     }

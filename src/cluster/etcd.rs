@@ -312,18 +312,11 @@ impl Snapshot {
                 Some(MetadataEvent::BrokerConfigsChanged(level))
             }
             Entry::User(mechanism, user) => {
-                if put {
-                    let credential = parse::<StoredScramCredential>(key, value)?;
-                    self.users
-                        .entry(user)
-                        .or_default()
-                        .insert(mechanism.to_string(), credential);
-                } else if let Some(of_user) = self.users.get_mut(&user) {
-                    of_user.remove(mechanism);
-                    if of_user.is_empty() {
-                        self.users.remove(&user);
-                    }
-                }
+                let credential = match put {
+                    true => Some(parse::<StoredScramCredential>(key, value)?),
+                    false => None,
+                };
+                super::set_user_credential(&mut self.users, &user, mechanism, credential);
                 None
             }
             Entry::Acl(binding_key) => {

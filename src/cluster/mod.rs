@@ -315,6 +315,32 @@ pub enum MetadataEvent {
 /// SCRAM credentials by user, then by mechanism name.
 pub type UserCredentials = BTreeMap<String, BTreeMap<String, StoredScramCredential>>;
 
+/// Sets (`Some`) or removes one user's credential of one mechanism; a user left with
+/// none is removed. Both stores keep their copy with it.
+pub fn set_user_credential(
+    users: &mut UserCredentials,
+    user: &str,
+    mechanism: &str,
+    credential: Option<StoredScramCredential>,
+) {
+    match credential {
+        Some(credential) => {
+            users
+                .entry(user.to_string())
+                .or_default()
+                .insert(mechanism.to_string(), credential);
+        }
+        None => {
+            if let Some(of_user) = users.get_mut(user) {
+                of_user.remove(mechanism);
+                if of_user.is_empty() {
+                    users.remove(user);
+                }
+            }
+        }
+    }
+}
+
 /// Topics and ids for the whole cluster. Implementations are cheap to query: callers
 /// on the request path use them directly.
 #[async_trait::async_trait]

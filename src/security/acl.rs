@@ -335,6 +335,28 @@ pub struct AclBindingFilter {
 }
 
 impl AclBindingFilter {
+    /// A filter from the wire fields DescribeAcls and DeleteAcls both carry (codes the
+    /// broker does not know read as UNKNOWN, which `validate` refuses).
+    pub fn from_wire(
+        resource_type: i8,
+        resource_name: Option<&str>,
+        pattern_type: i8,
+        principal: Option<&str>,
+        host: Option<&str>,
+        operation: i8,
+        permission: i8,
+    ) -> Self {
+        Self {
+            resource_type: ResourceType::from_code(resource_type),
+            resource_name: resource_name.map(str::to_string),
+            pattern_type: PatternType::from_code(pattern_type),
+            principal: principal.map(str::to_string),
+            host: host.map(str::to_string),
+            operation: AclOperation::from_code(operation),
+            permission: AclPermissionType::from_code(permission),
+        }
+    }
+
     /// The filter that matches every binding.
     pub fn any() -> Self {
         Self {

@@ -23,17 +23,8 @@ pub async fn handle(ctx: &RequestContext, request: CreateAclsRequest) -> CreateA
             .collect();
         CreateAclsResponse::default().with_results(results)
     };
-    if !ctx.services.access.enabled() {
-        return all_failed(
-            ResponseError::SecurityDisabled,
-            "No Authorizer is configured.",
-        );
-    }
-    if !ctx.authorize_cluster(AclOperation::Alter) {
-        return all_failed(
-            ResponseError::ClusterAuthorizationFailed,
-            "Cluster authorization failed.",
-        );
+    if let Some((error, message)) = super::acl_api_refusal(ctx, AclOperation::Alter) {
+        return all_failed(error, message);
     }
     let checked: Vec<Result<AclBinding, (i16, String)>> = request
         .creations

@@ -11,9 +11,7 @@ use kafka_protocol::messages::{DeleteAclsRequest, DeleteAclsResponse};
 
 use super::super::context::RequestContext;
 use super::super::str_bytes;
-use crate::security::acl::{
-    AclBinding, AclBindingFilter, AclOperation, AclPermissionType, PatternType, ResourceType,
-};
+use crate::security::acl::{AclBinding, AclBindingFilter, AclOperation};
 
 pub async fn handle(ctx: &RequestContext, request: DeleteAclsRequest) -> DeleteAclsResponse {
     let all_failed = |error: ResponseError, message: &str| {
@@ -24,17 +22,8 @@ pub async fn handle(ctx: &RequestContext, request: DeleteAclsRequest) -> DeleteA
             .collect();
         DeleteAclsResponse::default().with_filter_results(results)
     };
-    if !ctx.services.access.enabled() {
-        return all_failed(
-            ResponseError::SecurityDisabled,
-            "No Authorizer is configured.",
-        );
-    }
-    if !ctx.authorize_cluster(AclOperation::Alter) {
-        return all_failed(
-            ResponseError::ClusterAuthorizationFailed,
-            "Cluster authorization failed.",
-        );
+    if let Some((error, message)) = super::acl_api_refusal(ctx, AclOperation::Alter) {
+        return all_failed(error, message);
     }
     let current = ctx.services.store.acls();
     let selections: Vec<Result<Vec<AclBinding>, (i16, String)>> = request
@@ -95,13 +84,13 @@ fn matching(binding: &AclBinding) -> DeleteAclsMatchingAcl {
 }
 
 fn filter(f: &DeleteAclsFilter) -> AclBindingFilter {
-    AclBindingFilter {
-        resource_type: ResourceType::from_code(f.resource_type_filter),
-        resource_name: f.resource_name_filter.as_ref().map(|s| s.to_string()),
-        pattern_type: PatternType::from_code(f.pattern_type_filter),
-        principal: f.principal_filter.as_ref().map(|s| s.to_string()),
-        host: f.host_filter.as_ref().map(|s| s.to_string()),
-        operation: AclOperation::from_code(f.operation),
-        permission: AclPermissionType::from_code(f.permission_type),
-    }
+    AclBindingFilter::from_wire(
+        f.resource_type_filter,
+        f.resource_name_filter.as_deref(),
+        f.pattern_type_filter,
+        f.principal_filter.as_deref(),
+        f.host_filter.as_deref(),
+        f.operation,
+        f.permission_type,
+    )
 }

@@ -10,9 +10,7 @@ use kafka_protocol::messages::{DescribeAclsRequest, DescribeAclsResponse};
 
 use super::super::context::RequestContext;
 use super::super::str_bytes;
-use crate::security::acl::{
-    AclBindingFilter, AclOperation, AclPermissionType, PatternType, ResourceType,
-};
+use crate::security::acl::{AclBindingFilter, AclOperation};
 
 pub async fn handle(ctx: &RequestContext, request: DescribeAclsRequest) -> DescribeAclsResponse {
     let refuse = |error: ResponseError, message: &str| {
@@ -20,27 +18,18 @@ pub async fn handle(ctx: &RequestContext, request: DescribeAclsRequest) -> Descr
             .with_error_code(error.code())
             .with_error_message(Some(str_bytes(message)))
     };
-    if !ctx.services.access.enabled() {
-        return refuse(
-            ResponseError::SecurityDisabled,
-            "No Authorizer is configured.",
-        );
+    if let Some((error, message)) = super::acl_api_refusal(ctx, AclOperation::Describe) {
+        return refuse(error, message);
     }
-    if !ctx.authorize_cluster(AclOperation::Describe) {
-        return refuse(
-            ResponseError::ClusterAuthorizationFailed,
-            "Cluster authorization failed.",
-        );
-    }
-    let filter = AclBindingFilter {
-        resource_type: ResourceType::from_code(request.resource_type_filter),
-        resource_name: request.resource_name_filter.map(|s| s.to_string()),
-        pattern_type: PatternType::from_code(request.pattern_type_filter),
-        principal: request.principal_filter.map(|s| s.to_string()),
-        host: request.host_filter.map(|s| s.to_string()),
-        operation: AclOperation::from_code(request.operation),
-        permission: AclPermissionType::from_code(request.permission_type),
-    };
+    let filter = AclBindingFilter::from_wire(
+        request.resource_type_filter,
+        request.resource_name_filter.as_deref(),
+        request.pattern_type_filter,
+        request.principal_filter.as_deref(),
+        request.host_filter.as_deref(),
+        request.operation,
+        request.permission_type,
+    );
     if let Err(error) = filter.validate() {
         return DescribeAclsResponse::default()
             .with_error_code(error.code)

@@ -15,6 +15,29 @@ pub mod elect_leaders;
 pub mod incremental_alter_configs;
 pub mod list_partition_reassignments;
 
+/// Why an ACL API (Create/Describe/DeleteAcls) is refused as a whole, as Kafka refuses
+/// it: SECURITY_DISABLED without an authorizer, CLUSTER_AUTHORIZATION_FAILED without
+/// `operation` on the cluster.
+pub(crate) fn acl_api_refusal(
+    ctx: &super::context::RequestContext,
+    operation: crate::security::acl::AclOperation,
+) -> Option<(kafka_protocol::ResponseError, &'static str)> {
+    use kafka_protocol::ResponseError;
+    if !ctx.services.access.enabled() {
+        return Some((
+            ResponseError::SecurityDisabled,
+            "No Authorizer is configured.",
+        ));
+    }
+    if !ctx.authorize_cluster(operation) {
+        return Some((
+            ResponseError::ClusterAuthorizationFailed,
+            "Cluster authorization failed.",
+        ));
+    }
+    None
+}
+
 /// DescribeConfigs/AlterConfigs resource types.
 pub(crate) const RESOURCE_TOPIC: i8 = 2;
 pub(crate) const RESOURCE_BROKER: i8 = 4;
