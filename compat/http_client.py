@@ -3,8 +3,10 @@ and cluster suites. Every request is bounded by a timeout."""
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -34,9 +36,14 @@ class Resp:
 class Http:
     """A tiny JSON client for the API (urllib: a new connection per request)."""
 
-    def __init__(self, port: int):
+    def __init__(self, port: int, tls: ssl.SSLContext | None = None, auth: tuple[str, str] | None = None):
+        """`tls`: HTTPS with this context (its CA, and a client certificate if loaded);
+        `auth`: HTTP Basic (user, password) on every request."""
         self.port = port
-        self.base = f"http://127.0.0.1:{port}"
+        self.tls = tls
+        self.auth = auth
+        self.base = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
+        self.last_headers: dict[str, str] = {}
 
     def request(self, method: str, path: str, body: object = None, raw: bytes | None = None,
                 timeout: float = 20.0) -> Resp:
@@ -44,11 +51,16 @@ class Http:
         req = urllib.request.Request(self.base + path, data=data, method=method)
         if data is not None:
             req.add_header("Content-Type", "application/json")
+        if self.auth is not None:
+            token = base64.b64encode(f"{self.auth[0]}:{self.auth[1]}".encode()).decode()
+            req.add_header("Authorization", f"Basic {token}")
         try:
-            with urllib.request.urlopen(req, timeout=timeout) as r:
+            with urllib.request.urlopen(req, timeout=timeout, context=self.tls) as r:
                 status, content, ctype = r.status, r.read(), r.headers.get("Content-Type", "")
+                self.last_headers = dict(r.headers)
         except urllib.error.HTTPError as e:
             status, content, ctype = e.code, e.read(), e.headers.get("Content-Type", "")
+            self.last_headers = dict(e.headers)
         try:
             doc = json.loads(content)
         except ValueError:

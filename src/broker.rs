@@ -13,12 +13,13 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::api::context::Services;
+use crate::client::ClientSecurity;
 use crate::cluster::peers::Peers;
 use crate::cluster::{
     BrokerEndpoint, BrokerInfo, EmbeddedStore, EtcdStore, MetadataError, MetadataEvent,
     MetadataStore,
 };
-use crate::config::{limits, Config};
+use crate::config::{limits, Config, ServerConfig};
 use crate::group::coordinator::GroupCoordinator;
 use crate::group::offsets::OFFSETS_TOPIC;
 use crate::replication::ReplicaManager;
@@ -68,6 +69,28 @@ fn listener_tls(files: &TlsFiles, protocol: SecurityProtocol) -> TlsFiles {
         files.client_ca = None;
     }
     files
+}
+
+/// How this broker reaches its peers' inter-broker listener: TLS trusting the peer CA
+/// (presenting its own certificate on an SSL listener, which requires one), and its
+/// SASL login on a SASL listener.
+fn peer_security(server: &ServerConfig) -> Result<ClientSecurity, BrokerError> {
+    let security = &server.security;
+    let tls = match (server.inter_broker.uses_tls(), &security.peer_ca) {
+        (true, Some(ca)) => {
+            let identity = security
+                .tls
+                .as_ref()
+                .filter(|_| server.inter_broker == SecurityProtocol::Ssl)
+                .map(|files| (files.cert.as_path(), files.key.as_path()));
+            Some(crate::security::tls::client_config(ca, identity)?)
+        }
+        _ => None,
+    };
+    Ok(ClientSecurity {
+        tls,
+        sasl: security.inter_broker_login.clone(),
+    })
 }
 
 /// Takes an exclusive `flock` on `<data-dir>/.lock` so two brokers never share logs.
@@ -224,6 +247,7 @@ impl Broker {
                 config.groups.offsets_topic_replication_factor,
             )
             .await?;
+        let peer_security = peer_security(&server)?;
         let groups = Arc::new(
             GroupCoordinator::new(offsets_topic.spec.partitions, config.groups.coordinator)
                 .with_session(Arc::clone(&store)),
@@ -238,7 +262,7 @@ impl Broker {
             node,
             producer_ids: ProducerIdAllocator::new(Arc::clone(&store)),
             groups: Arc::clone(&groups),
-            peers: Peers::new(Arc::clone(&store)),
+            peers: Peers::new(Arc::clone(&store), peer_security.clone()),
             store,
             replicas: Arc::clone(&replicas),
             topics,
@@ -286,6 +310,7 @@ impl Broker {
                 config.node_id,
                 Arc::clone(&replicas),
                 Arc::clone(&services.store),
+                peer_security,
             )
             .run(shutdown.clone()),
         );
@@ -317,12 +342,32 @@ impl Broker {
             Arc::clone(&readiness),
             shutdown.clone(),
         ));
-        if let Some(http_listener) = http_listener {
-            background.spawn(crate::http::serve(
-                http_listener,
-                crate::http::HttpApi::new(Arc::clone(&services), shutdown.clone()),
+        if let Some(socket) = http_listener {
+            let http = config.http_security;
+            let tls = match (&services.server.security.tls, http.tls) {
+                (Some(files), true) => {
+                    let files = TlsFiles {
+                        client_certificate_optional: true,
+                        ..files.clone()
+                    };
+                    let source = ReloadingTls::load(files, &[b"http/1.1"])?;
+                    background.spawn(Arc::clone(&source).watch(shutdown.clone()));
+                    Some(source)
+                }
+                _ => None,
+            };
+            let listener = crate::http::listener::HttpListener::start(
+                socket,
+                tls,
+                services.server.security.principal_mapper.clone(),
                 shutdown.clone(),
-            ));
+            )?;
+            let api = crate::http::HttpApi::new(
+                Arc::clone(&services),
+                http.require_auth,
+                shutdown.clone(),
+            );
+            background.spawn(crate::http::serve(listener, api, shutdown.clone()));
         }
         background.spawn(run_sampler(
             Arc::clone(&services),

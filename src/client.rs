@@ -7,16 +7,20 @@
 //! [`decode_untrusted`](crate::server::frame::decode_untrusted).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
+    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::security::sasl_client::{SaslClient, SaslLogin, Step};
 use crate::server::frame::{decode_untrusted, DecodeError};
+use crate::server::ByteStream;
 
 use crate::config::limits::{
     CLIENT_MAX_RESPONSE_BYTES as MAX_RESPONSE_BYTES, CLIENT_TIMEOUT as TIMEOUT, READ_CHUNK_BYTES,
@@ -61,35 +65,70 @@ pub enum ClientError {
     },
     #[error("{address} does not support {key:?} in a version tern speaks")]
     Unsupported { address: String, key: ApiKey },
+    /// The TLS handshake failed (an untrusted certificate, a name mismatch, ...).
+    #[error("{address}: TLS: {message}")]
+    Tls { address: String, message: String },
+    /// The SASL exchange failed: refused credentials, or a server that could not prove
+    /// it holds them.
+    #[error("{address}: SASL authentication failed: {message}")]
+    Authentication { address: String, message: String },
+}
+
+/// How a connection is secured: what a Kafka client's `security.protocol`, `ssl.*` and
+/// `sasl.*` settings say. The default is PLAINTEXT.
+#[derive(Debug, Clone, Default)]
+pub struct ClientSecurity {
+    /// TLS with this configuration: the server's certificate checked against its trust
+    /// anchors and the address's host, a client certificate presented if it has one.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// SASL (SaslHandshake, then SaslAuthenticate) after ApiVersions.
+    pub sasl: Option<SaslLogin>,
 }
 
 #[derive(Debug)]
 pub struct Client {
-    stream: TcpStream,
+    stream: Box<dyn ByteStream>,
     address: String,
     client_id: &'static str,
     correlation_id: i32,
     versions: HashMap<i16, (i16, i16)>,
+    /// How it connected, for [`Client::sibling`].
+    security: ClientSecurity,
 }
 
 impl Client {
-    /// Connects as `client_id` and learns the broker's API versions.
+    /// Connects as `client_id` over PLAINTEXT and learns the broker's API versions.
     pub async fn connect(address: &str, client_id: &'static str) -> Result<Self, ClientError> {
+        Self::connect_with(address, client_id, &ClientSecurity::default()).await
+    }
+
+    /// Connects as `client_id` with `security` (TLS, then ApiVersions, then SASL), as a
+    /// Kafka client does.
+    pub async fn connect_with(
+        address: &str,
+        client_id: &'static str,
+        security: &ClientSecurity,
+    ) -> Result<Self, ClientError> {
         let io = |source| ClientError::Io {
             address: address.to_string(),
             source,
         };
-        let stream = tokio::time::timeout(TIMEOUT, TcpStream::connect(address))
+        let tcp = tokio::time::timeout(TIMEOUT, TcpStream::connect(address))
             .await
             .map_err(|_| ClientError::Timeout(address.to_string()))?
             .map_err(io)?;
-        stream.set_nodelay(true).map_err(io)?;
+        tcp.set_nodelay(true).map_err(io)?;
+        let stream: Box<dyn ByteStream> = match &security.tls {
+            None => Box::new(tcp),
+            Some(config) => Box::new(tls_connect(address, tcp, config).await?),
+        };
         let mut client = Self {
             stream,
             address: address.to_string(),
             client_id,
             correlation_id: 0,
             versions: HashMap::new(),
+            security: security.clone(),
         };
         let request = ApiVersionsRequest::default()
             .with_client_software_name(StrBytes::from_static_str(client_id))
@@ -106,11 +145,63 @@ impl Client {
             .iter()
             .map(|k| (k.api_key, (k.min_version, k.max_version)))
             .collect();
+        if let Some(login) = &security.sasl {
+            client.authenticate(login).await?;
+        }
         Ok(client)
+    }
+
+    /// SaslHandshake with the login's mechanism, then SaslAuthenticate until the
+    /// exchange ends.
+    async fn authenticate(&mut self, login: &SaslLogin) -> Result<(), ClientError> {
+        let failed = |address: &str, message: String| ClientError::Authentication {
+            address: address.to_string(),
+            message,
+        };
+        let mechanism = login.mechanism.name();
+        let handshake =
+            SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism));
+        let version = self.version_for(ApiKey::SaslHandshake, 1)?;
+        let answer: SaslHandshakeResponse = self.send_at(handshake, version).await?;
+        if answer.error_code != 0 {
+            let offered: Vec<&str> = answer.mechanisms.iter().map(|m| m.as_str()).collect();
+            return Err(failed(
+                &self.address,
+                format!(
+                    "{mechanism} is not offered (offered: {})",
+                    offered.join(", ")
+                ),
+            ));
+        }
+        let version = self.version_for(ApiKey::SaslAuthenticate, 2)?;
+        let mut exchange = SaslClient::new(login.clone());
+        let mut token = exchange.first();
+        loop {
+            let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token));
+            let answer: SaslAuthenticateResponse = self.send_at(request, version).await?;
+            if answer.error_code != 0 {
+                let message = answer.error_message.map(|m| m.to_string());
+                return Err(failed(
+                    &self.address,
+                    message.unwrap_or_else(|| format!("error {}", answer.error_code)),
+                ));
+            }
+            match exchange.next(&answer.auth_bytes) {
+                Ok(Step::Send(next)) => token = next,
+                Ok(Step::Done) => return Ok(()),
+                Err(error) => return Err(failed(&self.address, error.to_string())),
+            }
+        }
     }
 
     pub fn address(&self) -> &str {
         &self.address
+    }
+
+    /// A connection to another broker (a partition's leader, a group's coordinator)
+    /// made the same way as this one.
+    pub async fn sibling(&self, address: &str) -> Result<Client, ClientError> {
+        Self::connect_with(address, self.client_id, &self.security).await
     }
 
     fn protocol(&self, message: impl Into<String>) -> ClientError {
@@ -214,6 +305,8 @@ impl Client {
             source,
         };
         self.stream.write_all(request).await.map_err(io)?;
+        // TLS buffers what it encrypts: the request leaves only on flush.
+        self.stream.flush().await.map_err(io)?;
         let size = self.stream.read_i32().await.map_err(io)?;
         let claimed = usize::try_from(size)
             .ok()
@@ -238,6 +331,30 @@ impl Client {
             })?;
         Ok(Bytes::from(body))
     }
+}
+
+/// The TLS handshake to `address`, whose host the server's certificate must name.
+async fn tls_connect(
+    address: &str,
+    tcp: TcpStream,
+    config: &Arc<rustls::ClientConfig>,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, ClientError> {
+    let tls_error = |message: String| ClientError::Tls {
+        address: address.to_string(),
+        message,
+    };
+    let host = address
+        .rsplit_once(':')
+        .map_or(address, |(host, _)| host)
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    let name = rustls_pki_types::ServerName::try_from(host.to_string())
+        .map_err(|_| tls_error(format!("{host:?} is not a host name or IP address")))?;
+    let connector = tokio_rustls::TlsConnector::from(Arc::clone(config));
+    tokio::time::timeout(TIMEOUT, connector.connect(name, tcp))
+        .await
+        .map_err(|_| ClientError::Timeout(address.to_string()))?
+        .map_err(|e| tls_error(e.to_string()))
 }
 
 #[derive(Debug)]

@@ -13,6 +13,7 @@ use serde::Deserialize;
 
 use crate::security::listener::{parse_endpoints, Endpoint, ListenerError, SecurityProtocol};
 use crate::security::principal::SslPrincipalMapper;
+use crate::security::sasl_client::SaslLogin;
 use crate::security::session::{Mechanism, SaslPolicy};
 use crate::security::tls::TlsFiles;
 
@@ -80,6 +81,12 @@ serve_args! {
     tls_client_ca: PathBuf = PathBuf::new(), "TERN_TLS_CLIENT_CA";
     /// PEM CA certificates this broker trusts when it connects to a peer's TLS listener [default: --tls-client-ca]
     tls_peer_ca: PathBuf = PathBuf::new(), "TERN_TLS_PEER_CA";
+    /// SASL mechanism this broker logs in to its peers with, when the inter-broker listener is SASL_PLAINTEXT or SASL_SSL (sasl.mechanism.inter.broker.protocol) [default: SCRAM-SHA-512]
+    inter_broker_sasl_mechanism: String = "SCRAM-SHA-512".to_string(), "TERN_INTER_BROKER_SASL_MECHANISM";
+    /// The user this broker logs in to its peers as (a SCRAM user; make User:NAME a super user) [default: none]
+    inter_broker_sasl_username: String = String::new(), "TERN_INTER_BROKER_SASL_USERNAME";
+    /// File holding that user's password (its first line), kept off the command line [default: none]
+    inter_broker_sasl_password_file: PathBuf = PathBuf::new(), "TERN_INTER_BROKER_SASL_PASSWORD_FILE";
     /// Rules mapping a client certificate's subject to a principal name, as Kafka's ssl.principal.mapping.rules [default: DEFAULT]
     ssl_principal_mapping_rules: String = "DEFAULT".to_string(), "TERN_SSL_PRINCIPAL_MAPPING_RULES";
     /// SASL mechanisms the SASL listeners offer (sasl.enabled.mechanisms) [default: PLAIN,SCRAM-SHA-256,SCRAM-SHA-512]
@@ -92,6 +99,10 @@ serve_args! {
     http: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 8082)), "TERN_HTTP";
     /// Serve the HTTP API at all; false opens no HTTP listener [default: true]
     http_enable: bool = true, "TERN_HTTP_ENABLE";
+    /// Serve the HTTP API over TLS (HTTPS) with --tls-cert and --tls-key; with --tls-client-ca a client certificate is asked for, and one presented must verify and names the caller [default: false]
+    http_tls: bool = false, "TERN_HTTP_TLS";
+    /// HTTP API callers: optional (a call without credentials runs as User:ANONYMOUS) or required (every call needs HTTP Basic credentials or a client certificate, else 401) [default: optional]
+    http_auth: String = "optional".to_string(), "TERN_HTTP_AUTH";
     /// Prometheus /metrics, /health and /ready listener; when not given and the default
     /// port is taken, an ephemeral port is used and logged [default: 127.0.0.1:9644]
     metrics: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 9644)), "TERN_METRICS";
@@ -199,11 +210,110 @@ pub struct Config {
     /// metrics listener: reachable by what runs on this machine, nothing else, until an
     /// operator gives it an address.
     pub http: Option<(SocketAddr, bool)>,
+    /// `--http-tls` and `--http-auth`.
+    pub http_security: HttpSecurity,
     /// The options the operator set (flag, environment or file), by field name: what
     /// DescribeConfigs reports as STATIC_BROKER_CONFIG rather than DEFAULT_CONFIG.
     pub operator_set: BTreeSet<&'static str>,
     /// `--authorizer` and `--super-users`.
     pub authorizer: crate::security::access::AuthorizerConfig,
+}
+
+/// How the HTTP API listener is secured.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HttpSecurity {
+    /// HTTPS with the broker's certificate (`--http-tls`).
+    pub tls: bool,
+    /// Calls without credentials are refused with 401 (`--http-auth required`).
+    pub require_auth: bool,
+}
+
+/// How this broker logs in to its peers: nothing on a PLAINTEXT or SSL inter-broker
+/// listener (SSL presents the broker's own certificate), the `--inter-broker-sasl-*`
+/// user on a SASL one. A TLS inter-broker listener needs trust anchors for the peers.
+fn inter_broker_login(
+    a: &ServeArgs,
+    protocol: SecurityProtocol,
+    security: &SecurityConfig,
+) -> Result<Option<SaslLogin>, ConfigError> {
+    let invalid = |reason: String| ConfigError::Invalid {
+        name: "inter_broker_listener",
+        reason,
+    };
+    if protocol.uses_tls() && security.peer_ca.is_none() {
+        return Err(invalid(format!(
+            "{protocol}: brokers verify each other's certificates; give --tls-peer-ca (or --tls-client-ca)"
+        )));
+    }
+    if !protocol.uses_sasl() {
+        return Ok(None);
+    }
+    let name = a
+        .inter_broker_sasl_mechanism
+        .clone()
+        .unwrap_or_else(defaults::inter_broker_sasl_mechanism);
+    let mechanism = Mechanism::from_name(name.trim())
+        .filter(|m| security.sasl.mechanisms.contains(m))
+        .ok_or_else(|| ConfigError::Invalid {
+            name: "inter_broker_sasl_mechanism",
+            reason: format!("{name:?} is not one of --sasl-mechanisms"),
+        })?;
+    let user = a
+        .inter_broker_sasl_username
+        .clone()
+        .filter(|u| !u.is_empty())
+        .ok_or_else(|| {
+            invalid(format!(
+                "{protocol}: brokers log in to each other; give --inter-broker-sasl-username and --inter-broker-sasl-password-file"
+            ))
+        })?;
+    let file = a
+        .inter_broker_sasl_password_file
+        .clone()
+        .filter(|p| !p.as_os_str().is_empty())
+        .ok_or_else(|| {
+            invalid(format!(
+                "{protocol}: --inter-broker-sasl-password-file is needed"
+            ))
+        })?;
+    let text = std::fs::read_to_string(&file).map_err(|source| ConfigError::Read {
+        path: file.clone(),
+        source,
+    })?;
+    let password = text.lines().next().unwrap_or_default().to_string();
+    if password.is_empty() {
+        return Err(ConfigError::Invalid {
+            name: "inter_broker_sasl_password_file",
+            reason: format!("{}: the first line (the password) is empty", file.display()),
+        });
+    }
+    Ok(Some(SaslLogin {
+        mechanism,
+        user,
+        password,
+    }))
+}
+
+/// `--http-tls` and `--http-auth` (`optional` | `required`).
+fn http_security(a: &ServeArgs, security: &SecurityConfig) -> Result<HttpSecurity, ConfigError> {
+    let tls = a.http_tls.unwrap_or_else(defaults::http_tls);
+    if tls && security.tls.is_none() {
+        return Err(ConfigError::Invalid {
+            name: "http_tls",
+            reason: "--http-tls needs --tls-cert and --tls-key".into(),
+        });
+    }
+    let require_auth = match a.http_auth.as_deref().unwrap_or("optional").trim() {
+        "optional" | "" => false,
+        "required" => true,
+        other => {
+            return Err(ConfigError::Invalid {
+                name: "http_auth",
+                reason: format!("'{other}' is not one of optional, required"),
+            })
+        }
+    };
+    Ok(HttpSecurity { tls, require_auth })
 }
 
 /// Consumer-group coordinator settings.
@@ -232,6 +342,8 @@ pub struct SecurityConfig {
     pub tls: Option<TlsFiles>,
     /// Trust anchors for a peer's TLS listener.
     pub peer_ca: Option<PathBuf>,
+    /// Who this broker logs in to its peers as, when the inter-broker listener is SASL.
+    pub inter_broker_login: Option<SaslLogin>,
     pub principal_mapper: SslPrincipalMapper,
     pub sasl: Arc<SaslPolicy>,
     pub failed_authentication_delay: Duration,
@@ -347,17 +459,9 @@ impl Config {
         let advertise = a.advertise.clone().filter(|s| !s.is_empty());
         let mut listeners = listener_configs(&a, listen)?;
         let inter_broker = inter_broker_listener(a.inter_broker_listener.as_deref(), &listeners)?;
-        if inter_broker != SecurityProtocol::Plaintext
-            && a.etcd.as_deref().is_some_and(|e| !e.is_empty())
-        {
-            return Err(ConfigError::Invalid {
-                name: "inter_broker_listener",
-                reason: format!(
-                    "{inter_broker}: brokers of a cluster reach each other over a PLAINTEXT listener (give it a private address); TLS and SASL between brokers are not built yet"
-                ),
-            });
-        }
-        let security = security_config(&a, &listeners)?;
+        let mut security = security_config(&a, &listeners)?;
+        security.inter_broker_login = inter_broker_login(&a, inter_broker, &security)?;
+        let http_security = http_security(&a, &security)?;
         let primary = listeners
             .iter()
             .find(|l| l.protocol == inter_broker)
@@ -518,6 +622,7 @@ impl Config {
                 .http_enable
                 .unwrap_or_else(defaults::http_enable)
                 .then(|| (a.http.unwrap_or_else(defaults::http), a.http.is_some())),
+            http_security,
             operator_set: set_fields,
             authorizer: authorizer_config(a.authorizer.as_deref(), a.super_users.as_deref())?,
             groups: GroupsConfig {
@@ -949,6 +1054,7 @@ fn security_config(
             cert,
             key,
             client_ca: path(&a.tls_client_ca),
+            client_certificate_optional: false,
         }),
         (None, None) => None,
         _ => {
@@ -1005,6 +1111,7 @@ fn security_config(
     }
     Ok(SecurityConfig {
         peer_ca: path(&a.tls_peer_ca).or_else(|| path(&a.tls_client_ca)),
+        inter_broker_login: None,
         tls,
         principal_mapper,
         sasl: Arc::new(SaslPolicy {

@@ -11,7 +11,7 @@ use super::{check, client, output, AclCommand, AclSelection, Connection};
 use crate::security::acl::{AclOperation, AclPermissionType, PatternType, ResourceType};
 
 pub async fn run(connection: &Connection, command: AclCommand) -> anyhow::Result<()> {
-    let mut client = client::connect(&connection.bootstrap).await?;
+    let mut client = client::connect(connection).await?;
     match command {
         AclCommand::Add(selection) => {
             let entries = entries(&selection)?;

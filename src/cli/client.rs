@@ -6,9 +6,10 @@ use std::collections::HashMap;
 pub use crate::client::Client;
 use kafka_protocol::protocol::StrBytes;
 
-/// Connects to `address` as `tern-cli`.
-pub async fn connect(address: &str) -> anyhow::Result<Client> {
-    Ok(Client::connect(address, "tern-cli").await?)
+/// Connects to the bootstrap broker as `tern-cli`, secured as `connection` says.
+pub async fn connect(connection: &super::Connection) -> anyhow::Result<Client> {
+    let security = connection.security()?;
+    Ok(Client::connect_with(&connection.bootstrap, "tern-cli", &security).await?)
 }
 
 /// Offsets of `partitions` of `topic` at `timestamp` (-1 latest, -2 earliest), each asked
@@ -67,7 +68,7 @@ pub async fn offsets_from_leaders(
         let response = if address == bootstrap.address() {
             bootstrap.send(request, 7).await?.1
         } else {
-            connect(address).await?.send(request, 7).await?.1
+            bootstrap.sibling(address).await?.send(request, 7).await?.1
         };
         for p in response.topics.iter().flat_map(|t| t.partitions.iter()) {
             if p.error_code == 0 {

@@ -9,7 +9,7 @@ use serde_json::json;
 use super::{check, client, output, topic, ClusterCommand, Connection};
 
 pub async fn run(connection: &Connection, command: ClusterCommand) -> anyhow::Result<()> {
-    let mut client = client::connect(&connection.bootstrap).await?;
+    let mut client = client::connect(connection).await?;
     let ClusterCommand::Describe = command;
     let (_, cluster) = client.send(DescribeClusterRequest::default(), 1).await?;
     check(

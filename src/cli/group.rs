@@ -14,7 +14,7 @@ use serde_json::json;
 use super::{check, client, output, topic, Client, Connection, GroupCommand};
 
 pub async fn run(connection: &Connection, command: GroupCommand) -> anyhow::Result<()> {
-    let mut client = client::connect(&connection.bootstrap).await?;
+    let mut client = client::connect(connection).await?;
     match command {
         GroupCommand::List => list(&mut client, connection.json).await,
         GroupCommand::Describe { group } => describe(&mut client, &group, connection.json).await,
@@ -37,7 +37,7 @@ async fn list(client: &mut Client, as_json: bool) -> anyhow::Result<()> {
     let mut groups: BTreeMap<String, (String, String)> = BTreeMap::new();
     for broker in &brokers {
         let address = format!("{}:{}", broker.host, broker.port);
-        let mut other = client::connect(&address).await?;
+        let mut other = client.sibling(&address).await?;
         let (_, response) = other.send(ListGroupsRequest::default(), 5).await?;
         check(
             response.error_code,
@@ -108,7 +108,9 @@ async fn describe(client: &mut Client, group: &str, as_json: bool) -> anyhow::Re
         found.error_message.as_deref(),
         &format!("finding the coordinator of '{group}'"),
     )?;
-    let mut coordinator = client::connect(&format!("{}:{}", found.host, found.port)).await?;
+    let mut coordinator = client
+        .sibling(&format!("{}:{}", found.host, found.port))
+        .await?;
     let group_id = GroupId(StrBytes::from_string(group.to_string()));
     let (_, described) = coordinator
         .send(

@@ -30,6 +30,93 @@ pub struct Connection {
     /// Print JSON instead of a table
     #[arg(long, global = true)]
     pub json: bool,
+    /// PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL, as the listener expects (security.protocol)
+    #[arg(
+        long,
+        global = true,
+        env = "TERN_SECURITY_PROTOCOL",
+        default_value = "PLAINTEXT"
+    )]
+    pub security_protocol: String,
+    /// PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (sasl.mechanism)
+    #[arg(
+        long,
+        global = true,
+        env = "TERN_SASL_MECHANISM",
+        default_value = "SCRAM-SHA-512"
+    )]
+    pub sasl_mechanism: String,
+    /// The user to log in as on a SASL listener (sasl.username)
+    #[arg(long, global = true, env = "TERN_SASL_USERNAME")]
+    pub sasl_username: Option<String>,
+    /// File whose first line is that user's password; without it, the TERN_SASL_PASSWORD environment variable
+    #[arg(long, global = true, env = "TERN_SASL_PASSWORD_FILE")]
+    pub sasl_password_file: Option<std::path::PathBuf>,
+    /// PEM CA certificates to verify the broker's certificate with (ssl.ca.location)
+    #[arg(long, global = true, env = "TERN_SSL_CA")]
+    pub ssl_ca: Option<std::path::PathBuf>,
+    /// PEM client certificate, for an SSL listener that requires one (ssl.certificate.location)
+    #[arg(long, global = true, env = "TERN_SSL_CERT", requires = "ssl_key")]
+    pub ssl_cert: Option<std::path::PathBuf>,
+    /// PEM private key of --ssl-cert (ssl.key.location)
+    #[arg(long, global = true, env = "TERN_SSL_KEY", requires = "ssl_cert")]
+    pub ssl_key: Option<std::path::PathBuf>,
+}
+
+impl Connection {
+    /// The connection's security, as its flags describe it.
+    pub fn security(&self) -> anyhow::Result<crate::client::ClientSecurity> {
+        use crate::security::listener::SecurityProtocol;
+        use crate::security::session::Mechanism;
+        use anyhow::Context as _;
+
+        let protocol: SecurityProtocol = self
+            .security_protocol
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--security-protocol: {e}"))?;
+        let tls = match protocol.uses_tls() {
+            false => None,
+            true => {
+                let ca = self.ssl_ca.as_deref().context(
+                    "--security-protocol SSL/SASL_SSL needs --ssl-ca (the CA that signed the broker's certificate)",
+                )?;
+                let identity = self.ssl_cert.as_deref().zip(self.ssl_key.as_deref());
+                Some(crate::security::tls::client_config(ca, identity)?)
+            }
+        };
+        let sasl = match protocol.uses_sasl() {
+            false => None,
+            true => {
+                let mechanism = Mechanism::from_name(&self.sasl_mechanism).with_context(|| {
+                    format!(
+                        "--sasl-mechanism {:?}: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
+                        self.sasl_mechanism
+                    )
+                })?;
+                let user = self
+                    .sasl_username
+                    .clone()
+                    .context("a SASL listener needs --sasl-username")?;
+                let password = match &self.sasl_password_file {
+                    Some(file) => std::fs::read_to_string(file)
+                        .with_context(|| format!("reading {}", file.display()))?
+                        .lines()
+                        .next()
+                        .unwrap_or_default()
+                        .to_string(),
+                    None => std::env::var("TERN_SASL_PASSWORD").context(
+                        "a SASL listener needs a password: --sasl-password-file or TERN_SASL_PASSWORD",
+                    )?,
+                };
+                Some(crate::security::sasl_client::SaslLogin {
+                    mechanism,
+                    user,
+                    password,
+                })
+            }
+        };
+        Ok(crate::client::ClientSecurity { tls, sasl })
+    }
 }
 
 #[derive(Debug, Subcommand)]

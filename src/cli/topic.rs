@@ -24,7 +24,7 @@ fn name(s: &str) -> TopicName {
 }
 
 pub async fn run(connection: &Connection, command: TopicCommand) -> anyhow::Result<()> {
-    let mut client = client::connect(&connection.bootstrap).await?;
+    let mut client = client::connect(connection).await?;
     match command {
         TopicCommand::List => list(&mut client, connection.json).await,
         TopicCommand::Describe { name } => describe(&mut client, &name, connection.json).await,

@@ -66,7 +66,7 @@ async fn alter(
     request: AlterUserScramCredentialsRequest,
     name: &str,
 ) -> anyhow::Result<()> {
-    let mut client = client::connect(&connection.bootstrap).await?;
+    let mut client = client::connect(connection).await?;
     let (_, response) = client.send(request, 0).await?;
     for result in &response.results {
         check(
@@ -79,7 +79,7 @@ async fn alter(
 }
 
 async fn list(connection: &Connection) -> anyhow::Result<()> {
-    let mut client = client::connect(&connection.bootstrap).await?;
+    let mut client = client::connect(connection).await?;
     let (_, response) = client
         .send(
             DescribeUserScramCredentialsRequest::default().with_users(None),

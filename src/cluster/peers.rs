@@ -17,7 +17,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request};
 use parking_lot::Mutex;
 
 use super::MetadataStore;
-use crate::client::{Client, ClientError};
+use crate::client::{Client, ClientError, ClientSecurity};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PeerError {
@@ -66,13 +66,16 @@ impl Pool {
 pub struct Peers {
     store: Arc<dyn MetadataStore>,
     pools: Mutex<HashMap<i32, Arc<Pool>>>,
+    /// How the inter-broker listener is reached (TLS, the broker's SASL login).
+    security: ClientSecurity,
 }
 
 impl Peers {
-    pub fn new(store: Arc<dyn MetadataStore>) -> Self {
+    pub fn new(store: Arc<dyn MetadataStore>, security: ClientSecurity) -> Self {
         Self {
             store,
             pools: Mutex::new(HashMap::new()),
+            security,
         }
     }
 
@@ -103,7 +106,7 @@ impl Peers {
         let mut connection = pool.take().await;
         let client = match connection.take() {
             Some(client) if client.address() == address => client,
-            _ => Client::connect(&address, "tern-broker")
+            _ => Client::connect_with(&address, "tern-broker", &self.security)
                 .await
                 .map_err(PeerError::Connect)?,
         };

@@ -24,7 +24,9 @@
 //! right now (no leader or coordinator at the moment, a broker unreachable, storage
 //! trouble) 503.
 
+mod auth;
 pub mod bodies;
+pub mod listener;
 mod place;
 mod publish;
 mod subscribe;
@@ -43,13 +45,14 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::context::Services;
 use crate::cluster::TopicSpec;
 use crate::metrics as m;
 use crate::replication::TopicReplicas;
+use crate::security::acl::{AclOperation, ResourceType};
+pub use auth::Caller;
 
 pub use crate::config::limits::HTTP_MAX_BODY_BYTES as MAX_BODY_BYTES;
 /// The OpenAPI document, kept in the repository beside the code it describes.
@@ -69,6 +72,10 @@ pub struct HttpApi {
     next_partition: std::sync::atomic::AtomicUsize,
     /// Ends long polls and push streams when the broker stops.
     shutdown: CancellationToken,
+    /// `--http-auth required`: a call without credentials is a 401.
+    require_auth: bool,
+    /// HTTP Basic passwords already checked.
+    verified: auth::VerifiedPasswords,
 }
 
 type ApiState = State<Arc<HttpApi>>;
@@ -125,7 +132,15 @@ impl IntoResponse for ApiError {
         if let Some(field) = self.field {
             body["field"] = json!(field);
         }
-        (self.code, Json(body)).into_response()
+        let mut response = (self.code, Json(body)).into_response();
+        if self.code == StatusCode::UNAUTHORIZED {
+            // RFC 7617: a 401 names the scheme that would let the caller in.
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Basic realm=\"tern\", charset=\"UTF-8\""),
+            );
+        }
+        response
     }
 }
 
@@ -251,12 +266,18 @@ impl MessageId {
 }
 
 impl HttpApi {
-    pub fn new(services: Arc<Services>, shutdown: CancellationToken) -> Arc<Self> {
+    pub fn new(
+        services: Arc<Services>,
+        require_auth: bool,
+        shutdown: CancellationToken,
+    ) -> Arc<Self> {
         Arc::new(Self {
             services,
             delivered: Mutex::new(HashMap::new()),
             next_partition: std::sync::atomic::AtomicUsize::new(0),
             shutdown,
+            require_auth,
+            verified: auth::VerifiedPasswords::default(),
         })
     }
 
@@ -283,6 +304,50 @@ impl HttpApi {
     }
 }
 
+impl HttpApi {
+    /// The topic with id `id`, for a caller who wants to perform `operation` on it.
+    /// With an authorizer, a caller refused on the topic gets the same answer whether
+    /// it exists or not (Kafka's rule: who may not DESCRIBE a topic cannot learn that it
+    /// exists); only a caller who may DESCRIBE the cluster is told 404.
+    async fn topic_for(
+        &self,
+        caller: &Caller,
+        id: i64,
+        operation: AclOperation,
+    ) -> Result<(TopicSpec, Arc<TopicReplicas>), ApiError> {
+        let access = &self.services.access;
+        let what = || format!("topic_id {id}");
+        match self.topic(id).await {
+            Ok((spec, replicas)) => {
+                caller.require(access, operation, ResourceType::Topic, &spec.name, &what())?;
+                Ok((spec, replicas))
+            }
+            Err(e)
+                if e.code == StatusCode::NOT_FOUND
+                    && !caller.may_on_cluster(access, AclOperation::Describe) =>
+            {
+                Err(caller.refusal(&what()))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The consumer group of `consumer_id`, if the caller may READ it (as JoinGroup and
+    /// OffsetCommit require of a Kafka consumer).
+    fn group_for(&self, caller: &Caller, consumer_id: i64) -> Result<String, ApiError> {
+        let group = group_of(consumer_id);
+        let what = format!("consumer_id {consumer_id}");
+        caller.require(
+            &self.services.access,
+            AclOperation::Read,
+            ResourceType::Group,
+            &group,
+            &what,
+        )?;
+        Ok(group)
+    }
+}
+
 fn group_of(consumer_id: i64) -> String {
     format!("http-{consumer_id}")
 }
@@ -301,6 +366,10 @@ pub fn router(api: Arc<HttpApi>) -> Router {
         .route("/openapi.json", get(openapi))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&api),
+            auth::authenticate,
+        ))
         .layer(axum::middleware::from_fn(record_metrics))
         .with_state(api)
 }
@@ -353,8 +422,13 @@ fn params(query: Params) -> Result<HashMap<String, String>, ApiError> {
 }
 
 /// Serves the API on `listener` until `shutdown`.
-pub async fn serve(listener: TcpListener, api: Arc<HttpApi>, shutdown: CancellationToken) {
-    let served = axum::serve(listener, router(api))
+pub async fn serve(
+    listener: listener::HttpListener,
+    api: Arc<HttpApi>,
+    shutdown: CancellationToken,
+) {
+    let service = router(api).into_make_service_with_connect_info::<listener::HttpPeer>();
+    let served = axum::serve(listener, service)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await;
     if let Err(error) = served {

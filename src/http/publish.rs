@@ -5,18 +5,36 @@ use std::sync::atomic::Ordering;
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::Json;
+use axum::http::StatusCode;
+use axum::{Extension, Json};
 use serde_json::json;
 
 use super::bodies::{status_query, CreateTopicBody, PublishBody};
-use super::{params, ApiError, ApiResult, ApiState, MessageId, Params};
+use super::{params, ApiError, ApiResult, ApiState, Caller, MessageId, Params};
 use crate::log::batch::testing::{encode_batch, TestRecord};
 use crate::model::now_ms;
+use crate::security::acl::{AclOperation, ResourceType};
 use crate::topics::{CreateTopic, TopicError};
 
-pub async fn create_topic(State(api): ApiState, body: Body) -> ApiResult {
+pub async fn create_topic(
+    State(api): ApiState,
+    Extension(caller): Extension<Caller>,
+    body: Body,
+) -> ApiResult {
     let body = CreateTopicBody::parse(&super::json_body(body).await?)?;
     let name = body.name;
+    // CreateTopics' rule: CREATE on the cluster, or on the topic.
+    let access = &api.services.access;
+    if !caller.may_on_cluster(access, AclOperation::Create) {
+        let what = format!("topic '{name}'");
+        caller.require(
+            access,
+            AclOperation::Create,
+            ResourceType::Topic,
+            &name,
+            &what,
+        )?;
+    }
     let request = CreateTopic {
         name: name.clone(),
         partitions: body.partitions.unwrap_or(-1),
@@ -50,13 +68,19 @@ pub async fn create_topic(State(api): ApiState, body: Body) -> ApiResult {
     })))
 }
 
-pub async fn publish_message(State(api): ApiState, body: Body) -> ApiResult {
+pub async fn publish_message(
+    State(api): ApiState,
+    Extension(caller): Extension<Caller>,
+    body: Body,
+) -> ApiResult {
     let PublishBody {
         topic_id,
         content,
         key,
     } = PublishBody::parse(&super::json_body(body).await?)?;
-    let (spec, topic) = api.topic(topic_id).await?;
+    let (spec, topic) = api
+        .topic_for(&caller, topic_id, AclOperation::Write)
+        .await?;
     let index = match &key {
         Some(key) => (murmur2(key.as_bytes()) & 0x7fff_ffff) % spec.partitions.max(1),
         None => {
@@ -102,12 +126,23 @@ pub async fn publish_message(State(api): ApiState, body: Body) -> ApiResult {
     })))
 }
 
-pub async fn message_status(State(api): ApiState, query: Params) -> ApiResult {
+pub async fn message_status(
+    State(api): ApiState,
+    Extension(caller): Extension<Caller>,
+    query: Params,
+) -> ApiResult {
     let query = params(query)?;
     let message_id = status_query(&query)?;
     let unknown = || ApiError::not_found(format!("no message with message_id {message_id}"));
     let id = MessageId::decode(message_id).ok_or_else(unknown)?;
-    let (spec, topic) = api.topic(id.topic_id).await.map_err(|_| unknown())?;
+    let (spec, topic) = match api
+        .topic_for(&caller, id.topic_id, AclOperation::Describe)
+        .await
+    {
+        Ok(found) => found,
+        Err(e) if e.code == StatusCode::NOT_FOUND => return Err(unknown()),
+        Err(refused) => return Err(refused),
+    };
     if id.partition >= spec.partitions {
         return Err(unknown());
     }

@@ -15,13 +15,15 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::Json;
+use axum::{Extension, Json};
 use futures::Stream;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
 use super::bodies::{AckBody, ConsumerTopic, MessageQuery};
-use super::{group_of, params, ApiError, ApiResult, ApiState, Fields, HttpApi, MessageId, Params};
+use super::{
+    group_of, params, ApiError, ApiResult, ApiState, Caller, Fields, HttpApi, MessageId, Params,
+};
 use crate::cluster::TopicSpec;
 use crate::group::coordinator::OffsetCommit;
 use crate::group::offsets::CommittedOffset;
@@ -29,6 +31,7 @@ use crate::log::{batch, compression};
 use crate::model::now_ms;
 use crate::replication::ReadResult;
 use crate::replication::{Partition, TopicReplicas};
+use crate::security::acl::AclOperation;
 
 /// A message as stored.
 #[derive(Debug, Clone)]
@@ -348,14 +351,18 @@ async fn wait_for_append(
     }
 }
 
-pub async fn subscribe(State(api): ApiState, body: Body) -> ApiResult {
+pub async fn subscribe(
+    State(api): ApiState,
+    Extension(caller): Extension<Caller>,
+    body: Body,
+) -> ApiResult {
     let body = super::json_body(body).await?;
     let ConsumerTopic {
         consumer_id,
         topic_id,
     } = ConsumerTopic::parse(&Fields::Body(&body))?;
-    let (spec, topic) = api.topic(topic_id).await?;
-    let group = group_of(consumer_id);
+    let (spec, topic) = api.topic_for(&caller, topic_id, AclOperation::Read).await?;
+    let group = api.group_for(&caller, consumer_id)?;
     if let Some(positions) = api.positions(consumer_id, &spec).await? {
         let at = positions.values().map(subscribe_at).min().unwrap_or(0);
         return Ok(Json(
@@ -380,23 +387,31 @@ pub async fn subscribe(State(api): ApiState, body: Body) -> ApiResult {
     ))
 }
 
-pub async fn unsubscribe(State(api): ApiState, body: Body) -> ApiResult {
+pub async fn unsubscribe(
+    State(api): ApiState,
+    Extension(caller): Extension<Caller>,
+    body: Body,
+) -> ApiResult {
     let body = super::json_body(body).await?;
     let ConsumerTopic {
         consumer_id,
         topic_id,
     } = ConsumerTopic::parse(&Fields::Body(&body))?;
-    let (spec, _) = api.topic(topic_id).await?;
+    let (spec, _) = api.topic_for(&caller, topic_id, AclOperation::Read).await?;
+    let group = api.group_for(&caller, consumer_id)?;
     let positions = api.subscribed(consumer_id, &spec).await?;
-    let (group, partitions): (_, Vec<i32>) =
-        (group_of(consumer_id), positions.into_keys().collect());
+    let partitions: Vec<i32> = positions.into_keys().collect();
     api.retrying(|| api.forget(&group, &spec, partitions.clone()))
         .await?;
     api.delivered.lock().remove(&(consumer_id, topic_id));
     Ok(Json(json!({"status": "ok", "unsubscribe_at": now_ms()})))
 }
 
-pub async fn message(State(api): ApiState, query: Params) -> ApiResult {
+pub async fn message(
+    State(api): ApiState,
+    Extension(caller): Extension<Caller>,
+    query: Params,
+) -> ApiResult {
     let MessageQuery {
         at: ConsumerTopic {
             consumer_id,
@@ -405,7 +420,8 @@ pub async fn message(State(api): ApiState, query: Params) -> ApiResult {
         wait_ms,
         max,
     } = MessageQuery::parse(&params(query)?)?;
-    let (spec, topic) = api.topic(topic_id).await?;
+    let (spec, topic) = api.topic_for(&caller, topic_id, AclOperation::Read).await?;
+    api.group_for(&caller, consumer_id)?;
     api.commit_delivered(consumer_id, &spec).await?;
     let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
     let (messages, ends) = loop {
@@ -439,7 +455,11 @@ pub async fn message(State(api): ApiState, query: Params) -> ApiResult {
     }))
 }
 
-pub async fn ack(State(api): ApiState, body: Body) -> ApiResult {
+pub async fn ack(
+    State(api): ApiState,
+    Extension(caller): Extension<Caller>,
+    body: Body,
+) -> ApiResult {
     let AckBody {
         at: ConsumerTopic {
             consumer_id,
@@ -448,7 +468,8 @@ pub async fn ack(State(api): ApiState, body: Body) -> ApiResult {
         id,
         ..
     } = AckBody::parse(&super::json_body(body).await?)?;
-    let (spec, _) = api.topic(topic_id).await?;
+    let (spec, _) = api.topic_for(&caller, topic_id, AclOperation::Read).await?;
+    api.group_for(&caller, consumer_id)?;
     api.subscribed(consumer_id, &spec).await?;
     api.advance(consumer_id, &spec, &[(id.partition, id.offset + 1)])
         .await?;
@@ -461,6 +482,8 @@ pub async fn ack(State(api): ApiState, body: Body) -> ApiResult {
 /// What a push stream carries between polls.
 struct StreamState {
     api: Arc<HttpApi>,
+    /// Checked again before every event: a revoked ACL ends the stream.
+    caller: Caller,
     consumer_id: i64,
     topic_id: i64,
     buffer: VecDeque<(i32, Stored)>,
@@ -493,16 +516,19 @@ impl Drop for StreamState {
 
 pub async fn stream(
     State(api): ApiState,
+    Extension(caller): Extension<Caller>,
     query: Params,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let ConsumerTopic {
         consumer_id,
         topic_id,
     } = ConsumerTopic::parse(&Fields::Query(&params(query)?))?;
-    let (spec, _) = api.topic(topic_id).await?;
+    let (spec, _) = api.topic_for(&caller, topic_id, AclOperation::Read).await?;
+    api.group_for(&caller, consumer_id)?;
     api.subscribed(consumer_id, &spec).await?;
     let state = StreamState {
         api,
+        caller,
         consumer_id,
         topic_id,
         buffer: VecDeque::new(),
@@ -518,7 +544,12 @@ async fn next_event(mut st: StreamState) -> Option<(Result<Event, Infallible>, S
         if st.api.shutdown.is_cancelled() {
             return None;
         }
-        let (spec, topic) = st.api.topic(st.topic_id).await.ok()?;
+        let (spec, topic) = st
+            .api
+            .topic_for(&st.caller, st.topic_id, AclOperation::Read)
+            .await
+            .ok()?;
+        st.api.group_for(&st.caller, st.consumer_id).ok()?;
         if let Some((partition, next)) = st.sent {
             // Cleared only once committed: if this step is cancelled (the client
             // left), `Drop` commits it instead.

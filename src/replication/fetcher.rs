@@ -24,7 +24,7 @@ use kafka_protocol::ResponseError;
 use tokio_util::sync::CancellationToken;
 
 use super::{Partition, ReplicaManager};
-use crate::client::Client;
+use crate::client::{Client, ClientSecurity};
 use crate::cluster::MetadataStore;
 use crate::config::limits::{
     REPLICA_FETCH_BACKOFF, REPLICA_FETCH_MAX_BYTES, REPLICA_FETCH_PARTITION_MAX_BYTES,
@@ -41,6 +41,8 @@ pub struct ReplicaFetchers {
     replicas: Arc<ReplicaManager>,
     store: Arc<dyn MetadataStore>,
     tasks: parking_lot::Mutex<HashMap<i32, CancellationToken>>,
+    /// How leaders' inter-broker listeners are reached.
+    security: ClientSecurity,
 }
 
 impl ReplicaFetchers {
@@ -48,11 +50,13 @@ impl ReplicaFetchers {
         node_id: i32,
         replicas: Arc<ReplicaManager>,
         store: Arc<dyn MetadataStore>,
+        security: ClientSecurity,
     ) -> Arc<Self> {
         Arc::new(Self {
             node_id,
             replicas,
             store,
+            security,
             tasks: parking_lot::Mutex::new(HashMap::new()),
         })
     }
@@ -146,7 +150,7 @@ impl ReplicaFetchers {
             .into_iter()
             .find(|b| b.node_id == leader)?
             .peer_address();
-        match Client::connect(&address, "tern-replica-fetcher").await {
+        match Client::connect_with(&address, "tern-replica-fetcher", &self.security).await {
             Ok(client) => Some(client),
             Err(error) => {
                 tracing::debug!(leader, %error, "cannot reach the leader to replicate");

@@ -6,6 +6,7 @@
 //! - `scram`: the mechanisms, the stored credential and the SCRAM server state machine.
 //! - `scram_messages`: the strict parser of the two client messages.
 //! - `plain`: PLAIN, verified against the same SCRAM credentials (no second password store).
+//! - `sasl_client`: the client side of PLAIN and SCRAM, for tern's own connections.
 //! - `credentials`: the JSON form of a stored credential and the DescribeUserScramCredentials view.
 //! - `acl`: the ACL model (bindings, filters, validation) and the authorizer's decisions.
 //! - `access`: the broker's configured authorizer, swapped whole when the ACLs change.
@@ -13,6 +14,7 @@
 pub mod scram;
 pub mod scram_messages;
 pub mod plain;
+pub mod sasl_client;
 pub mod credentials;
 pub mod acl;
 pub mod access;

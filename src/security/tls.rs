@@ -45,6 +45,9 @@ pub struct TlsFiles {
     pub key: PathBuf,
     /// When set, clients must present a certificate signed by one of these (mTLS).
     pub client_ca: Option<PathBuf>,
+    /// With `client_ca`: a client may also connect without a certificate (the HTTP
+    /// API, where HTTP Basic is the other way in); one it presents must still verify.
+    pub client_certificate_optional: bool,
 }
 
 impl TlsFiles {
@@ -112,7 +115,12 @@ pub fn server_config(files: &TlsFiles, alpn: &[&[u8]]) -> Result<Arc<ServerConfi
         ServerConfig::builder_with_provider(provider()).with_safe_default_protocol_versions()?;
     let mut config = match &files.client_ca {
         Some(ca) => {
-            let verifier = WebPkiClientVerifier::builder_with_provider(load_roots(ca)?, provider())
+            let mut verifier =
+                WebPkiClientVerifier::builder_with_provider(load_roots(ca)?, provider());
+            if files.client_certificate_optional {
+                verifier = verifier.allow_unauthenticated();
+            }
+            let verifier = verifier
                 .build()
                 .map_err(|e| TlsError::Verifier(e.to_string()))?;
             builder
@@ -285,6 +293,7 @@ mod tests {
             cert: PathBuf::from("/nonexistent/cert.pem"),
             key: PathBuf::from("/nonexistent/key.pem"),
             client_ca: None,
+            client_certificate_optional: false,
         };
         let error = server_config(&files, &[]).expect_err("no files");
         assert!(

@@ -11,6 +11,7 @@ use parking_lot::Mutex;
 
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -19,6 +20,7 @@ use super::connection;
 use crate::api::context::{ConnectionSecurity, Services};
 use crate::config::limits::TLS_HANDSHAKE_TIMEOUT;
 use crate::security::listener::SecurityProtocol;
+use crate::security::principal::SslPrincipalMapper;
 use crate::security::session::SaslSession;
 use crate::security::tls::{subject_name, ReloadingTls};
 
@@ -156,32 +158,10 @@ async fn serve(
         drop(permit);
         return;
     };
-    let acceptor = TlsAcceptor::from(tls.current());
-    let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-        Ok(Ok(stream)) => stream,
-        Ok(Err(error)) => return tls_failed(peer, protocol, &error.to_string()),
-        Err(_) => return tls_failed(peer, protocol, "handshake timed out"),
-    };
-    let certificate = stream
-        .get_ref()
-        .1
-        .peer_certificates()
-        .and_then(|chain| chain.first())
-        .map(|leaf| leaf.as_ref().to_vec());
-    let tls_user = match certificate {
-        None => None,
-        Some(der) => {
-            let subject = subject_name(&der).unwrap_or_default();
-            match services.server.security.principal_mapper.name(&subject) {
-                Some(name) => Some(name),
-                None => {
-                    metrics::counter!(crate::metrics::AUTHENTICATION_FAILURES_TOTAL, "listener" => protocol.name(), "reason" => "principal")
-                        .increment(1);
-                    tracing::warn!(%peer, subject, "no ssl.principal.mapping.rules rule applies to the client certificate; closing");
-                    return;
-                }
-            }
-        }
+    let mapper = &services.server.security.principal_mapper;
+    let Some((stream, tls_user)) = tls_handshake(tls, stream, peer, mapper, protocol.name()).await
+    else {
+        return;
     };
     let security = Arc::new(ConnectionSecurity {
         listener: protocol,
@@ -192,8 +172,47 @@ async fn serve(
     drop(permit);
 }
 
-fn tls_failed(peer: SocketAddr, protocol: SecurityProtocol, error: &str) {
-    metrics::counter!(crate::metrics::AUTHENTICATION_FAILURES_TOTAL, "listener" => protocol.name(), "reason" => "tls")
+/// The TLS handshake of an accepted connection (bounded in time) and the principal
+/// name its client certificate maps to, if it presented one. `None` (counted and
+/// logged) when the handshake fails or no mapping rule applies: the connection is
+/// closed, as Kafka closes it. Shared by the Kafka listeners and the HTTP API.
+pub(crate) async fn tls_handshake(
+    tls: &ReloadingTls,
+    stream: TcpStream,
+    peer: SocketAddr,
+    mapper: &SslPrincipalMapper,
+    listener: &'static str,
+) -> Option<(TlsStream<TcpStream>, Option<String>)> {
+    let acceptor = TlsAcceptor::from(tls.current());
+    let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(error)) => return tls_failed(peer, listener, &error.to_string()),
+        Err(_) => return tls_failed(peer, listener, "handshake timed out"),
+    };
+    let certificate = stream
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|chain| chain.first())
+        .map(|leaf| leaf.as_ref().to_vec());
+    let Some(der) = certificate else {
+        return Some((stream, None));
+    };
+    let subject = subject_name(&der).unwrap_or_default();
+    match mapper.name(&subject) {
+        Some(name) => Some((stream, Some(name))),
+        None => {
+            metrics::counter!(crate::metrics::AUTHENTICATION_FAILURES_TOTAL, "listener" => listener, "reason" => "principal")
+                .increment(1);
+            tracing::warn!(%peer, subject, "no ssl.principal.mapping.rules rule applies to the client certificate; closing");
+            None
+        }
+    }
+}
+
+fn tls_failed<T>(peer: SocketAddr, listener: &'static str, error: &str) -> Option<T> {
+    metrics::counter!(crate::metrics::AUTHENTICATION_FAILURES_TOTAL, "listener" => listener, "reason" => "tls")
         .increment(1);
-    tracing::info!(%peer, listener = protocol.name(), error, "TLS handshake failed");
+    tracing::info!(%peer, listener, error, "TLS handshake failed");
+    None
 }
