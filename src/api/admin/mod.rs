@@ -94,6 +94,12 @@ pub(crate) fn config_resource_refusal(
     (!ctx.authorize(operation, acl_type, acl_name)).then_some(error)
 }
 
+/// Whether `name` is a broker config this broker has but does not change at run time.
+pub(crate) fn read_only_broker_config(ctx: &super::context::RequestContext, name: &str) -> bool {
+    !crate::cluster::broker_config::is_dynamic(name)
+        && ctx.services.static_configs.iter().any(|c| c.name == name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,10 +141,4 @@ mod tests {
         );
         assert_eq!(config_resource_acl(1, "x", true), None);
     }
-}
-
-/// Whether `name` is a broker config this broker has but does not change at run time.
-pub(crate) fn read_only_broker_config(ctx: &super::context::RequestContext, name: &str) -> bool {
-    !crate::cluster::broker_config::is_dynamic(name)
-        && ctx.services.static_configs.iter().any(|c| c.name == name)
 }
