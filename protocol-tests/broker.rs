@@ -64,7 +64,7 @@ pub struct Broker {
     _dir: Option<tempfile::TempDir>,
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
     l.local_addr().expect("local_addr").port()
 }
@@ -179,7 +179,13 @@ impl Broker {
             .arg(NODE_ID.to_string())
             .arg("--cluster-id")
             .arg(CLUSTER_ID)
-            .args(&self.extra_args)
+            // `{port}` in an argument is this start's Kafka port (a `--listeners` list
+            // that must name the port the suite connects to).
+            .args(
+                self.extra_args
+                    .iter()
+                    .map(|a| a.replace("{port}", &port.to_string())),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::from(log))
             .stderr(Stdio::from(log2));

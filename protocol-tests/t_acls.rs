@@ -288,3 +288,722 @@ fn acls_are_created_described_deleted_and_enforced() {
         "DeleteAcls"
     );
 }
+
+// ------------------------------------------------------------------ the API matrix
+
+const GROUP: i8 = 3;
+const DELETE: i8 = 6;
+const ALTER: i8 = 7;
+const CLUSTER_ACTION: i8 = 9;
+const DESCRIBE_CONFIGS: i8 = 10;
+const ALTER_CONFIGS: i8 = 11;
+const GROUP_AUTHORIZATION_FAILED: i16 = 30;
+/// Pseudo codes for answers that refuse without an error code: the thing asked about
+/// is left out of a list (ListGroups, OffsetFetch of all topics), or KIP-430's bits are
+/// not what the grant gives (DescribeCluster, DescribeGroups).
+const HIDDEN: i16 = -1000;
+const WRONG_BITS: i16 = -1001;
+const SCRAM_SHA_256: i8 = 1;
+const ADMIN: &str = "admin";
+const ADMIN_PASSWORD: &str = "admin-secret";
+
+/// An ALLOW ACL for `User:ANONYMOUS` (what a PLAINTEXT connection is) on a literal name.
+fn anon(rt: i8, name: &str, op: i8) -> AclCreation {
+    creation(rt, name, LITERAL, "User:ANONYMOUS", op, ALLOW)
+}
+
+/// A connection authenticated as `user` with SASL/PLAIN on a SASL_PLAINTEXT listener.
+fn sasl_plain_client(addr: &str, user: &str, password: &str) -> crate::client::Client {
+    use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
+    let mut c = crate::client::Client::connect(addr);
+    let hs = c.call(
+        1,
+        &SaslHandshakeRequest::default().with_mechanism(sb("PLAIN")),
+    );
+    assert_code!(hs.error_code, NONE, "SaslHandshake PLAIN");
+    let token = format!("\0{user}\0{password}");
+    let auth = c.call(
+        2,
+        &SaslAuthenticateRequest::default().with_auth_bytes(bytes::Bytes::from(token)),
+    );
+    assert_code!(auth.error_code, NONE, "SaslAuthenticate as {user}");
+    c
+}
+
+/// The SCRAM-SHA-256 upsertion of `user` with `password` (RFC 5802's Hi).
+fn scram_upsertion(
+    user: &str,
+    password: &str,
+) -> kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialUpsertion {
+    let salt = b"matrix-salt";
+    let iterations = 4096;
+    let mut salted = [0u8; 32];
+    pbkdf2::pbkdf2_hmac::<sha2::Sha256>(password.as_bytes(), salt, iterations, &mut salted);
+    kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialUpsertion::default()
+        .with_name(sb(user))
+        .with_mechanism(SCRAM_SHA_256)
+        .with_iterations(iterations as i32)
+        .with_salt(bytes::Bytes::copy_from_slice(salt))
+        .with_salted_password(bytes::Bytes::copy_from_slice(&salted))
+}
+
+/// Calls `probe` until it answers `want` (ACL changes reach the authorizer through the
+/// store's events, a moment after CreateAcls/DeleteAcls answer); the last answer.
+fn eventually(
+    c: &mut crate::client::Client,
+    want: i16,
+    probe: &dyn Fn(&mut crate::client::Client) -> i16,
+) -> i16 {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let got = probe(c);
+        if got == want || std::time::Instant::now() > deadline {
+            return got;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// One row: the API, the ACLs granted before both probes (`base`), the ACLs the API
+/// needs on top (`needed`), the probe's code without them and with them.
+struct Row<'a> {
+    api: &'static str,
+    base: Vec<AclCreation>,
+    needed: Vec<AclCreation>,
+    refused: i16,
+    granted: i16,
+    probe: Box<dyn Fn(&mut crate::client::Client) -> i16 + 'a>,
+}
+
+#[test]
+fn every_api_is_refused_without_its_acl_and_served_with_it() {
+    use kafka_protocol::messages::*;
+    if std::env::var("TERN_PROTOCOL_TARGET").is_ok() {
+        return; // needs its own listeners, super user and a restart
+    }
+    let sasl_port = crate::broker::free_port();
+    let listeners =
+        format!("PLAINTEXT://127.0.0.1:{{port}},SASL_PLAINTEXT://127.0.0.1:{sasl_port}");
+    let args = |supers: &str| -> Vec<String> {
+        [
+            "--listeners",
+            &listeners,
+            "--authorizer",
+            "acl",
+            "--super-users",
+            supers,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    // Setup as a super user: a topic, a committed offset, the admin's credential.
+    let setup = args("User:ANONYMOUS;User:admin");
+    let setup: Vec<&str> = setup.iter().map(String::as_str).collect();
+    let mut ctx = Ctx::with_args(&setup);
+    let mut c = ctx.client();
+    let topic = ctx.topic("aclmatrix", 1, &[]).name;
+    let group = crate::broker::unique_name("aclmatrix-group");
+    crate::groups::commit_ok(
+        &ctx,
+        &mut c,
+        &group,
+        crate::groups::SIMPLE,
+        &[(topic.as_str(), 0, 7, -1, None)],
+    );
+    let created = c.call(
+        0,
+        &AlterUserScramCredentialsRequest::default()
+            .with_upsertions(vec![scram_upsertion(ADMIN, ADMIN_PASSWORD)]),
+    );
+    assert_code!(created.results[0].error_code, NONE, "admin credential");
+    // From now on only the admin is a super user; anonymous has what a row grants.
+    let run = args("User:admin");
+    let run: Vec<&str> = run.iter().map(String::as_str).collect();
+    ctx.broker.set_args(&run);
+    ctx.broker.restart();
+    let mut admin = sasl_plain_client(&format!("127.0.0.1:{sasl_port}"), ADMIN, ADMIN_PASSWORD);
+    let mut c = ctx.client();
+
+    let t = topic.as_str();
+    let g = group.as_str();
+    let node = crate::broker::NODE_ID.to_string();
+    let v = |key: ApiKey| ctx.max_version(key);
+    let ofle_v = v(ApiKey::OffsetForLeaderEpoch);
+    let ofle = move |replica_id: i32| {
+        move |c: &mut crate::client::Client| {
+            let r = c.call(
+                ofle_v,
+                &OffsetForLeaderEpochRequest::default()
+                    .with_replica_id(BrokerId(replica_id))
+                    .with_topics(vec![
+                        offset_for_leader_epoch_request::OffsetForLeaderTopic::default()
+                            .with_topic(tn(t))
+                            .with_partitions(vec![
+                                offset_for_leader_epoch_request::OffsetForLeaderPartition::default(
+                                )
+                                .with_partition(0)
+                                .with_current_leader_epoch(-1)
+                                .with_leader_epoch(0),
+                            ]),
+                    ]),
+            );
+            r.topics[0].partitions[0].error_code
+        }
+    };
+    let describe_configs_v = v(ApiKey::DescribeConfigs);
+    let describe_configs = move |rt: i8, name: String| {
+        move |c: &mut crate::client::Client| {
+            let r = c.call(
+                describe_configs_v,
+                &DescribeConfigsRequest::default().with_resources(vec![
+                    describe_configs_request::DescribeConfigsResource::default()
+                        .with_resource_type(rt)
+                        .with_resource_name(sb(&name))
+                        .with_configuration_keys(None),
+                ]),
+            );
+            r.results[0].error_code
+        }
+    };
+    let alter_configs_v = v(ApiKey::AlterConfigs);
+    let alter_configs = move |rt: i8, name: String| {
+        move |c: &mut crate::client::Client| {
+            let r = c.call(
+                alter_configs_v,
+                &AlterConfigsRequest::default()
+                    .with_validate_only(true)
+                    .with_resources(vec![alter_configs_request::AlterConfigsResource::default()
+                        .with_resource_type(rt)
+                        .with_resource_name(sb(&name))]),
+            );
+            r.responses[0].error_code
+        }
+    };
+    let incremental_v = v(ApiKey::IncrementalAlterConfigs);
+    let incremental = move |rt: i8, name: String| {
+        move |c: &mut crate::client::Client| {
+            let r = c.call(
+                incremental_v,
+                &IncrementalAlterConfigsRequest::default()
+                    .with_validate_only(true)
+                    .with_resources(vec![
+                        incremental_alter_configs_request::AlterConfigsResource::default()
+                            .with_resource_type(rt)
+                            .with_resource_name(sb(&name)),
+                    ]),
+            );
+            r.responses[0].error_code
+        }
+    };
+    let offset_fetch_v = v(ApiKey::OffsetFetch);
+    // OffsetFetch of the named topic (v8+ groups form, or v2-7 single group).
+    let offset_fetch = move |version: i16| {
+        move |c: &mut crate::client::Client| {
+            if version >= 8 {
+                let r = c.call(
+                    version,
+                    &OffsetFetchRequest::default().with_groups(vec![
+                        offset_fetch_request::OffsetFetchRequestGroup::default()
+                            .with_group_id(crate::groups::gid(g))
+                            .with_topics(Some(vec![
+                                offset_fetch_request::OffsetFetchRequestTopics::default()
+                                    .with_name(tn(t))
+                                    .with_partition_indexes(vec![0]),
+                            ])),
+                    ]),
+                );
+                let group = &r.groups[0];
+                if group.error_code != NONE {
+                    return group.error_code;
+                }
+                let p = &group.topics[0].partitions[0];
+                if p.error_code == NONE {
+                    assert_eq!(p.committed_offset, 7, "the committed offset");
+                }
+                p.error_code
+            } else {
+                let r = c.call(
+                    version,
+                    &OffsetFetchRequest::default()
+                        .with_group_id(crate::groups::gid(g))
+                        .with_topics(Some(vec![
+                            offset_fetch_request::OffsetFetchRequestTopic::default()
+                                .with_name(tn(t))
+                                .with_partition_indexes(vec![0]),
+                        ])),
+                );
+                if r.error_code != NONE {
+                    return r.error_code;
+                }
+                r.topics[0].partitions[0].error_code
+            }
+        }
+    };
+    let offset_delete = move |c: &mut crate::client::Client| {
+        let r = c.call(
+            0,
+            &OffsetDeleteRequest::default()
+                .with_group_id(crate::groups::gid(g))
+                .with_topics(vec![
+                    offset_delete_request::OffsetDeleteRequestTopic::default()
+                        .with_name(tn(t))
+                        .with_partitions(vec![
+                            offset_delete_request::OffsetDeleteRequestPartition::default()
+                                .with_partition_index(0),
+                        ]),
+                ]),
+        );
+        if r.error_code != NONE {
+            return r.error_code;
+        }
+        r.topics[0].partitions[0].error_code
+    };
+    let list_groups_v = v(ApiKey::ListGroups);
+    let list_groups = move |c: &mut crate::client::Client| {
+        let r = c.call(list_groups_v, &ListGroupsRequest::default());
+        if r.error_code != NONE {
+            return r.error_code;
+        }
+        if r.groups.iter().any(|l| l.group_id.as_str() == g) {
+            NONE
+        } else {
+            HIDDEN
+        }
+    };
+
+    let cluster = "kafka-cluster";
+    let rows: Vec<Row> = vec![
+        Row {
+            api: "OffsetForLeaderEpoch (consumer, topic DESCRIBE)",
+            base: vec![],
+            needed: vec![anon(TOPIC, t, DESCRIBE)],
+            refused: TOPIC_AUTHORIZATION_FAILED,
+            granted: NONE,
+            probe: Box::new(ofle(-1)),
+        },
+        Row {
+            api: "OffsetForLeaderEpoch (follower, cluster CLUSTER_ACTION)",
+            base: vec![],
+            needed: vec![anon(CLUSTER, cluster, CLUSTER_ACTION)],
+            refused: TOPIC_AUTHORIZATION_FAILED,
+            granted: NONE,
+            probe: Box::new(ofle(2)),
+        },
+        Row {
+            api: "DeleteRecords (topic DELETE)",
+            base: vec![],
+            needed: vec![anon(TOPIC, t, DELETE)],
+            refused: TOPIC_AUTHORIZATION_FAILED,
+            granted: NONE,
+            probe: Box::new(move |c: &mut crate::client::Client| {
+                let r = c.call(
+                    v(ApiKey::DeleteRecords),
+                    &DeleteRecordsRequest::default()
+                        .with_timeout_ms(5000)
+                        .with_topics(vec![delete_records_request::DeleteRecordsTopic::default()
+                            .with_name(tn(t))
+                            .with_partitions(vec![
+                                delete_records_request::DeleteRecordsPartition::default()
+                                    .with_partition_index(0)
+                                    .with_offset(-1),
+                            ])]),
+                );
+                r.topics[0].partitions[0].error_code
+            }),
+        },
+        Row {
+            api: "CreatePartitions (topic ALTER)",
+            base: vec![],
+            needed: vec![anon(TOPIC, t, ALTER)],
+            refused: TOPIC_AUTHORIZATION_FAILED,
+            granted: NONE,
+            probe: Box::new(move |c: &mut crate::client::Client| {
+                let r = c.call(
+                    v(ApiKey::CreatePartitions),
+                    &CreatePartitionsRequest::default()
+                        .with_timeout_ms(5000)
+                        .with_validate_only(true)
+                        .with_topics(vec![
+                            create_partitions_request::CreatePartitionsTopic::default()
+                                .with_name(tn(t))
+                                .with_count(2)
+                                .with_assignments(None),
+                        ]),
+                );
+                r.results[0].error_code
+            }),
+        },
+        Row {
+            api: "DescribeConfigs topic (topic DESCRIBE_CONFIGS)",
+            base: vec![],
+            needed: vec![anon(TOPIC, t, DESCRIBE_CONFIGS)],
+            refused: TOPIC_AUTHORIZATION_FAILED,
+            granted: NONE,
+            probe: Box::new(describe_configs(RESOURCE_TOPIC, t.to_string())),
+        },
+        Row {
+            api: "DescribeConfigs broker (cluster DESCRIBE_CONFIGS)",
+            base: vec![],
+            needed: vec![anon(CLUSTER, cluster, DESCRIBE_CONFIGS)],
+            refused: CLUSTER_AUTHORIZATION_FAILED,
+            granted: NONE,
+            probe: Box::new(describe_configs(RESOURCE_BROKER, node.clone())),
+        },
+        Row {
+            api: "DescribeConfigs v0 topic (legacy codec)",
+            base: vec![],
+            needed: vec![anon(TOPIC, t, DESCRIBE_CONFIGS)],
+            refused: TOPIC_AUTHORIZATION_FAILED,
+            granted: NONE,
+            probe: Box::new(move |c: &mut crate::client::Client| {
+                let body = crate::legacy::describe_configs_v0(RESOURCE_TOPIC, t, None);
+                let r = crate::legacy::call_raw(c, ApiKey::DescribeConfigs, 0, &body);
+                crate::legacy::parse_describe_configs_v0(r, t).0
+            }),
+        },
+        Row {
+            api: "AlterConfigs topic (topic ALTER_CONFIGS)",
+            base: vec![],
+            needed: vec![anon(TOPIC, t, ALTER_CONFIGS)],
+            refused: TOPIC_AUTHORIZATION_FAILED,
+            granted: NONE,
+            probe: Box::new(alter_configs(RESOURCE_TOPIC, t.to_string())),
+        },
+        Row {
+            api: "AlterConfigs broker (cluster ALTER_CONFIGS)",
+            base: vec![],
+            needed: vec![anon(CLUSTER, cluster, ALTER_CONFIGS)],
+            refused: CLUSTER_AUTHORIZATION_FAILED,
+            granted: NONE,
+            probe: Box::new(alter_configs(RESOURCE_BROKER, node.clone())),
+        },
+        Row {
+            api: "IncrementalAlterConfigs topic (topic ALTER_CONFIGS)",
+            base: vec![],
+            needed: vec![anon(TOPIC, t, ALTER_CONFIGS)],
+            refused: TOPIC_AUTHORIZATION_FAILED,
+            granted: NONE,
+            probe: Box::new(incremental(RESOURCE_TOPIC, t.to_string())),
+        },
+        Row {
+            api: "IncrementalAlterConfigs broker (cluster ALTER_CONFIGS)",
+            base: vec![],
+            needed: vec![anon(CLUSTER, cluster, ALTER_CONFIGS)],
+            refused: CLUSTER_AUTHORIZATION_FAILED,
+            granted: NONE,
+            probe: Box::new(incremental(RESOURCE_BROKER, node.clone())),
+        },
+        Row {
+            api: "DescribeLogDirs (cluster DESCRIBE)",
+            base: vec![],
+            needed: vec![anon(CLUSTER, cluster, DESCRIBE)],
+            refused: CLUSTER_AUTHORIZATION_FAILED,
+            granted: NONE,
+            probe: Box::new(move |c: &mut crate::client::Client| {
+                let r = c.call(
+                    v(ApiKey::DescribeLogDirs),
+                    &DescribeLogDirsRequest::default().with_topics(None),
+                );
+                if r.error_code == NONE && r.results.is_empty() {
+                    return HIDDEN;
+                }
+                if r.error_code != NONE {
+                    assert!(
+                        r.results.is_empty(),
+                        "a refused DescribeLogDirs lists no dirs"
+                    );
+                }
+                r.error_code
+            }),
+        },
+        Row {
+            api: "ElectLeaders (cluster ALTER)",
+            base: vec![],
+            needed: vec![anon(CLUSTER, cluster, ALTER)],
+            refused: CLUSTER_AUTHORIZATION_FAILED,
+            granted: NONE,
+            probe: Box::new(move |c: &mut crate::client::Client| {
+                let r = c.call(
+                    v(ApiKey::ElectLeaders),
+                    &ElectLeadersRequest::default()
+                        .with_timeout_ms(5000)
+                        .with_topic_partitions(Some(vec![
+                            elect_leaders_request::TopicPartitions::default()
+                                .with_topic(tn(t))
+                                .with_partitions(vec![0]),
+                        ])),
+                );
+                let partition = r.replica_election_results[0].partition_result[0].error_code;
+                if r.error_code == CLUSTER_AUTHORIZATION_FAILED {
+                    assert_code!(
+                        partition,
+                        CLUSTER_AUTHORIZATION_FAILED,
+                        "refused ElectLeaders' partition"
+                    );
+                }
+                r.error_code
+            }),
+        },
+        Row {
+            api: "AlterPartitionReassignments (cluster ALTER)",
+            base: vec![],
+            needed: vec![anon(CLUSTER, cluster, ALTER)],
+            refused: CLUSTER_AUTHORIZATION_FAILED,
+            granted: NONE,
+            probe: Box::new(move |c: &mut crate::client::Client| {
+                let r = c.call(
+                    0,
+                    &AlterPartitionReassignmentsRequest::default().with_timeout_ms(5000).with_topics(vec![
+                        alter_partition_reassignments_request::ReassignableTopic::default()
+                            .with_name(tn(t))
+                            .with_partitions(vec![
+                                alter_partition_reassignments_request::ReassignablePartition::default()
+                                    .with_partition_index(0)
+                                    .with_replicas(None),
+                            ]),
+                    ]),
+                );
+                r.error_code
+            }),
+        },
+        Row {
+            api: "ListPartitionReassignments (cluster DESCRIBE)",
+            base: vec![],
+            needed: vec![anon(CLUSTER, cluster, DESCRIBE)],
+            refused: CLUSTER_AUTHORIZATION_FAILED,
+            granted: NONE,
+            probe: Box::new(move |c: &mut crate::client::Client| {
+                c.call(
+                    0,
+                    &ListPartitionReassignmentsRequest::default()
+                        .with_timeout_ms(5000)
+                        .with_topics(None),
+                )
+                .error_code
+            }),
+        },
+        Row {
+            api: "OffsetFetch v8+ (group DESCRIBE)",
+            base: vec![anon(TOPIC, t, DESCRIBE)],
+            needed: vec![anon(GROUP, g, DESCRIBE)],
+            refused: GROUP_AUTHORIZATION_FAILED,
+            granted: NONE,
+            probe: Box::new(offset_fetch(offset_fetch_v)),
+        },
+        Row {
+            api: "OffsetFetch v8+ named topic (topic DESCRIBE)",
+            base: vec![anon(GROUP, g, DESCRIBE)],
+            needed: vec![anon(TOPIC, t, DESCRIBE)],
+            refused: TOPIC_AUTHORIZATION_FAILED,
+            granted: NONE,
+            probe: Box::new(offset_fetch(offset_fetch_v)),
+        },
+        Row {
+            api: "OffsetFetch v7 (group DESCRIBE, top-level code)",
+            base: vec![anon(TOPIC, t, DESCRIBE)],
+            needed: vec![anon(GROUP, g, DESCRIBE)],
+            refused: GROUP_AUTHORIZATION_FAILED,
+            granted: NONE,
+            probe: Box::new(offset_fetch(7)),
+        },
+        Row {
+            api: "OffsetFetch v7 named topic (topic DESCRIBE)",
+            base: vec![anon(GROUP, g, DESCRIBE)],
+            needed: vec![anon(TOPIC, t, DESCRIBE)],
+            refused: TOPIC_AUTHORIZATION_FAILED,
+            granted: NONE,
+            probe: Box::new(offset_fetch(7)),
+        },
+        Row {
+            api: "OffsetFetch v8+ all topics (undescribable ones left out)",
+            base: vec![anon(GROUP, g, DESCRIBE)],
+            needed: vec![anon(TOPIC, t, DESCRIBE)],
+            refused: HIDDEN,
+            granted: NONE,
+            probe: Box::new(move |c: &mut crate::client::Client| {
+                let r = c.call(
+                    offset_fetch_v,
+                    &OffsetFetchRequest::default().with_groups(vec![
+                        offset_fetch_request::OffsetFetchRequestGroup::default()
+                            .with_group_id(crate::groups::gid(g))
+                            .with_topics(None),
+                    ]),
+                );
+                let group = &r.groups[0];
+                if group.error_code != NONE {
+                    return group.error_code;
+                }
+                if group.topics.iter().any(|x| x.name.0.as_str() == t) {
+                    NONE
+                } else {
+                    HIDDEN
+                }
+            }),
+        },
+        Row {
+            api: "DescribeGroups (group DESCRIBE, KIP-430 bits)",
+            base: vec![],
+            needed: vec![anon(GROUP, g, DESCRIBE)],
+            refused: GROUP_AUTHORIZATION_FAILED,
+            granted: NONE,
+            probe: Box::new(move |c: &mut crate::client::Client| {
+                let r = c.call(
+                    5,
+                    &DescribeGroupsRequest::default()
+                        .with_groups(vec![crate::groups::gid(g)])
+                        .with_include_authorized_operations(true),
+                );
+                let d = &r.groups[0];
+                if d.error_code != NONE {
+                    return d.error_code;
+                }
+                if d.authorized_operations == 1 << DESCRIBE {
+                    NONE
+                } else {
+                    WRONG_BITS
+                }
+            }),
+        },
+        Row {
+            api: "ListGroups (group DESCRIBE)",
+            base: vec![],
+            needed: vec![anon(GROUP, g, DESCRIBE)],
+            refused: HIDDEN,
+            granted: NONE,
+            probe: Box::new(list_groups),
+        },
+        Row {
+            api: "ListGroups (cluster DESCRIBE lists every group)",
+            base: vec![],
+            needed: vec![anon(CLUSTER, cluster, DESCRIBE)],
+            refused: HIDDEN,
+            granted: NONE,
+            probe: Box::new(list_groups),
+        },
+        Row {
+            api: "DescribeCluster (KIP-430 bits need cluster DESCRIBE)",
+            base: vec![],
+            needed: vec![anon(CLUSTER, cluster, DESCRIBE)],
+            refused: WRONG_BITS,
+            granted: NONE,
+            probe: Box::new(move |c: &mut crate::client::Client| {
+                let r = c.call(
+                    v(ApiKey::DescribeCluster),
+                    &crate::ops::describe_cluster_req(0)
+                        .with_include_cluster_authorized_operations(true),
+                );
+                if r.error_code != NONE {
+                    return r.error_code;
+                }
+                match r.cluster_authorized_operations {
+                    0 => WRONG_BITS,
+                    bits if bits == 1 << DESCRIBE => NONE,
+                    _ => WRONG_BITS - 1,
+                }
+            }),
+        },
+        Row {
+            api: "DescribeUserScramCredentials (cluster DESCRIBE)",
+            base: vec![],
+            needed: vec![anon(CLUSTER, cluster, DESCRIBE)],
+            refused: CLUSTER_AUTHORIZATION_FAILED,
+            granted: NONE,
+            probe: Box::new(move |c: &mut crate::client::Client| {
+                c.call(
+                    0,
+                    &DescribeUserScramCredentialsRequest::default().with_users(None),
+                )
+                .error_code
+            }),
+        },
+        Row {
+            api: "AlterUserScramCredentials (cluster ALTER)",
+            base: vec![],
+            needed: vec![anon(CLUSTER, cluster, ALTER)],
+            refused: CLUSTER_AUTHORIZATION_FAILED,
+            // Deleting a credential nobody has: allowed, and then not found.
+            granted: RESOURCE_NOT_FOUND,
+            probe: Box::new(move |c: &mut crate::client::Client| {
+                let r = c.call(
+                    0,
+                    &AlterUserScramCredentialsRequest::default().with_deletions(vec![
+                        alter_user_scram_credentials_request::ScramCredentialDeletion::default()
+                            .with_name(sb("nobody"))
+                            .with_mechanism(SCRAM_SHA_256),
+                    ]),
+                );
+                assert_eq!(r.results[0].user.as_str(), "nobody");
+                r.results[0].error_code
+            }),
+        },
+        // Last: a granted OffsetDelete removes the commit the OffsetFetch rows read.
+        Row {
+            api: "OffsetDelete (group DELETE)",
+            base: vec![anon(TOPIC, t, READ)],
+            needed: vec![anon(GROUP, g, DELETE)],
+            refused: GROUP_AUTHORIZATION_FAILED,
+            granted: NONE,
+            probe: Box::new(offset_delete),
+        },
+        Row {
+            api: "OffsetDelete topic (topic READ)",
+            base: vec![anon(GROUP, g, DELETE)],
+            needed: vec![anon(TOPIC, t, READ)],
+            refused: TOPIC_AUTHORIZATION_FAILED,
+            granted: NONE,
+            probe: Box::new(offset_delete),
+        },
+    ];
+
+    let grant = |admin: &mut crate::client::Client, acls: &[AclCreation], what: &str| {
+        if acls.is_empty() {
+            return;
+        }
+        let r = admin.call(
+            3,
+            &CreateAclsRequest::default().with_creations(acls.to_vec()),
+        );
+        assert!(
+            r.results.iter().all(|x| x.error_code == NONE),
+            "{what}: CreateAcls {r:?}"
+        );
+    };
+    let mut failures = Vec::new();
+    for row in &rows {
+        grant(&mut admin, &row.base, row.api);
+        let got = eventually(&mut c, row.refused, row.probe.as_ref());
+        if got != row.refused {
+            failures.push(format!(
+                "{}: without its ACL answered {} (want {})",
+                row.api,
+                ename(got),
+                ename(row.refused)
+            ));
+        }
+        grant(&mut admin, &row.needed, row.api);
+        let got = eventually(&mut c, row.granted, row.probe.as_ref());
+        if got != row.granted {
+            failures.push(format!(
+                "{}: with its ACL answered {} (want {})",
+                row.api,
+                ename(got),
+                ename(row.granted)
+            ));
+        }
+        // Revoke everything anonymous has, for the next row.
+        let r = admin.call(
+            3,
+            &DeleteAclsRequest::default().with_filters(vec![
+                any_filter().with_principal_filter(Some(sb("User:ANONYMOUS")))
+            ]),
+        );
+        assert_code!(
+            r.filter_results[0].error_code,
+            NONE,
+            "{}: DeleteAcls",
+            row.api
+        );
+    }
+    assert!(failures.is_empty(), "ACL matrix:\n{}", failures.join("\n"));
+}

@@ -165,6 +165,22 @@ impl RequestContext {
         self.authorize(operation, ResourceType::Group, group)
     }
 
+    /// Kafka's `AuthHelper.partitionSeqByAuthorized`: `items` split, each keeping request
+    /// order, into those whose resource (named by `name`) the principal may `operation`
+    /// and those it may not: OffsetFetch answers (or hides) the second part and reads
+    /// the first, OffsetDelete refuses the second and deletes the first.
+    pub fn partition_by_authorized<T>(
+        &self,
+        operation: AclOperation,
+        resource_type: ResourceType,
+        items: impl IntoIterator<Item = T>,
+        name: impl Fn(&T) -> &str,
+    ) -> (Vec<T>, Vec<T>) {
+        items
+            .into_iter()
+            .partition(|item| self.authorize(operation, resource_type, name(item)))
+    }
+
     /// KIP-430's bit field for the resource: every supported operation when no authorizer
     /// is configured (Kafka's `AuthHelper.authorizedOperations`).
     pub fn authorized_operations(&self, resource_type: ResourceType, name: &str) -> i32 {

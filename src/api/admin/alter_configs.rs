@@ -1,7 +1,10 @@
 //! AlterConfigs (key 33, v0–2): replace the whole set of explicit configs of a topic, or
 //! of one level of dynamic broker configs (resource name `""`: the cluster-wide default;
 //! this broker's id: its own). Configs a broker has but cannot change at run time, and
-//! another broker's id, are refused with INVALID_REQUEST as Kafka does.
+//! another broker's id, are refused with INVALID_REQUEST as Kafka does. With an authorizer a
+//! topic needs ALTER_CONFIGS on it, a broker ALTER_CONFIGS on the cluster; a refused
+//! resource answers TOPIC_ or CLUSTER_AUTHORIZATION_FAILED with a null message, as
+//! Kafka's `ControllerApis.authorizeAlterResource` (which has no broker-logger case).
 
 use std::collections::BTreeMap;
 
@@ -12,8 +15,9 @@ use kafka_protocol::ResponseError;
 
 use super::super::context::RequestContext;
 use super::super::{errors, str_bytes};
-use super::{read_only_broker_config, RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::{config_resource_refusal, read_only_broker_config, RESOURCE_BROKER, RESOURCE_TOPIC};
 use crate::cluster::broker_config::{self, BrokerConfigError};
+use crate::security::acl::AclOperation;
 
 pub async fn handle(ctx: &RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse {
     let mut responses = Vec::with_capacity(request.resources.len());
@@ -21,6 +25,20 @@ pub async fn handle(ctx: &RequestContext, request: AlterConfigsRequest) -> Alter
         let response = AlterConfigsResourceResponse::default()
             .with_resource_type(resource.resource_type)
             .with_resource_name(resource.resource_name.clone());
+        if let Some(error) = config_resource_refusal(
+            ctx,
+            AclOperation::AlterConfigs,
+            resource.resource_type,
+            &resource.resource_name,
+            false,
+        ) {
+            responses.push(
+                response
+                    .with_error_code(error.code())
+                    .with_error_message(None),
+            );
+            continue;
+        }
         let outcome = match requested_configs(resource) {
             Err(error) => Err((ResponseError::InvalidRequest, error.to_string())),
             Ok(configs) => match resource.resource_type {

@@ -11,6 +11,10 @@
 //! ring's placement, which is what the partition had unless the cluster changed. A cancel
 //! of a partition the ring itself is moving (no pin) succeeds and changes nothing: the
 //! ring's target is what a cancel would revert to.
+//!
+//! With an authorizer the request needs ALTER on the cluster; without it the top-level
+//! code and every partition answer CLUSTER_AUTHORIZATION_FAILED (Kafka's
+//! `authorizeClusterOperation` and `AlterPartitionReassignmentsRequest.getErrorResponse`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -26,6 +30,7 @@ use super::super::context::RequestContext;
 use super::super::str_bytes;
 use crate::cluster::reassignment::{alteration, AlterError, Alteration};
 use crate::cluster::MetadataError;
+use crate::security::acl::AclOperation;
 
 /// One partition's outcome: `Ok(true)` a pin change to write, `Ok(false)` nothing to
 /// write, or the error code and message to answer.
@@ -35,6 +40,9 @@ pub async fn handle(
     ctx: &RequestContext,
     request: AlterPartitionReassignmentsRequest,
 ) -> AlterPartitionReassignmentsResponse {
+    if !ctx.authorize_cluster(AclOperation::Alter) {
+        return refused(&request);
+    }
     let store = &ctx.services.store;
     let brokers = store.brokers();
     let registered: BTreeSet<i32> = brokers.iter().map(|b| b.node_id).collect();
@@ -140,4 +148,33 @@ pub async fn handle(
         );
     }
     AlterPartitionReassignmentsResponse::default().with_responses(responses)
+}
+
+/// The answer to a request without ALTER on the cluster.
+fn refused(request: &AlterPartitionReassignmentsRequest) -> AlterPartitionReassignmentsResponse {
+    let error = ResponseError::ClusterAuthorizationFailed;
+    let message = Some(str_bytes(error.to_string()));
+    let responses = request
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    ReassignablePartitionResponse::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(error.code())
+                        .with_error_message(message.clone())
+                })
+                .collect();
+            ReassignableTopicResponse::default()
+                .with_name(t.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    AlterPartitionReassignmentsResponse::default()
+        .with_error_code(error.code())
+        .with_error_message(message)
+        .with_responses(responses)
 }

@@ -1,13 +1,17 @@
 //! CreatePartitions (key 37, v0–3): grow a topic; shrinking is refused with
 //! INVALID_PARTITIONS. New partitions take the topic's replication factor; explicit
 //! assignments (one replica list per new partition, checked as Kafka checks them) pin
-//! those partitions' replicas instead of the ring's placement.
+//! those partitions' replicas instead of the ring's placement. With an authorizer each
+//! topic needs ALTER, else TOPIC_AUTHORIZATION_FAILED with no message (Kafka's
+//! `ControllerApis.createPartitions`).
 
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 
 use super::super::context::RequestContext;
 use super::super::{errors, str_bytes};
+use crate::security::acl::AclOperation;
+use kafka_protocol::ResponseError;
 
 pub async fn handle(
     ctx: &RequestContext,
@@ -16,6 +20,14 @@ pub async fn handle(
     let mut results = Vec::with_capacity(request.topics.len());
     for topic in &request.topics {
         let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
+        if !ctx.authorize_topic(AclOperation::Alter, &topic.name) {
+            results.push(
+                result
+                    .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                    .with_error_message(None),
+            );
+            continue;
+        }
         let assignments: Option<Vec<Vec<i32>>> = topic.assignments.as_ref().map(|all| {
             all.iter()
                 .map(|a| a.broker_ids.iter().map(|b| b.0).collect())

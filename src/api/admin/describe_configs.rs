@@ -4,6 +4,9 @@
 //! the cluster-wide dynamic defaults that are set. Synonyms (v1+) list every level that
 //! has a value, most specific first: topic override, dynamic per-broker, dynamic
 //! default, static, default (Kafka's `ConfigHelper`).
+//! With an authorizer a topic needs DESCRIBE_CONFIGS on it, a broker DESCRIBE_CONFIGS on
+//! the cluster; a refused resource answers TOPIC_ or CLUSTER_AUTHORIZATION_FAILED with
+//! Kafka's default message and no configs, the others are described as usual.
 
 use std::collections::BTreeMap;
 
@@ -15,9 +18,10 @@ use kafka_protocol::ResponseError;
 
 use super::super::context::RequestContext;
 use super::super::str_bytes;
-use super::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::{config_resource_refusal, RESOURCE_BROKER, RESOURCE_TOPIC};
 use crate::cluster::broker_config;
 use crate::cluster::topic_config::{self, ConfigSource, ConfigType, Synonym, TOPIC_CONFIGS};
+use crate::security::acl::AclOperation;
 
 pub async fn handle(
     ctx: &RequestContext,
@@ -34,6 +38,20 @@ pub async fn handle(
             .with_resource_type(resource.resource_type)
             .with_resource_name(resource.resource_name.clone());
         let name = resource.resource_name.to_string();
+        if let Some(error) = config_resource_refusal(
+            ctx,
+            AclOperation::DescribeConfigs,
+            resource.resource_type,
+            &name,
+            true,
+        ) {
+            results.push(
+                result
+                    .with_error_code(error.code())
+                    .with_error_message(Some(str_bytes(error.to_string()))),
+            );
+            continue;
+        }
         let configs = match resource.resource_type {
             RESOURCE_TOPIC => match ctx.services.store.topic(&name).await {
                 Some(spec) => Ok(topic_configs(ctx, &request, &spec.configs, &wanted)),

@@ -7,6 +7,10 @@
 //! clamped at 0); tern has no future replicas (no moves between dirs), so
 //! `is_future_key` is always false. v4's total and usable bytes come from the
 //! filesystem (-1 when it cannot be read, as Kafka reports an unknown size).
+//!
+//! With an authorizer the request needs DESCRIBE on the cluster; without it the answer
+//! has no log dirs and, from v3 (where the field exists), CLUSTER_AUTHORIZATION_FAILED
+//! (Kafka's `handleDescribeLogDirsRequest`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -18,11 +22,21 @@ use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse};
 use super::super::context::RequestContext;
 use super::super::{str_bytes, topic_name};
 use crate::metrics;
+use crate::security::acl::AclOperation;
 
 pub async fn handle(
     ctx: &RequestContext,
     request: DescribeLogDirsRequest,
 ) -> DescribeLogDirsResponse {
+    if !ctx.authorize_cluster(AclOperation::Describe) {
+        let response = DescribeLogDirsResponse::default();
+        return if ctx.api_version >= 3 {
+            response
+                .with_error_code(kafka_protocol::ResponseError::ClusterAuthorizationFailed.code())
+        } else {
+            response
+        };
+    }
     let replicas = &ctx.services.replicas;
     // None: every partition; else only the named ones (unknown ones are left out).
     let wanted: Option<BTreeSet<(String, i32)>> = request.topics.as_ref().map(|topics| {

@@ -10,6 +10,10 @@
 //! `unclean.leader.election.enable` is false (counted in
 //! `tern_unclean_leader_elections_total`), then waits the same way. What is not done by
 //! the deadline answers REQUEST_TIMED_OUT, or the verdict the partition has by then.
+//!
+//! With an authorizer the request needs ALTER on the cluster; without it every named
+//! partition, and the top-level code from v1, answer CLUSTER_AUTHORIZATION_FAILED
+//! (Kafka's `ElectLeadersRequest.getErrorResponse`, which its controller answers).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -24,6 +28,7 @@ use crate::cluster::election::{
     election_done, election_verdict, ElectionType, ElectionVerdict, Membership,
 };
 use crate::cluster::{MetadataStore, TopicSpec};
+use crate::security::acl::AclOperation;
 
 /// How often a waiting request looks at the store again.
 const POLL: Duration = Duration::from_millis(50);
@@ -84,6 +89,39 @@ fn verdict_now(
     })
 }
 
+/// The answer to a request without ALTER on the cluster.
+fn refused(ctx: &RequestContext, request: &ElectLeadersRequest) -> ElectLeadersResponse {
+    let error = ResponseError::ClusterAuthorizationFailed;
+    let message = Some(str_bytes(error.to_string()));
+    let results = request
+        .topic_partitions
+        .iter()
+        .flatten()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|&p| {
+                    PartitionResult::default()
+                        .with_partition_id(p)
+                        .with_error_code(error.code())
+                        .with_error_message(message.clone())
+                })
+                .collect();
+            ReplicaElectionResult::default()
+                .with_topic(t.topic.clone())
+                .with_partition_result(partitions)
+        })
+        .collect();
+    let response = ElectLeadersResponse::default().with_replica_election_results(results);
+    // The top-level code exists from v1; v0 carries the refusal per partition only.
+    if ctx.api_version >= 1 {
+        response.with_error_code(error.code())
+    } else {
+        response
+    }
+}
+
 /// Marks partition `partition` of `spec` for a one-shot unclean election.
 async fn request_unclean(store: &dyn MetadataStore, spec: &TopicSpec, partition: i32) -> bool {
     match store
@@ -99,6 +137,9 @@ async fn request_unclean(store: &dyn MetadataStore, spec: &TopicSpec, partition:
 }
 
 pub async fn handle(ctx: &RequestContext, request: ElectLeadersRequest) -> ElectLeadersResponse {
+    if !ctx.authorize_cluster(AclOperation::Alter) {
+        return refused(ctx, &request);
+    }
     let store = ctx.services.store.as_ref();
     // v0 has no election type: preferred.
     let kind = if ctx.api_version == 0 {

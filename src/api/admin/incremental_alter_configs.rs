@@ -1,7 +1,10 @@
 //! IncrementalAlterConfigs (key 44, v0–1): SET, DELETE, APPEND and SUBTRACT (the last
 //! two for list configs) applied to a topic's explicit configs, or to one level of
 //! dynamic broker configs (resource name `""`: the cluster-wide default; this broker's
-//! id: its own), checked as a whole afterwards.
+//! id: its own), checked as a whole afterwards. With an authorizer a topic needs
+//! ALTER_CONFIGS on it, a broker or broker logger ALTER_CONFIGS on the cluster; a
+//! refused resource answers TOPIC_ or CLUSTER_AUTHORIZATION_FAILED with a null message
+//! (after the duplicate-key check, which Kafka's `ConfigAdminManager.preprocess` does first).
 
 use std::collections::BTreeMap;
 
@@ -12,9 +15,10 @@ use kafka_protocol::ResponseError;
 
 use super::super::context::RequestContext;
 use super::super::{errors, str_bytes};
-use super::{read_only_broker_config, RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::{config_resource_refusal, read_only_broker_config, RESOURCE_BROKER, RESOURCE_TOPIC};
 use crate::cluster::broker_config;
 use crate::cluster::topic_config::{self, ConfigType};
+use crate::security::acl::AclOperation;
 
 const SET: i8 = 0;
 const DELETE: i8 = 1;
@@ -30,6 +34,21 @@ pub async fn handle(
         let response = AlterConfigsResourceResponse::default()
             .with_resource_type(resource.resource_type)
             .with_resource_name(resource.resource_name.clone());
+        let refusal = config_resource_refusal(
+            ctx,
+            AclOperation::AlterConfigs,
+            resource.resource_type,
+            &resource.resource_name,
+            true,
+        );
+        if let (false, Some(error)) = (has_duplicates(resource), refusal) {
+            responses.push(
+                response
+                    .with_error_code(error.code())
+                    .with_error_message(None),
+            );
+            continue;
+        }
         let outcome = match resource.resource_type {
             _ if has_duplicates(resource) => Err((
                 ResponseError::InvalidRequest,

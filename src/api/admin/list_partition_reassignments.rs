@@ -3,6 +3,9 @@
 //! `cluster::reassignment::ongoing` describes it (all replicas taking part, those being
 //! added, those being removed). A null topic list means every topic; named partitions
 //! that are not moving (or do not exist) are left out, as Kafka leaves them out.
+//! With an authorizer the request needs DESCRIBE on the cluster; without it the answer is
+//! CLUSTER_AUTHORIZATION_FAILED with the named partitions echoed empty (Kafka's
+//! `ListPartitionReassignmentsRequest.getErrorResponse`).
 
 use kafka_protocol::messages::list_partition_reassignments_response::{
     OngoingPartitionReassignment, OngoingTopicReassignment,
@@ -14,6 +17,8 @@ use kafka_protocol::messages::{
 use super::super::context::RequestContext;
 use super::super::topic_name;
 use crate::cluster::reassignment::ongoing;
+use crate::security::acl::AclOperation;
+use kafka_protocol::ResponseError;
 
 fn brokers(ids: Vec<i32>) -> Vec<BrokerId> {
     ids.into_iter().map(BrokerId).collect()
@@ -23,6 +28,30 @@ pub async fn handle(
     ctx: &RequestContext,
     request: ListPartitionReassignmentsRequest,
 ) -> ListPartitionReassignmentsResponse {
+    if !ctx.authorize_cluster(AclOperation::Describe) {
+        let error = ResponseError::ClusterAuthorizationFailed;
+        let topics = request
+            .topics
+            .iter()
+            .flatten()
+            .map(|t| {
+                OngoingTopicReassignment::default()
+                    .with_name(t.name.clone())
+                    .with_partitions(
+                        t.partition_indexes
+                            .iter()
+                            .map(|&p| {
+                                OngoingPartitionReassignment::default().with_partition_index(p)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        return ListPartitionReassignmentsResponse::default()
+            .with_error_code(error.code())
+            .with_error_message(Some(super::super::str_bytes(error.to_string())))
+            .with_topics(topics);
+    }
     let store = &ctx.services.store;
     // (topic, None = all its partitions | Some(the named ones)).
     let wanted: Vec<(String, Option<Vec<i32>>)> = match &request.topics {

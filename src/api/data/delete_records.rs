@@ -2,6 +2,8 @@
 //! segments below it are deleted. Offset -1 means the high watermark. Internal topics
 //! are refused with INVALID_TOPIC_EXCEPTION, as Kafka's `ReplicaManager` does: trimming
 //! `__consumer_offsets` would lose committed offsets (its coordinator trims it itself).
+//! With an authorizer each topic needs DELETE, checked first (Kafka's
+//! `handleDeleteRecordsRequest`): else its partitions answer TOPIC_AUTHORIZATION_FAILED.
 
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
@@ -12,11 +14,19 @@ use kafka_protocol::ResponseError;
 use super::super::context::RequestContext;
 use super::super::errors;
 use crate::replication::Partition;
+use crate::security::acl::AclOperation;
 
 pub async fn handle(ctx: &RequestContext, request: DeleteRecordsRequest) -> DeleteRecordsResponse {
     let mut topics = Vec::with_capacity(request.topics.len());
     for topic in &request.topics {
-        if crate::topics::is_internal(&topic.name) {
+        let refusal = if !ctx.authorize_topic(AclOperation::Delete, &topic.name) {
+            Some(ResponseError::TopicAuthorizationFailed)
+        } else if crate::topics::is_internal(&topic.name) {
+            Some(ResponseError::InvalidTopicException)
+        } else {
+            None
+        };
+        if let Some(error) = refusal {
             let partitions = topic
                 .partitions
                 .iter()
@@ -24,7 +34,7 @@ pub async fn handle(ctx: &RequestContext, request: DeleteRecordsRequest) -> Dele
                     DeleteRecordsPartitionResult::default()
                         .with_partition_index(wanted.partition_index)
                         .with_low_watermark(-1)
-                        .with_error_code(ResponseError::InvalidTopicException.code())
+                        .with_error_code(error.code())
                 })
                 .collect();
             topics.push(

@@ -5,6 +5,11 @@
 //! with it (KIP-320). Only the leader answers (NOT_LEADER_OR_FOLLOWER elsewhere), and
 //! a stale or future `current_leader_epoch` is FENCED_LEADER_EPOCH or
 //! UNKNOWN_LEADER_EPOCH, as Kafka's `Partition.lastOffsetForLeaderEpoch`.
+//!
+//! With an authorizer, as Kafka's `handleOffsetForLeaderEpochRequest`: CLUSTER_ACTION on
+//! the cluster (what followers hold) allows every topic; otherwise (KIP-320's consumers)
+//! each topic needs DESCRIBE, else its partitions answer TOPIC_AUTHORIZATION_FAILED.
+//! Kafka decides by the permission alone, not by `replica_id`, and so does tern.
 
 use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,
@@ -14,15 +19,33 @@ use kafka_protocol::ResponseError;
 
 use super::super::context::RequestContext;
 use super::super::errors;
+use crate::security::acl::AclOperation;
 
 pub async fn handle(
     ctx: &RequestContext,
     request: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
+    let follower = ctx.authorize_cluster(AclOperation::ClusterAction);
     let topics = request
         .topics
         .iter()
         .map(|topic| {
+            if !follower && !ctx.authorize_topic(AclOperation::Describe, topic.topic.0.as_str()) {
+                let partitions = topic
+                    .partitions
+                    .iter()
+                    .map(|wanted| {
+                        EpochEndOffset::default()
+                            .with_partition(wanted.partition)
+                            .with_leader_epoch(-1)
+                            .with_end_offset(-1)
+                            .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                    })
+                    .collect();
+                return OffsetForLeaderTopicResult::default()
+                    .with_topic(topic.topic.clone())
+                    .with_partitions(partitions);
+            }
             let replicas = ctx.services.replicas.topic(topic.topic.0.as_str());
             let partitions = topic
                 .partitions

@@ -1,5 +1,8 @@
 //! DescribeGroups (key 15, v0–6): state, protocol and members; an unknown group is
-//! described as "Dead", as Kafka does.
+//! described as "Dead", as Kafka does. With an authorizer each group needs DESCRIBE, else
+//! GROUP_AUTHORIZATION_FAILED with empty state, protocol and members (Kafka's
+//! `DescribeGroupsResponse.groupError`); from v3, `include_authorized_operations` fills
+//! KIP-430's bits of each group answered without error.
 
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
@@ -9,6 +12,7 @@ use kafka_protocol::ResponseError;
 use super::super::context::RequestContext;
 use super::super::{str_bytes, AUTHORIZED_OPERATIONS_OMITTED};
 use crate::group::state::GroupState;
+use crate::security::acl::{AclOperation, ResourceType};
 
 pub async fn handle(
     ctx: &RequestContext,
@@ -21,6 +25,21 @@ pub async fn handle(
             let described = DescribedGroup::default()
                 .with_group_id(group_id.clone())
                 .with_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
+            // KIP-430's bits go on every group answered without an error.
+            let with_operations = |described: DescribedGroup| {
+                if ctx.api_version >= 3 && request.include_authorized_operations {
+                    described.with_authorized_operations(
+                        ctx.authorized_operations(ResourceType::Group, group_id),
+                    )
+                } else {
+                    described
+                }
+            };
+            if !ctx.authorize_group(AclOperation::Describe, group_id) {
+                return described
+                    .with_group_state(str_bytes(""))
+                    .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+            }
             if !ctx.services.groups.is_coordinator_for(group_id) {
                 return described
                     .with_group_state(str_bytes(""))
@@ -37,7 +56,7 @@ pub async fn handle(
                             group_id.as_str()
                         ))))
                 } else {
-                    described
+                    with_operations(described)
                 };
             };
             // Kafka reports the chosen protocol only once the group is Stable.
@@ -69,7 +88,7 @@ pub async fn handle(
                     }
                 })
                 .collect();
-            described
+            with_operations(described)
                 .with_group_state(str_bytes(group.state.name()))
                 .with_protocol_type(str_bytes(group.protocol_type))
                 .with_protocol_data(str_bytes(protocol_data))

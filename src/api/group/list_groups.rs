@@ -1,11 +1,14 @@
 //! ListGroups (key 16, v0–5): every group, filtered by state (v4+) and type (v5+; all
-//! of tern's groups are "classic").
+//! of tern's groups are "classic"). With an authorizer, as Kafka's
+//! `handleListGroupsRequest`: DESCRIBE on the cluster lists every group, otherwise only
+//! the groups the principal may DESCRIBE are listed (no error either way).
 
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 
 use super::super::context::RequestContext;
 use super::super::str_bytes;
+use crate::security::acl::AclOperation;
 
 pub async fn handle(ctx: &RequestContext, request: ListGroupsRequest) -> ListGroupsResponse {
     let states: Vec<String> = request
@@ -18,11 +21,15 @@ pub async fn handle(ctx: &RequestContext, request: ListGroupsRequest) -> ListGro
         .iter()
         .map(|s| s.to_lowercase())
         .collect();
+    let sees_all = ctx.authorize_cluster(AclOperation::Describe);
     let groups = ctx
         .services
         .groups
         .list()
         .into_iter()
+        .filter(|(group_id, _, _)| {
+            sees_all || ctx.authorize_group(AclOperation::Describe, group_id)
+        })
         .filter(|(_, _, state)| states.is_empty() || states.contains(&state.name().to_lowercase()))
         .filter(|_| types.is_empty() || types.iter().any(|t| t == "classic"))
         .map(|(group_id, protocol_type, state)| {

@@ -2,6 +2,13 @@
 //! see `offset_commit`): committed offsets of one group (v0–7) or several (v8+);
 //! null topics (v2+) means every partition the group has offsets for. A partition
 //! without a commit answers offset -1.
+//!
+//! With an authorizer, as Kafka's `handleOffsetFetchRequestFromCoordinator`: a group
+//! needs DESCRIBE (else GROUP_AUTHORIZATION_FAILED for the group: its top-level code
+//! from v2, nothing at all in v0–1, whose answer has no topics then, as Kafka's); of the
+//! named topics, those without DESCRIBE answer TOPIC_AUTHORIZATION_FAILED per partition
+//! (after the others); of all the group's topics (null), those without DESCRIBE are
+//! left out.
 
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
@@ -13,25 +20,74 @@ use kafka_protocol::ResponseError;
 use super::super::context::RequestContext;
 use super::super::{str_bytes, topic_name};
 use crate::group::offsets::CommittedOffset;
+use crate::security::acl::{AclOperation, ResourceType};
 
 type Fetched = Vec<(String, i32, Option<CommittedOffset>)>;
-/// One topic's partitions and their committed offsets (if any).
-type TopicOffsets = (String, Vec<(i32, Option<CommittedOffset>)>);
-
-fn fetch(ctx: &RequestContext, group: &str, wanted: Option<Vec<(String, Vec<i32>)>>) -> Fetched {
-    ctx.services.groups.fetch_offsets(group, wanted.as_deref())
-}
+/// One partition's answer: its committed offset (if any), or why it is refused.
+type PartitionOffset = (i32, Result<Option<CommittedOffset>, ResponseError>);
+/// One topic's partitions and their answers.
+type TopicOffsets = (String, Vec<PartitionOffset>);
+/// What a request names: topics and their partitions, `None` for all of the group's.
+type Wanted = Option<Vec<(String, Vec<i32>)>>;
 
 /// Groups `(topic, partition, offset)` rows by topic, keeping first-seen order.
 fn by_topic(rows: Fetched) -> Vec<TopicOffsets> {
     let mut out: Vec<TopicOffsets> = Vec::new();
     for (topic, partition, offset) in rows {
         match out.iter_mut().find(|(t, _)| *t == topic) {
-            Some((_, partitions)) => partitions.push((partition, offset)),
-            None => out.push((topic, vec![(partition, offset)])),
+            Some((_, partitions)) => partitions.push((partition, Ok(offset))),
+            None => out.push((topic, vec![(partition, Ok(offset))])),
         }
     }
     out
+}
+
+/// One group's answer before it is shaped for the version: the group's error, or its
+/// topics, with the DESCRIBE checks on the group and on each topic applied.
+fn group_offsets(
+    ctx: &RequestContext,
+    group: &str,
+    wanted: Wanted,
+) -> Result<Vec<TopicOffsets>, ResponseError> {
+    if !ctx.authorize_group(AclOperation::Describe, group) {
+        return Err(ResponseError::GroupAuthorizationFailed);
+    }
+    if !ctx.services.groups.is_coordinator_for(group) {
+        return Err(ResponseError::NotCoordinator);
+    }
+    let groups = &ctx.services.groups;
+    match wanted {
+        None => {
+            let all = by_topic(groups.fetch_offsets(group, None));
+            let (shown, _hidden) = ctx.partition_by_authorized(
+                AclOperation::Describe,
+                ResourceType::Topic,
+                all,
+                |(topic, _)| topic.as_str(),
+            );
+            Ok(shown)
+        }
+        Some(wanted) => {
+            let (allowed, refused) = ctx.partition_by_authorized(
+                AclOperation::Describe,
+                ResourceType::Topic,
+                wanted,
+                |(topic, _)| topic.as_str(),
+            );
+            let mut topics = by_topic(groups.fetch_offsets(group, Some(&allowed)));
+            topics.extend(refused.into_iter().map(|(topic, partitions)| {
+                let refused = |p| (p, Err(ResponseError::TopicAuthorizationFailed));
+                (topic, partitions.into_iter().map(refused).collect())
+            }));
+            Ok(topics)
+        }
+    }
+}
+
+fn named_topics<T>(topics: &Option<Vec<T>>, of: impl Fn(&T) -> (String, Vec<i32>)) -> Wanted {
+    topics
+        .as_ref()
+        .map(|topics| topics.iter().map(of).collect())
 }
 
 pub async fn handle(ctx: &RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse {
@@ -40,55 +96,53 @@ pub async fn handle(ctx: &RequestContext, request: OffsetFetchRequest) -> Offset
             .groups
             .iter()
             .map(|g| {
-                if !ctx.services.groups.is_coordinator_for(&g.group_id) {
-                    return OffsetFetchResponseGroup::default()
-                        .with_group_id(g.group_id.clone())
-                        .with_error_code(ResponseError::NotCoordinator.code());
-                }
-                let wanted = g.topics.as_ref().map(|topics| {
-                    topics
-                        .iter()
-                        .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
-                        .collect()
+                let wanted = named_topics(&g.topics, |t| {
+                    (t.name.to_string(), t.partition_indexes.clone())
                 });
-                let topics = by_topic(fetch(ctx, &g.group_id, wanted))
-                    .into_iter()
-                    .map(|(topic, partitions)| {
-                        OffsetFetchResponseTopics::default()
-                            .with_name(topic_name(topic))
-                            .with_partitions(
-                                partitions
-                                    .into_iter()
-                                    .map(|(p, o)| {
-                                        let (offset, epoch, metadata) = fields(o);
-                                        OffsetFetchResponsePartitions::default()
-                                            .with_partition_index(p)
-                                            .with_committed_offset(offset)
-                                            .with_committed_leader_epoch(epoch)
-                                            .with_metadata(metadata)
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect();
-                OffsetFetchResponseGroup::default()
-                    .with_group_id(g.group_id.clone())
-                    .with_topics(topics)
+                let answer = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
+                match group_offsets(ctx, &g.group_id, wanted) {
+                    Err(error) => answer.with_error_code(error.code()),
+                    Ok(topics) => answer.with_topics(
+                        topics
+                            .into_iter()
+                            .map(|(topic, partitions)| {
+                                OffsetFetchResponseTopics::default()
+                                    .with_name(topic_name(topic))
+                                    .with_partitions(
+                                        partitions
+                                            .into_iter()
+                                            .map(|(p, o)| {
+                                                let (offset, epoch, metadata, error) = fields(o);
+                                                OffsetFetchResponsePartitions::default()
+                                                    .with_partition_index(p)
+                                                    .with_committed_offset(offset)
+                                                    .with_committed_leader_epoch(epoch)
+                                                    .with_metadata(metadata)
+                                                    .with_error_code(error)
+                                            })
+                                            .collect(),
+                                    )
+                            })
+                            .collect(),
+                    ),
+                }
             })
             .collect();
         return OffsetFetchResponse::default().with_groups(groups);
     }
-    if !ctx.services.groups.is_coordinator_for(&request.group_id) {
-        return OffsetFetchResponse::default()
-            .with_error_code(ResponseError::NotCoordinator.code());
-    }
-    let wanted = request.topics.as_ref().map(|topics| {
-        topics
-            .iter()
-            .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
-            .collect()
+    let wanted = named_topics(&request.topics, |t| {
+        (t.name.to_string(), t.partition_indexes.clone())
     });
-    let topics = by_topic(fetch(ctx, &request.group_id, wanted))
+    let topics = match group_offsets(ctx, &request.group_id, wanted) {
+        // The top-level code exists from v2; Kafka's v0–1 answer to a refused group is
+        // empty (its group has no topics to carry the code).
+        Err(ResponseError::GroupAuthorizationFailed) if ctx.api_version < 2 => {
+            return OffsetFetchResponse::default();
+        }
+        Err(error) => return OffsetFetchResponse::default().with_error_code(error.code()),
+        Ok(topics) => topics,
+    };
+    let topics = topics
         .into_iter()
         .map(|(topic, partitions)| {
             OffsetFetchResponseTopic::default()
@@ -97,11 +151,12 @@ pub async fn handle(ctx: &RequestContext, request: OffsetFetchRequest) -> Offset
                     partitions
                         .into_iter()
                         .map(|(p, o)| {
-                            let (offset, epoch, metadata) = fields(o);
+                            let (offset, epoch, metadata, error) = fields(o);
                             let partition = OffsetFetchResponsePartition::default()
                                 .with_partition_index(p)
                                 .with_committed_offset(offset)
-                                .with_metadata(metadata);
+                                .with_metadata(metadata)
+                                .with_error_code(error);
                             if ctx.api_version >= 5 {
                                 partition.with_committed_leader_epoch(epoch)
                             } else {
@@ -115,16 +170,19 @@ pub async fn handle(ctx: &RequestContext, request: OffsetFetchRequest) -> Offset
     OffsetFetchResponse::default().with_topics(topics)
 }
 
-/// `(offset, leader epoch, metadata)` on the wire; -1 and empty metadata when none.
+/// `(offset, leader epoch, metadata, error code)` on the wire; -1 and empty metadata
+/// when there is no commit or the partition is refused.
 fn fields(
-    offset: Option<CommittedOffset>,
-) -> (i64, i32, Option<kafka_protocol::protocol::StrBytes>) {
+    offset: Result<Option<CommittedOffset>, ResponseError>,
+) -> (i64, i32, Option<kafka_protocol::protocol::StrBytes>, i16) {
     match offset {
-        Some(o) => (
+        Ok(Some(o)) => (
             o.offset,
             o.leader_epoch,
             Some(str_bytes(o.metadata.unwrap_or_default())),
+            0,
         ),
-        None => (-1, -1, Some(str_bytes(""))),
+        Ok(None) => (-1, -1, Some(str_bytes("")), 0),
+        Err(error) => (-1, -1, Some(str_bytes("")), error.code()),
     }
 }

@@ -7,6 +7,10 @@
 //! DUPLICATE_RESOURCE, an empty name or too few/many iterations UNACCEPTABLE_CREDENTIAL,
 //! an unknown mechanism UNSUPPORTED_SASL_MECHANISM, deleting what does not exist
 //! RESOURCE_NOT_FOUND. Each user's result is independent.
+//!
+//! With an authorizer the request needs ALTER on the cluster; without it every named
+//! user, once and sorted, answers CLUSTER_AUTHORIZATION_FAILED (Kafka's
+//! `AlterUserScramCredentialsRequest.getErrorResponse`).
 
 use std::collections::BTreeMap;
 
@@ -18,6 +22,7 @@ use kafka_protocol::ResponseError;
 
 use crate::api::context::RequestContext;
 use crate::api::str_bytes;
+use crate::security::acl::AclOperation;
 use crate::security::credentials::{ScramCredential, ScramMechanism, StoredScramCredential};
 
 /// One validated change.
@@ -33,6 +38,9 @@ pub async fn handle(
     ctx: &RequestContext,
     request: AlterUserScramCredentialsRequest,
 ) -> AlterUserScramCredentialsResponse {
+    if !ctx.authorize_cluster(AclOperation::Alter) {
+        return refused(&request);
+    }
     let store = &ctx.services.store;
     let exists = |user: &str, m: ScramMechanism| store.scram_credential(user, m).is_some();
     let mut results = Vec::new();
@@ -62,6 +70,28 @@ pub async fn handle(
                 .with_error_message(Some(str_bytes(error.to_string()))),
         });
     }
+    AlterUserScramCredentialsResponse::default().with_results(results)
+}
+
+/// The answer to a request without ALTER on the cluster: each user named in either
+/// list once, in name order.
+fn refused(request: &AlterUserScramCredentialsRequest) -> AlterUserScramCredentialsResponse {
+    let error = ResponseError::ClusterAuthorizationFailed;
+    let users: std::collections::BTreeSet<&str> = request
+        .deletions
+        .iter()
+        .map(|d| d.name.as_str())
+        .chain(request.upsertions.iter().map(|u| u.name.as_str()))
+        .collect();
+    let results = users
+        .into_iter()
+        .map(|user| {
+            AlterUserScramCredentialsResult::default()
+                .with_user(str_bytes(user))
+                .with_error_code(error.code())
+                .with_error_message(Some(str_bytes(error.to_string())))
+        })
+        .collect();
     AlterUserScramCredentialsResponse::default().with_results(results)
 }
 

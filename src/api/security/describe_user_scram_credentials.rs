@@ -1,7 +1,9 @@
 //! DescribeUserScramCredentials (key 50, v0): which SCRAM mechanisms each user has and
 //! with how many iterations, never a salt or key. As Kafka: a null user list describes
 //! everyone; a named user without credentials gets RESOURCE_NOT_FOUND, a name asked
-//! twice DUPLICATE_RESOURCE.
+//! twice DUPLICATE_RESOURCE. With an authorizer the request needs DESCRIBE on the
+//! cluster; without it the top-level code and one result per named user (with no user
+//! name, as Kafka's `getErrorResponse`) answer CLUSTER_AUTHORIZATION_FAILED.
 
 use std::collections::BTreeMap;
 
@@ -16,11 +18,30 @@ use kafka_protocol::ResponseError;
 use crate::api::context::RequestContext;
 use crate::api::str_bytes;
 use crate::cluster::UserCredentials;
+use crate::security::acl::AclOperation;
 
 pub async fn handle(
     ctx: &RequestContext,
     request: DescribeUserScramCredentialsRequest,
 ) -> DescribeUserScramCredentialsResponse {
+    if !ctx.authorize_cluster(AclOperation::Describe) {
+        let error = ResponseError::ClusterAuthorizationFailed;
+        let message = Some(str_bytes(error.to_string()));
+        let results = request
+            .users
+            .iter()
+            .flatten()
+            .map(|_| {
+                DescribeUserScramCredentialsResult::default()
+                    .with_error_code(error.code())
+                    .with_error_message(message.clone())
+            })
+            .collect();
+        return DescribeUserScramCredentialsResponse::default()
+            .with_error_code(error.code())
+            .with_error_message(message)
+            .with_results(results);
+    }
     let users = ctx.services.store.scram_credentials();
     let asked: Option<Vec<String>> = request
         .users
