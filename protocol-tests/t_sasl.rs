@@ -17,7 +17,7 @@ use crate::ops::*;
 fn sasl_requests_on_a_plaintext_listener_are_illegal_but_harmless() {
     let ctx = Ctx::new();
     let mut c = ctx.client();
-    for v in ctx.versions_req(ApiKey::SaslHandshake, 1, 1) {
+    for v in ctx.versions_req(ApiKey::SaslHandshake, 0, 1) {
         let resp = c.call(
             v,
             &SaslHandshakeRequest::default().with_mechanism(sb("PLAIN")),

@@ -7,6 +7,10 @@
 //   node run.js member  '{"broker":"127.0.0.1:9092","topic":"t","group":"g","sessionTimeout":6000}'
 //   node run.js session '{"broker":"127.0.0.1:9092","topic":"t","group":"g","commit":"auto","stopAfter":20}'
 //
+// Any mode connects over TLS when ARGS has "caFile" (the CA's PEM file) and authenticates
+// when it has "sasl" (kafkajs's own option: {"mechanism":"scram-sha-512","username":..,
+// "password":..}; also scram-sha-256 and plain), e.g. produce over SASL_SSL.
+//
 // produce/admin/codecs print exactly one JSON object on stdout. member/session print one JSON
 // object per line as things happen (same events as compat/group_worker.py: start, assign,
 // revoke, msg, commit, committed, error, closed) and a last {"ev":"exit"} line.
@@ -17,6 +21,7 @@
 // JoinGroup, SyncGroup, Heartbeat, OffsetFetch, Fetch). See FINDINGS.md.
 'use strict'
 
+const fs = require('fs')
 const { Kafka, CompressionTypes, CompressionCodecs, ConfigResourceTypes, logLevel } = require('kafkajs')
 
 const [MODE, ARGS_JSON] = process.argv.slice(2)
@@ -81,6 +86,14 @@ function stderrLogCreator() {
   }
 }
 
+// TLS and SASL from ARGS (see the top of this file); none for a PLAINTEXT listener.
+function securityOptions() {
+  const options = {}
+  if (ARGS.caFile) options.ssl = { ca: [fs.readFileSync(ARGS.caFile, 'utf-8')] }
+  if (ARGS.sasl) options.sasl = ARGS.sasl
+  return options
+}
+
 // Client defaults (timeouts, retries), so the producer runs as users run it; the whole
 // run is bounded by OVERALL_DEADLINE_MS instead.
 function newKafka(broker) {
@@ -89,6 +102,7 @@ function newKafka(broker) {
     brokers: [broker],
     logLevel: logLevel.WARN,
     logCreator: stderrLogCreator,
+    ...securityOptions(),
   })
 }
 

@@ -88,6 +88,17 @@ pub enum AuthStep {
     IllegalState(&'static str),
 }
 
+/// How the tokens after a handshake travel (Kafka's `enableKafkaSaslAuthenticateHeaders`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenFraming {
+    /// SaslHandshake v1+: each token inside a SaslAuthenticate request.
+    Requests,
+    /// SaslHandshake v0: each token as a bare size-prefixed frame without a request
+    /// header, answered the same way. librdkafka 2.0.2 (Debian's kcat) sees SASL support
+    /// only when v0 is advertised (then it speaks v1), so v0 is served, as Kafka does.
+    Raw,
+}
+
 /// The authentication a connection holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Authenticated {
@@ -118,6 +129,8 @@ enum Phase {
 pub struct SaslSession {
     policy: std::sync::Arc<SaslPolicy>,
     phase: Phase,
+    /// How the current exchange's tokens travel (set by the handshake).
+    framing: TokenFraming,
     authenticated: Option<Authenticated>,
 }
 
@@ -126,8 +139,15 @@ impl SaslSession {
         Self {
             policy,
             phase: Phase::Handshake,
+            framing: TokenFraming::Requests,
             authenticated: None,
         }
+    }
+
+    /// Whether the next frame is a bare SASL token (after a SaslHandshake v0), not a
+    /// request.
+    pub fn awaits_raw_token(&self) -> bool {
+        matches!(self.phase, Phase::Token(..)) && self.framing == TokenFraming::Raw
     }
 
     pub fn authenticated(&self) -> Option<&Authenticated> {
@@ -165,7 +185,19 @@ impl SaslSession {
         self.policy.mechanisms.iter().map(|m| m.name())
     }
 
+    /// A SaslHandshake v1+ (tokens in SaslAuthenticate requests).
     pub fn handshake(&mut self, requested: &str) -> Result<Mechanism, HandshakeError> {
+        self.handshake_framed(requested, TokenFraming::Requests)
+    }
+
+    /// A SaslHandshake of either version; after a v0 one (`TokenFraming::Raw`) the
+    /// connection reads bare tokens until the exchange ends, and it cannot re-authenticate
+    /// that way (KIP-368 needs SaslAuthenticate).
+    pub fn handshake_framed(
+        &mut self,
+        requested: &str,
+        framing: TokenFraming,
+    ) -> Result<Mechanism, HandshakeError> {
         if !matches!(self.phase, Phase::Handshake) {
             self.phase = Phase::Failed;
             return Err(HandshakeError::IllegalState(
@@ -173,6 +205,13 @@ impl SaslSession {
             ));
         }
         if let Some(auth) = &self.authenticated {
+            // KIP-368 re-authenticates through SaslAuthenticate only.
+            if framing == TokenFraming::Raw {
+                self.phase = Phase::Failed;
+                return Err(HandshakeError::IllegalState(
+                    "re-authentication needs SaslHandshake v1 or later",
+                ));
+            }
             if self.policy.session_lifetime_ms.is_none() {
                 self.phase = Phase::Failed;
                 return Err(HandshakeError::IllegalState(
@@ -196,6 +235,7 @@ impl SaslSession {
             Mechanism::Scram(m) => Exchange::Scram(Box::new(ScramServer::with_random_nonce(m))),
         };
         self.phase = Phase::Token(mechanism, exchange);
+        self.framing = framing;
         Ok(mechanism)
     }
 
@@ -314,6 +354,37 @@ mod tests {
                 "{key:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_v0_handshake_takes_raw_tokens_until_the_exchange_ends() {
+        let mut session = SaslSession::new(policy(Some(60_000)));
+        assert!(!session.awaits_raw_token());
+        session
+            .handshake_framed("SCRAM-SHA-256", TokenFraming::Raw)
+            .expect("v0 handshake");
+        assert!(session.awaits_raw_token());
+        let first = session.authenticate(b"n,,n=alice,r=client-nonce", lookup, 0);
+        assert!(matches!(first, AuthStep::Continue(_)), "{first:?}");
+        assert!(session.awaits_raw_token(), "the client-final is raw too");
+        // A wrong proof fails the exchange; nothing raw is expected after it.
+        let wrong = session.authenticate(b"c=biws,r=client-nonce,p=AAAA", lookup, 0);
+        assert!(matches!(wrong, AuthStep::Failed { .. }), "{wrong:?}");
+        assert!(!session.awaits_raw_token());
+
+        let mut session = SaslSession::new(policy(Some(60_000)));
+        session
+            .handshake_framed("PLAIN", TokenFraming::Raw)
+            .expect("v0 handshake");
+        let done = session.authenticate(b"\0alice\0secret", lookup, 0);
+        assert!(matches!(done, AuthStep::Done { .. }), "{done:?}");
+        // Requests follow, not tokens; re-authentication must use v1.
+        assert!(!session.awaits_raw_token());
+        assert_eq!(session.admit(ApiKey::Produce, 1), Admission::Serve);
+        assert!(matches!(
+            session.handshake_framed("PLAIN", TokenFraming::Raw),
+            Err(HandshakeError::IllegalState(_))
+        ));
     }
 
     #[test]
@@ -438,6 +509,7 @@ mod tests {
             SaslSession {
                 policy: policy(Some(1)),
                 phase: Phase::Handshake,
+                framing: TokenFraming::Requests,
                 authenticated: session.authenticated.clone(),
             }
             .handshake("PLAIN"),

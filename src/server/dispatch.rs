@@ -74,7 +74,7 @@ pub const SUPPORTED: &[ApiRange] = &[
     api(ApiKey::ListGroups, 0, 5),
     api(ApiKey::DeleteGroups, 0, 2),
     api(ApiKey::OffsetDelete, 0, 0),
-    api(ApiKey::SaslHandshake, 1, 1),
+    api(ApiKey::SaslHandshake, 0, 1),
     api(ApiKey::SaslAuthenticate, 0, 2),
     api(ApiKey::DescribeUserScramCredentials, 0, 0),
     api(ApiKey::AlterUserScramCredentials, 0, 0),
@@ -160,6 +160,13 @@ pub async fn handle_frame(
     frame: Bytes,
     received: std::time::Instant,
 ) -> Reply {
+    if connection
+        .sasl
+        .as_ref()
+        .is_some_and(|sasl| sasl.lock().awaits_raw_token())
+    {
+        return raw_sasl_token(services, peer, connection, frame).await;
+    }
     let Some(prefix) = HeaderPrefix::parse(&frame) else {
         return Reply::Close(format!(
             "frame of {} bytes has no request header",
@@ -231,6 +238,41 @@ pub async fn handle_frame(
             done
         }
     }
+}
+
+/// A SASL token after a SaslHandshake v0: the frame is the bare token and so is the
+/// answer, as in Kafka's `SaslServerAuthenticator` without SaslAuthenticate headers. A
+/// failure gets no answer (the framing has no error field): the connection closes,
+/// after the failed-authentication delay that SaslAuthenticate also waits.
+async fn raw_sasl_token(
+    services: Arc<Services>,
+    peer: SocketAddr,
+    connection: Arc<ConnectionSecurity>,
+    frame: Bytes,
+) -> Reply {
+    let ctx = RequestContext {
+        services,
+        api_version: 0,
+        correlation_id: 0,
+        client_id: None,
+        principal: connection.principal(),
+        connection,
+        peer,
+        remote_wait_us: Arc::default(),
+    };
+    let request = SaslAuthenticateRequest::default().with_auth_bytes(frame);
+    let security::Closing { response, close } =
+        security::sasl_authenticate::handle(&ctx, request).await;
+    if let Some(reason) = close {
+        return Reply::Close(reason);
+    }
+    let Ok(size) = u32::try_from(response.auth_bytes.len()) else {
+        return Reply::Close("SASL token larger than 4 GiB".into());
+    };
+    Reply::Frame(vec![
+        Bytes::copy_from_slice(&size.to_be_bytes()),
+        response.auth_bytes,
+    ])
 }
 
 /// One request's clock: when it was read, when it started executing.

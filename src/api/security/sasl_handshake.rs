@@ -1,7 +1,8 @@
-//! SaslHandshake (key 17, v1): the client names a mechanism. On a listener without SASL
-//! Kafka answers ILLEGAL_SASL_STATE and keeps the connection; on a SASL listener an
-//! unknown or disabled mechanism gets UNSUPPORTED_SASL_MECHANISM with the enabled list,
-//! and the connection closes.
+//! SaslHandshake (key 17, v0–1): the client names a mechanism; after v0 the tokens come
+//! as bare frames (see `TokenFraming::Raw`), after v1 in SaslAuthenticate requests. On a
+//! listener without SASL Kafka answers ILLEGAL_SASL_STATE and keeps the connection; on a
+//! SASL listener an unknown or disabled mechanism gets UNSUPPORTED_SASL_MECHANISM with
+//! the enabled list, and the connection closes.
 
 use kafka_protocol::messages::{SaslHandshakeRequest, SaslHandshakeResponse};
 use kafka_protocol::ResponseError;
@@ -9,7 +10,7 @@ use kafka_protocol::ResponseError;
 use super::Closing;
 use crate::api::context::RequestContext;
 use crate::api::str_bytes;
-use crate::security::session::HandshakeError;
+use crate::security::session::{HandshakeError, TokenFraming};
 
 pub async fn handle(
     ctx: &RequestContext,
@@ -25,7 +26,12 @@ pub async fn handle(
     let mut session = sasl.lock();
     let mechanisms = session.enabled_mechanisms().map(str_bytes).collect();
     let response = SaslHandshakeResponse::default().with_mechanisms(mechanisms);
-    match session.handshake(request.mechanism.as_str()) {
+    let framing = if ctx.api_version == 0 {
+        TokenFraming::Raw
+    } else {
+        TokenFraming::Requests
+    };
+    match session.handshake_framed(request.mechanism.as_str(), framing) {
         Ok(_) => Closing {
             response,
             close: None,
