@@ -144,3 +144,55 @@ fn scram_credentials_are_upserted_described_and_deleted() {
     let resp = c.call(0, &delete(2));
     assert_code!(resp.results[0].error_code, NONE, "delete");
 }
+
+/// Kafka's rule on a SASL listener: before authentication only ApiVersions and the SASL
+/// exchange are served. Every other advertised API, each at its lowest version on a
+/// fresh connection, gets the connection closed without an answer: nothing succeeds
+/// and no topic name leaks. (The body is zeros: at the lowest versions that decodes as
+/// empty strings and arrays, so the refusal is the gate's, not the decoder's; the same
+/// frames on the PLAINTEXT listener are answered, which the loop checks for Metadata.)
+#[test]
+fn before_authentication_every_other_advertised_api_is_closed_unanswered() {
+    use crate::client::{api_name, Client, Outcome};
+    use std::time::Duration;
+    if std::env::var("TERN_PROTOCOL_TARGET").is_ok() {
+        return; // needs its own listeners
+    }
+    let sasl_port = crate::broker::free_port();
+    let listeners =
+        format!("PLAINTEXT://127.0.0.1:{{port}},SASL_PLAINTEXT://127.0.0.1:{sasl_port}");
+    let ctx = Ctx::with_args(&["--listeners", &listeners]);
+    ctx.topic("before-auth-secret", 1, &[]);
+    let exempt = [
+        ApiKey::ApiVersions,
+        ApiKey::SaslHandshake,
+        ApiKey::SaslAuthenticate,
+    ]
+    .map(|k| k as i16);
+    let zeros = [0u8; 64];
+    let mut refused = 0;
+    for (&key, &(min, _)) in &ctx.apis {
+        if exempt.contains(&key) {
+            continue;
+        }
+        let mut c = Client::connect(&format!("127.0.0.1:{sasl_port}"));
+        c.send_raw(key, min, &zeros);
+        match c.wait_outcome(Duration::from_secs(5)) {
+            Outcome::Closed => refused += 1,
+            other => panic!(
+                "{} v{min} before authentication was not closed unanswered: {other:?}",
+                api_name(key)
+            ),
+        }
+    }
+    assert!(refused >= 30, "only {refused} APIs advertised besides SASL");
+    let mut plain = ctx.client();
+    plain.send_raw(ApiKey::Metadata as i16, 0, &zeros);
+    assert!(
+        matches!(
+            plain.wait_outcome(Duration::from_secs(5)),
+            Outcome::Frame(_)
+        ),
+        "the zero-bodied Metadata v0 is answered on PLAINTEXT"
+    );
+}
