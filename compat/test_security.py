@@ -390,6 +390,48 @@ def test_acls_grant_a_prefix_hide_other_topics_and_refuse_writes(authorized, top
     assert restored["err"] is None, restored
 
 
+def test_kafka_python_under_acls_is_refused_what_it_was_not_granted(authorized, topic):
+    """kafka-python over SASL_SSL: a write without WRITE raises TopicAuthorizationFailed
+    and appends nothing, a topic without DESCRIBE is not listed, a group without READ
+    cannot be joined."""
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka.errors import GroupAuthorizationFailedError, TopicAuthorizationFailedError
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    secure = authorized
+    secure.add_user("alice", PASSWORD)
+    admin = AdminClient({"bootstrap.servers": secure.address("PLAINTEXT")})
+    mine, other = f"alice.{topic}", f"other.{topic}"
+    for f in admin.create_topics([NewTopic(mine, 1, 1), NewTopic(other, 1, 1)]).values():
+        f.result(20)
+    subprocess.run([str(tern_bin()), "acl", "add", "-b", secure.address("PLAINTEXT"),
+                    "--allow-principal", "User:alice", "--operation", "READ", "--operation", "WRITE",
+                    "--operation", "DESCRIBE", "--topic", "alice.", "--resource-pattern-type", "PREFIXED"],
+                   check=True, capture_output=True, timeout=30)
+    common = dict(
+        bootstrap_servers=secure.address("SASL_SSL"), security_protocol="SASL_SSL",
+        ssl_cafile=str(secure.pki / "ca.pem"), sasl_mechanism="SCRAM-SHA-512",
+        sasl_plain_username="alice", sasl_plain_password=PASSWORD,
+    )
+    producer = KafkaProducer(acks="all", max_block_ms=10000, **common)
+    producer.send(mine, b"granted").get(timeout=30)
+    with pytest.raises(TopicAuthorizationFailedError):
+        producer.send(other, b"refused").get(timeout=30)
+    producer.close()
+    probe = Consumer({"bootstrap.servers": secure.address("PLAINTEXT"), "group.id": "probe"})
+    assert probe.get_watermark_offsets(TopicPartition(other, 0), timeout=10) == (0, 0)
+    probe.close()
+    consumer = KafkaConsumer(group_id=f"no-read-{topic}", auto_offset_reset="earliest",
+                             consumer_timeout_ms=5000, **common)
+    assert mine in consumer.topics() and other not in consumer.topics()
+    consumer.subscribe([mine])
+    with pytest.raises(GroupAuthorizationFailedError):
+        for _ in range(20):
+            consumer.poll(timeout_ms=500)
+    consumer.close()
+
+
 # ---- SaslHandshake v0: bare tokens -------------------------------------------------------
 
 class RawConnection:
