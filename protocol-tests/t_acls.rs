@@ -2,7 +2,9 @@
 //! without an authorizer; Kafka's validation; filters; CLUSTER_AUTHORIZATION_FAILED for a
 //! principal without cluster ALTER/DESCRIBE; and, with ACLs granted to `User:ANONYMOUS`
 //! (what a PLAINTEXT connection is), Metadata hiding topics, Produce refused without
-//! WRITE with nothing appended, deny beating allow, prefixed grants.
+//! WRITE with nothing appended, deny beating allow, prefixed grants; and the matrix: every
+//! ACL-checked API refused without its ACL, served with it, and served to a super user
+//! who holds none (KIP-430 answers listing every supported operation).
 
 use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
@@ -303,6 +305,17 @@ const GROUP_AUTHORIZATION_FAILED: i16 = 30;
 /// not what the grant gives (DescribeCluster, DescribeGroups).
 const HIDDEN: i16 = -1000;
 const WRONG_BITS: i16 = -1001;
+/// A KIP-430 answer holding every operation the resource type supports (Kafka's
+/// `AclEntry.supportedOperations`): what a super user is authorized for.
+const ALL_BITS: i16 = -1002;
+const GROUP_OPERATIONS: i32 = 1 << READ | 1 << DESCRIBE | 1 << DELETE;
+const CLUSTER_OPERATIONS: i32 = 1 << 5 // CREATE
+    | 1 << CLUSTER_ACTION
+    | 1 << DESCRIBE_CONFIGS
+    | 1 << ALTER_CONFIGS
+    | 1 << 12 // IDEMPOTENT_WRITE
+    | 1 << ALTER
+    | 1 << DESCRIBE;
 const SCRAM_SHA_256: i8 = 1;
 const ADMIN: &str = "admin";
 const ADMIN_PASSWORD: &str = "admin-secret";
@@ -365,18 +378,21 @@ fn eventually(
 }
 
 /// One row: the API, the ACLs granted before both probes (`base`), the ACLs the API
-/// needs on top (`needed`), the probe's code without them and with them.
+/// needs on top (`needed`), the probe's code without them and with them, and as a
+/// super user.
 struct Row<'a> {
     api: &'static str,
     base: Vec<AclCreation>,
     needed: Vec<AclCreation>,
     refused: i16,
     granted: i16,
+    /// What the probe answers for a super user, who holds no ACL at all.
+    as_super: i16,
     probe: Box<dyn Fn(&mut crate::client::Client) -> i16 + 'a>,
 }
 
 #[test]
-fn every_api_is_refused_without_its_acl_and_served_with_it() {
+fn every_api_is_refused_without_its_acl_and_served_with_it_or_to_a_super_user() {
     use kafka_protocol::messages::*;
     if std::env::var("TERN_PROTOCOL_TARGET").is_ok() {
         return; // needs its own listeners, super user and a restart
@@ -580,6 +596,7 @@ fn every_api_is_refused_without_its_acl_and_served_with_it() {
             needed: vec![anon(TOPIC, t, DESCRIBE)],
             refused: TOPIC_AUTHORIZATION_FAILED,
             granted: NONE,
+            as_super: NONE,
             probe: Box::new(ofle(-1)),
         },
         Row {
@@ -588,6 +605,7 @@ fn every_api_is_refused_without_its_acl_and_served_with_it() {
             needed: vec![anon(CLUSTER, cluster, CLUSTER_ACTION)],
             refused: TOPIC_AUTHORIZATION_FAILED,
             granted: NONE,
+            as_super: NONE,
             probe: Box::new(ofle(2)),
         },
         Row {
@@ -596,6 +614,7 @@ fn every_api_is_refused_without_its_acl_and_served_with_it() {
             needed: vec![anon(TOPIC, t, DELETE)],
             refused: TOPIC_AUTHORIZATION_FAILED,
             granted: NONE,
+            as_super: NONE,
             probe: Box::new(move |c: &mut crate::client::Client| {
                 let r = c.call(
                     v(ApiKey::DeleteRecords),
@@ -618,6 +637,7 @@ fn every_api_is_refused_without_its_acl_and_served_with_it() {
             needed: vec![anon(TOPIC, t, ALTER)],
             refused: TOPIC_AUTHORIZATION_FAILED,
             granted: NONE,
+            as_super: NONE,
             probe: Box::new(move |c: &mut crate::client::Client| {
                 let r = c.call(
                     v(ApiKey::CreatePartitions),
@@ -640,6 +660,7 @@ fn every_api_is_refused_without_its_acl_and_served_with_it() {
             needed: vec![anon(TOPIC, t, DESCRIBE_CONFIGS)],
             refused: TOPIC_AUTHORIZATION_FAILED,
             granted: NONE,
+            as_super: NONE,
             probe: Box::new(describe_configs(RESOURCE_TOPIC, t.to_string())),
         },
         Row {
@@ -648,6 +669,7 @@ fn every_api_is_refused_without_its_acl_and_served_with_it() {
             needed: vec![anon(CLUSTER, cluster, DESCRIBE_CONFIGS)],
             refused: CLUSTER_AUTHORIZATION_FAILED,
             granted: NONE,
+            as_super: NONE,
             probe: Box::new(describe_configs(RESOURCE_BROKER, node.clone())),
         },
         Row {
@@ -656,6 +678,7 @@ fn every_api_is_refused_without_its_acl_and_served_with_it() {
             needed: vec![anon(TOPIC, t, DESCRIBE_CONFIGS)],
             refused: TOPIC_AUTHORIZATION_FAILED,
             granted: NONE,
+            as_super: NONE,
             probe: Box::new(move |c: &mut crate::client::Client| {
                 let body = crate::legacy::describe_configs_v0(RESOURCE_TOPIC, t, None);
                 let r = crate::legacy::call_raw(c, ApiKey::DescribeConfigs, 0, &body);
@@ -668,6 +691,7 @@ fn every_api_is_refused_without_its_acl_and_served_with_it() {
             needed: vec![anon(TOPIC, t, ALTER_CONFIGS)],
             refused: TOPIC_AUTHORIZATION_FAILED,
             granted: NONE,
+            as_super: NONE,
             probe: Box::new(alter_configs(RESOURCE_TOPIC, t.to_string())),
         },
         Row {
@@ -676,6 +700,7 @@ fn every_api_is_refused_without_its_acl_and_served_with_it() {
             needed: vec![anon(CLUSTER, cluster, ALTER_CONFIGS)],
             refused: CLUSTER_AUTHORIZATION_FAILED,
             granted: NONE,
+            as_super: NONE,
             probe: Box::new(alter_configs(RESOURCE_BROKER, node.clone())),
         },
         Row {
@@ -684,6 +709,7 @@ fn every_api_is_refused_without_its_acl_and_served_with_it() {
             needed: vec![anon(TOPIC, t, ALTER_CONFIGS)],
             refused: TOPIC_AUTHORIZATION_FAILED,
             granted: NONE,
+            as_super: NONE,
             probe: Box::new(incremental(RESOURCE_TOPIC, t.to_string())),
         },
         Row {
@@ -692,6 +718,7 @@ fn every_api_is_refused_without_its_acl_and_served_with_it() {
             needed: vec![anon(CLUSTER, cluster, ALTER_CONFIGS)],
             refused: CLUSTER_AUTHORIZATION_FAILED,
             granted: NONE,
+            as_super: NONE,
             probe: Box::new(incremental(RESOURCE_BROKER, node.clone())),
         },
         Row {
@@ -700,6 +727,7 @@ fn every_api_is_refused_without_its_acl_and_served_with_it() {
             needed: vec![anon(CLUSTER, cluster, DESCRIBE)],
             refused: CLUSTER_AUTHORIZATION_FAILED,
             granted: NONE,
+            as_super: NONE,
             probe: Box::new(move |c: &mut crate::client::Client| {
                 let r = c.call(
                     v(ApiKey::DescribeLogDirs),
@@ -723,6 +751,7 @@ fn every_api_is_refused_without_its_acl_and_served_with_it() {
             needed: vec![anon(CLUSTER, cluster, ALTER)],
             refused: CLUSTER_AUTHORIZATION_FAILED,
             granted: NONE,
+            as_super: NONE,
             probe: Box::new(move |c: &mut crate::client::Client| {
                 let r = c.call(
                     v(ApiKey::ElectLeaders),
@@ -751,6 +780,7 @@ fn every_api_is_refused_without_its_acl_and_served_with_it() {
             needed: vec![anon(CLUSTER, cluster, ALTER)],
             refused: CLUSTER_AUTHORIZATION_FAILED,
             granted: NONE,
+            as_super: NONE,
             probe: Box::new(move |c: &mut crate::client::Client| {
                 let r = c.call(
                     0,
@@ -773,6 +803,7 @@ fn every_api_is_refused_without_its_acl_and_served_with_it() {
             needed: vec![anon(CLUSTER, cluster, DESCRIBE)],
             refused: CLUSTER_AUTHORIZATION_FAILED,
             granted: NONE,
+            as_super: NONE,
             probe: Box::new(move |c: &mut crate::client::Client| {
                 c.call(
                     0,
@@ -789,6 +820,7 @@ fn every_api_is_refused_without_its_acl_and_served_with_it() {
             needed: vec![anon(GROUP, g, DESCRIBE)],
             refused: GROUP_AUTHORIZATION_FAILED,
             granted: NONE,
+            as_super: NONE,
             probe: Box::new(offset_fetch(offset_fetch_v)),
         },
         Row {
@@ -797,6 +829,7 @@ fn every_api_is_refused_without_its_acl_and_served_with_it() {
             needed: vec![anon(TOPIC, t, DESCRIBE)],
             refused: TOPIC_AUTHORIZATION_FAILED,
             granted: NONE,
+            as_super: NONE,
             probe: Box::new(offset_fetch(offset_fetch_v)),
         },
         Row {
@@ -805,6 +838,7 @@ fn every_api_is_refused_without_its_acl_and_served_with_it() {
             needed: vec![anon(GROUP, g, DESCRIBE)],
             refused: GROUP_AUTHORIZATION_FAILED,
             granted: NONE,
+            as_super: NONE,
             probe: Box::new(offset_fetch(7)),
         },
         Row {
@@ -813,6 +847,7 @@ fn every_api_is_refused_without_its_acl_and_served_with_it() {
             needed: vec![anon(TOPIC, t, DESCRIBE)],
             refused: TOPIC_AUTHORIZATION_FAILED,
             granted: NONE,
+            as_super: NONE,
             probe: Box::new(offset_fetch(7)),
         },
         Row {
@@ -821,6 +856,7 @@ fn every_api_is_refused_without_its_acl_and_served_with_it() {
             needed: vec![anon(TOPIC, t, DESCRIBE)],
             refused: HIDDEN,
             granted: NONE,
+            as_super: NONE,
             probe: Box::new(move |c: &mut crate::client::Client| {
                 let r = c.call(
                     offset_fetch_v,
@@ -847,6 +883,7 @@ fn every_api_is_refused_without_its_acl_and_served_with_it() {
             needed: vec![anon(GROUP, g, DESCRIBE)],
             refused: GROUP_AUTHORIZATION_FAILED,
             granted: NONE,
+            as_super: ALL_BITS,
             probe: Box::new(move |c: &mut crate::client::Client| {
                 let r = c.call(
                     5,
@@ -858,10 +895,10 @@ fn every_api_is_refused_without_its_acl_and_served_with_it() {
                 if d.error_code != NONE {
                     return d.error_code;
                 }
-                if d.authorized_operations == 1 << DESCRIBE {
-                    NONE
-                } else {
-                    WRONG_BITS
+                match d.authorized_operations {
+                    bits if bits == 1 << DESCRIBE => NONE,
+                    GROUP_OPERATIONS => ALL_BITS,
+                    _ => WRONG_BITS,
                 }
             }),
         },
@@ -871,6 +908,7 @@ fn every_api_is_refused_without_its_acl_and_served_with_it() {
             needed: vec![anon(GROUP, g, DESCRIBE)],
             refused: HIDDEN,
             granted: NONE,
+            as_super: NONE,
             probe: Box::new(list_groups),
         },
         Row {
@@ -879,6 +917,7 @@ fn every_api_is_refused_without_its_acl_and_served_with_it() {
             needed: vec![anon(CLUSTER, cluster, DESCRIBE)],
             refused: HIDDEN,
             granted: NONE,
+            as_super: NONE,
             probe: Box::new(list_groups),
         },
         Row {
@@ -887,6 +926,7 @@ fn every_api_is_refused_without_its_acl_and_served_with_it() {
             needed: vec![anon(CLUSTER, cluster, DESCRIBE)],
             refused: WRONG_BITS,
             granted: NONE,
+            as_super: ALL_BITS,
             probe: Box::new(move |c: &mut crate::client::Client| {
                 let r = c.call(
                     v(ApiKey::DescribeCluster),
@@ -899,6 +939,7 @@ fn every_api_is_refused_without_its_acl_and_served_with_it() {
                 match r.cluster_authorized_operations {
                     0 => WRONG_BITS,
                     bits if bits == 1 << DESCRIBE => NONE,
+                    CLUSTER_OPERATIONS => ALL_BITS,
                     _ => WRONG_BITS - 1,
                 }
             }),
@@ -909,6 +950,7 @@ fn every_api_is_refused_without_its_acl_and_served_with_it() {
             needed: vec![anon(CLUSTER, cluster, DESCRIBE)],
             refused: CLUSTER_AUTHORIZATION_FAILED,
             granted: NONE,
+            as_super: NONE,
             probe: Box::new(move |c: &mut crate::client::Client| {
                 c.call(
                     0,
@@ -924,6 +966,7 @@ fn every_api_is_refused_without_its_acl_and_served_with_it() {
             refused: CLUSTER_AUTHORIZATION_FAILED,
             // Deleting a credential nobody has: allowed, and then not found.
             granted: RESOURCE_NOT_FOUND,
+            as_super: RESOURCE_NOT_FOUND,
             probe: Box::new(move |c: &mut crate::client::Client| {
                 let r = c.call(
                     0,
@@ -944,6 +987,7 @@ fn every_api_is_refused_without_its_acl_and_served_with_it() {
             needed: vec![anon(GROUP, g, DELETE)],
             refused: GROUP_AUTHORIZATION_FAILED,
             granted: NONE,
+            as_super: NONE,
             probe: Box::new(offset_delete),
         },
         Row {
@@ -952,6 +996,7 @@ fn every_api_is_refused_without_its_acl_and_served_with_it() {
             needed: vec![anon(TOPIC, t, READ)],
             refused: TOPIC_AUTHORIZATION_FAILED,
             granted: NONE,
+            as_super: NONE,
             probe: Box::new(offset_delete),
         },
     ];
@@ -989,6 +1034,16 @@ fn every_api_is_refused_without_its_acl_and_served_with_it() {
                 row.api,
                 ename(got),
                 ename(row.granted)
+            ));
+        }
+        // The super user gets through without any ACL of its own.
+        let got = (row.probe)(&mut admin);
+        if got != row.as_super {
+            failures.push(format!(
+                "{}: as a super user answered {} (want {})",
+                row.api,
+                ename(got),
+                ename(row.as_super)
             ));
         }
         // Revoke everything anonymous has, for the next row.

@@ -24,35 +24,59 @@ fn free_port() -> u16 {
         .expect("a free port")
 }
 
+/// Starts a broker on a fresh port, retrying on another port when it exits at startup:
+/// the port `free_port` found may be taken again (by another test's probe or broker)
+/// before the broker binds it, and then the broker exits with "address in use".
 fn start_broker() -> Broker {
     let dir = tempfile::tempdir().expect("temp dir");
-    let port = free_port();
-    let address = format!("127.0.0.1:{port}");
-    let child = Command::new(env!("CARGO_BIN_EXE_tern"))
-        .args(["serve", "--data-dir"])
-        .arg(dir.path())
-        .args([
-            "--listen",
-            &address,
-            "--metrics",
-            "127.0.0.1:0",
-            "--offsets-topic-num-partitions",
-            "3",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("broker starts");
+    for attempt in 0..5 {
+        let data = dir.path().join(format!("data-{attempt}"));
+        let address = format!("127.0.0.1:{}", free_port());
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tern"))
+            .args(["serve", "--data-dir"])
+            .arg(&data)
+            .args([
+                "--listen",
+                &address,
+                "--metrics",
+                "127.0.0.1:0",
+                "--offsets-topic-num-partitions",
+                "3",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("broker starts");
+        if listens_while_running(&mut child, &address) {
+            return Broker {
+                child,
+                address,
+                _dir: dir,
+            };
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    panic!("no broker started in five attempts");
+}
+
+/// Waits until `address` accepts connections while `child` runs, and is still running
+/// a moment later: an accepting port alone may be someone else's listener while the
+/// broker is on its way out for failing to bind it.
+fn listens_while_running(child: &mut Child, address: &str) -> bool {
+    let running = |child: &mut Child| matches!(child.try_wait(), Ok(None));
     let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(&address).is_err() {
-        assert!(Instant::now() < deadline, "broker did not start listening");
+    while Instant::now() < deadline {
+        if !running(child) {
+            return false;
+        }
+        if std::net::TcpStream::connect(address).is_ok() {
+            std::thread::sleep(Duration::from_millis(200));
+            return running(child) && std::net::TcpStream::connect(address).is_ok();
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
-    Broker {
-        child,
-        address,
-        _dir: dir,
-    }
+    false
 }
 
 /// Runs `tern <args> -b <broker> --json` and parses its output.
