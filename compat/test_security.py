@@ -329,22 +329,49 @@ def authorized(tmp_path, pki, request):
         secure.broker.stop()
 
 
-def test_acls_grant_a_prefix_hide_other_topics_and_refuse_writes(authorized, topic):
-    from confluent_kafka import KafkaError, Producer
-    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
-                                       NewTopic, ResourcePatternType, ResourceType)
+def tern_acl(secure: SecureBroker, *args: str) -> None:
+    """`tern acl ARGS` through the super user's PLAINTEXT listener."""
+    subprocess.run([str(tern_bin()), "acl", *args, "-b", secure.address("PLAINTEXT")],
+                   check=True, capture_output=True, timeout=30)
 
-    secure = authorized
+
+def grant_alice_a_prefix(secure: SecureBroker, topic: str) -> tuple[str, str]:
+    """The set-up of every client's ACL test: user alice (SCRAM-SHA-512; PLAIN checks the
+    password against it), two one-partition topics created by the super user,
+    `alice.<topic>` and `other.<topic>`, and one PREFIXED grant through `tern acl add`:
+    alice may READ, WRITE and DESCRIBE the topics named `alice.*`, and nothing else (no
+    group, no other topic). Returns (mine, other)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
     secure.add_user("alice", PASSWORD)
     admin = AdminClient({"bootstrap.servers": secure.address("PLAINTEXT")})
     mine, other = f"alice.{topic}", f"other.{topic}"
     for f in admin.create_topics([NewTopic(mine, 1, 1), NewTopic(other, 1, 1)]).values():
         f.result(20)
-    # The grants through `tern acl` (CreateAcls), as an operator would.
-    subprocess.run([str(tern_bin()), "acl", "add", "-b", secure.address("PLAINTEXT"),
-                    "--allow-principal", "User:alice", "--operation", "READ", "--operation", "WRITE",
-                    "--operation", "DESCRIBE", "--topic", "alice.", "--resource-pattern-type", "PREFIXED"],
-                   check=True, capture_output=True, timeout=30)
+    tern_acl(secure, "add", "--allow-principal", "User:alice", "--operation", "READ", "--operation", "WRITE",
+             "--operation", "DESCRIBE", "--topic", "alice.", "--resource-pattern-type", "PREFIXED")
+    return mine, other
+
+
+def watermarks(secure: SecureBroker, topic: str) -> tuple[int, int]:
+    """(low, high) of partition 0 of `topic`, read by the super user over PLAINTEXT."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    probe = Consumer({"bootstrap.servers": secure.address("PLAINTEXT"), "group.id": "probe"})
+    try:
+        return probe.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    finally:
+        probe.close()
+
+
+def test_acls_grant_a_prefix_hide_other_topics_and_refuse_writes(authorized, topic):
+    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
+                                       ResourcePatternType, ResourceType)
+
+    secure = authorized
+    mine, other = grant_alice_a_prefix(secure, topic)
+    admin = AdminClient({"bootstrap.servers": secure.address("PLAINTEXT")})
     listed = subprocess.run([str(tern_bin()), "acl", "list", "--json", "-b", secure.address("PLAINTEXT")],
                             check=True, capture_output=True, text=True, timeout=30).stdout
     acls = json.loads(listed)
@@ -363,12 +390,7 @@ def test_acls_grant_a_prefix_hide_other_topics_and_refuse_writes(authorized, top
     assert outcomes[mine] is None
     assert outcomes[other] is not None and outcomes[other].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, outcomes
     # Nothing was appended to the refused topic.
-    from confluent_kafka import TopicPartition
-    from confluent_kafka import Consumer
-    probe = Consumer({"bootstrap.servers": secure.address("PLAINTEXT"), "group.id": "probe"})
-    low, high = probe.get_watermark_offsets(TopicPartition(other, 0), timeout=10)
-    probe.close()
-    assert high == 0, (low, high)
+    assert watermarks(secure, other) == (0, 0)
     # A deny beats the allow, and takes effect without a restart.
     deny = AclBinding(ResourceType.TOPIC, mine, ResourcePatternType.LITERAL, "User:alice", "*",
                       AclOperation.WRITE, AclPermissionType.DENY)
@@ -379,9 +401,7 @@ def test_acls_grant_a_prefix_hide_other_topics_and_refuse_writes(authorized, top
     producer.flush(20)
     assert denied["err"] is not None and denied["err"].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, denied
     # Revoking it with `tern acl remove` (DeleteAcls) restores the write.
-    subprocess.run([str(tern_bin()), "acl", "remove", "-b", secure.address("PLAINTEXT"),
-                    "--deny-principal", "User:alice", "--operation", "WRITE", "--topic", mine],
-                   check=True, capture_output=True, timeout=30)
+    tern_acl(secure, "remove", "--deny-principal", "User:alice", "--operation", "WRITE", "--topic", mine)
     # (a new producer: librdkafka remembers the topic's authorization error)
     restored = {}
     fresh = Producer({**config, "acks": "all", "message.timeout.ms": 10000})
@@ -396,19 +416,9 @@ def test_kafka_python_under_acls_is_refused_what_it_was_not_granted(authorized, 
     cannot be joined."""
     from kafka import KafkaConsumer, KafkaProducer
     from kafka.errors import GroupAuthorizationFailedError, TopicAuthorizationFailedError
-    from confluent_kafka import Consumer, TopicPartition
-    from confluent_kafka.admin import AdminClient, NewTopic
 
     secure = authorized
-    secure.add_user("alice", PASSWORD)
-    admin = AdminClient({"bootstrap.servers": secure.address("PLAINTEXT")})
-    mine, other = f"alice.{topic}", f"other.{topic}"
-    for f in admin.create_topics([NewTopic(mine, 1, 1), NewTopic(other, 1, 1)]).values():
-        f.result(20)
-    subprocess.run([str(tern_bin()), "acl", "add", "-b", secure.address("PLAINTEXT"),
-                    "--allow-principal", "User:alice", "--operation", "READ", "--operation", "WRITE",
-                    "--operation", "DESCRIBE", "--topic", "alice.", "--resource-pattern-type", "PREFIXED"],
-                   check=True, capture_output=True, timeout=30)
+    mine, other = grant_alice_a_prefix(secure, topic)
     common = dict(
         bootstrap_servers=secure.address("SASL_SSL"), security_protocol="SASL_SSL",
         ssl_cafile=str(secure.pki / "ca.pem"), sasl_mechanism="SCRAM-SHA-512",
@@ -419,9 +429,7 @@ def test_kafka_python_under_acls_is_refused_what_it_was_not_granted(authorized, 
     with pytest.raises(TopicAuthorizationFailedError):
         producer.send(other, b"refused").get(timeout=30)
     producer.close()
-    probe = Consumer({"bootstrap.servers": secure.address("PLAINTEXT"), "group.id": "probe"})
-    assert probe.get_watermark_offsets(TopicPartition(other, 0), timeout=10) == (0, 0)
-    probe.close()
+    assert watermarks(secure, other) == (0, 0)
     consumer = KafkaConsumer(group_id=f"no-read-{topic}", auto_offset_reset="earliest",
                              consumer_timeout_ms=5000, **common)
     assert mine in consumer.topics() and other not in consumer.topics()
@@ -551,15 +559,66 @@ def test_kcat_produces_and_consumes(shared, topic, listener, mechanism):
         [(i, "alice", line) for i, line in enumerate(lines)], records[:3]
 
 
+@needs_kcat
+def test_kcat_under_acls_is_refused_what_it_was_not_granted(authorized, topic):
+    """kcat over SASL_SSL with PLAIN (its librdkafka's SCRAM is refused, see above): `-P`
+    to a topic without WRITE fails naming the authorization failure and appends nothing,
+    `-L` does not list a topic without DESCRIBE, and a `-G` member reports the group
+    authorization failure: of JoinGroup in a group it may only DESCRIBE, of
+    FindCoordinator in a group it has no ACL for."""
+    secure = authorized
+    mine, other = grant_alice_a_prefix(secure, topic)
+    security = kcat_security(secure, "SASL_SSL", "PLAIN")
+
+    def kcat(*args: str, stdin: bytes = b"", timeout: float = 30) -> subprocess.CompletedProcess:
+        return subprocess.run([KCAT, *security, *args], input=stdin, capture_output=True, timeout=timeout)
+
+    granted = kcat("-P", "-t", mine, stdin=b"granted\n")
+    assert granted.returncode == 0, granted.stderr.decode(errors="replace")[-3000:]
+    refused = kcat("-P", "-t", other, stdin=b"refused\n")
+    err = refused.stderr.decode(errors="replace")
+    assert refused.returncode != 0 and "Topic authorization failed" in err, (refused.returncode, err[-3000:])
+    assert watermarks(secure, mine) == (0, 1) and watermarks(secure, other) == (0, 0)
+    listed = kcat("-L", "-J")
+    assert listed.returncode == 0, listed.stderr.decode(errors="replace")[-3000:]
+    names = {t["topic"] for t in json.loads(listed.stdout)["topics"]}
+    assert mine in names and other not in names, names
+
+    def member_errors(group: str) -> str:
+        """A balanced consumer runs until stopped: it is given a few seconds to report."""
+        member = subprocess.Popen([KCAT, *security, "-G", group, mine], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            _, err = member.communicate(timeout=6)
+        except subprocess.TimeoutExpired:
+            member.terminate()
+            _, err = member.communicate(timeout=10)
+        return err.decode(errors="replace")
+
+    # A group it may only DESCRIBE: FindCoordinator is answered, JoinGroup refused.
+    describe_only = f"describe-only-{topic}"
+    tern_acl(secure, "add", "--allow-principal", "User:alice", "--operation", "DESCRIBE", "--group", describe_only)
+    err = member_errors(describe_only)
+    assert "JoinGroup failed: Broker: Group authorization failed" in err, err[-3000:]
+    # A group without any ACL: FindCoordinator is refused already (librdkafka prints the
+    # response's ErrorMessage, tern's text, instead of the code's name).
+    err = member_errors(f"no-acl-{topic}")
+    assert "FindCoordinator response error: not authorized" in err, err[-3000:]
+
+
 # ---- aiokafka ------------------------------------------------------------------------------
+
+def aiokafka_config(secure: SecureBroker, mechanism: str) -> dict:
+    from aiokafka.helpers import create_ssl_context
+
+    return dict(bootstrap_servers=secure.address("SASL_SSL"), security_protocol="SASL_SSL",
+                ssl_context=create_ssl_context(cafile=str(secure.pki / "ca.pem")),
+                sasl_mechanism=mechanism, sasl_plain_username="alice", sasl_plain_password=PASSWORD)
+
 
 async def aiokafka_round_trip(secure: SecureBroker, mechanism: str, topic: str, count: int) -> tuple[list, dict]:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-    from aiokafka.helpers import create_ssl_context
 
-    common = dict(bootstrap_servers=secure.address("SASL_SSL"), security_protocol="SASL_SSL",
-                  ssl_context=create_ssl_context(cafile=str(secure.pki / "ca.pem")),
-                  sasl_mechanism=mechanism, sasl_plain_username="alice", sasl_plain_password=PASSWORD)
+    common = aiokafka_config(secure, mechanism)
     producer = AIOKafkaProducer(acks="all", **common)
     await producer.start()
     try:
@@ -591,6 +650,62 @@ def test_aiokafka_produces_and_consumes_in_a_group_over_sasl_ssl(shared, topic, 
     assert committed == {"offset": count}, "the group's commit (OffsetCommit over SASL_SSL) is read back"
 
 
+async def aiokafka_under_acls(secure: SecureBroker, mine: str, other: str, group: str) -> dict:
+    """What alice's aiokafka clients see under `grant_alice_a_prefix` plus DESCRIBE (not
+    READ) on `group`: the pytest.raises below are the refusals."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+    from aiokafka.errors import GroupAuthorizationFailedError, TopicAuthorizationFailedError
+
+    common = aiokafka_config(secure, "SCRAM-SHA-512")
+    seen = {}
+    producer = AIOKafkaProducer(acks="all", request_timeout_ms=10000, **common)
+    await producer.start()
+    try:
+        seen["granted offset"] = (await producer.send_and_wait(mine, b"granted")).offset
+        with pytest.raises(TopicAuthorizationFailedError):
+            await producer.send_and_wait(other, b"refused")
+        seen["producer metadata"] = (await producer.client.fetch_all_metadata()).topics()
+    finally:
+        await producer.stop()
+    # A group member: FindCoordinator is allowed (DESCRIBE), JoinGroup is not (READ).
+    member = AIOKafkaConsumer(group_id=group, auto_offset_reset="earliest", enable_auto_commit=False, **common)
+    await member.start()
+    try:
+        seen["consumer topics"] = await member.topics()
+        member.subscribe([mine])
+        with pytest.raises(GroupAuthorizationFailedError):
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                await member.getmany(timeout_ms=500)
+    finally:
+        await member.stop()
+    # Without joining (assigned partitions), OffsetCommit is refused too (READ).
+    committer = AIOKafkaConsumer(group_id=group, enable_auto_commit=False, **common)
+    await committer.start()
+    try:
+        committer.assign([TopicPartition(mine, 0)])
+        with pytest.raises(GroupAuthorizationFailedError):
+            await committer.commit({TopicPartition(mine, 0): 1})
+    finally:
+        await committer.stop()
+    return seen
+
+
+def test_aiokafka_under_acls_is_refused_what_it_was_not_granted(authorized, topic):
+    """aiokafka over SASL_SSL: a send without WRITE raises TopicAuthorizationFailedError
+    and appends nothing, a topic without DESCRIBE is missing from its metadata, and in a
+    group it may only DESCRIBE, JoinGroup and OffsetCommit are refused."""
+    secure = authorized
+    mine, other = grant_alice_a_prefix(secure, topic)
+    group = f"describe-only-{topic}"
+    tern_acl(secure, "add", "--allow-principal", "User:alice", "--operation", "DESCRIBE", "--group", group)
+    seen = asyncio.run(asyncio.wait_for(aiokafka_under_acls(secure, mine, other, group), 45))
+    assert seen["granted offset"] == 0
+    assert watermarks(secure, mine) == (0, 1) and watermarks(secure, other) == (0, 0)
+    for listing in ("producer metadata", "consumer topics"):
+        assert mine in seen[listing] and other not in seen[listing], (listing, seen[listing])
+
+
 # ---- kafkajs -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("mechanism", ["scram-sha-256", "scram-sha-512", "plain"])
@@ -606,6 +721,42 @@ def test_kafkajs_produces_and_consumes_over_sasl_ssl(shared, topic, mechanism):
         "sasl": {"mechanism": mechanism, "username": "alice", "password": PASSWORD},
     })
     kafkajs.check_roundtrip(out, count)
+
+
+def test_kafkajs_under_acls_is_refused_what_it_was_not_granted(authorized, topic):
+    """kafkajs over SASL_SSL (run.js acl-probe): a send without WRITE fails with a
+    KafkaJSProtocolError of type TOPIC_AUTHORIZATION_FAILED and appends nothing, a topic
+    without DESCRIBE is not listed (and its metadata is refused), and a member of a group
+    may only DESCRIBE crashes with GROUP_AUTHORIZATION_FAILED (JoinGroup) instead of joining.
+    In a group it has no ACL for at all, kafkajs swallows FindCoordinator's
+    GROUP_AUTHORIZATION_FAILED (BrokerPool.withBroker tries the next broker, then throws
+    KafkaJSGroupCoordinatorNotFound): only its log shows the refusal."""
+    import test_kafkajs as kafkajs
+
+    if kafkajs.NODE is None or not (kafkajs.HERE / "node_modules" / "kafkajs").is_dir():
+        pytest.skip("node or compat/kafkajs/node_modules missing (scripts/install-test-deps.sh)")
+    secure = authorized
+    mine, other = grant_alice_a_prefix(secure, topic)
+    no_acl, describe_only = f"no-acl-{topic}", f"describe-only-{topic}"
+    tern_acl(secure, "add", "--allow-principal", "User:alice", "--operation", "DESCRIBE", "--group", describe_only)
+    out = kafkajs.run("acl-probe", {
+        "broker": secure.address("SASL_SSL"), "granted": mine, "other": other, "groups": [no_acl, describe_only],
+        "caFile": str(secure.pki / "ca.pem"),
+        "sasl": {"mechanism": "scram-sha-512", "username": "alice", "password": PASSWORD},
+    })
+    assert out["granted"] == {"ok": True}, out
+    assert out["other"]["ok"] is False and out["other"]["error"]["type"] == "TOPIC_AUTHORIZATION_FAILED", out["other"]
+    assert any(c["name"] == "KafkaJSProtocolError" for c in out["other"]["error"]["chain"]), out["other"]
+    assert watermarks(secure, mine) == (0, 1) and watermarks(secure, other) == (0, 0)
+    assert mine in out["listTopics"] and other not in out["listTopics"], out["listTopics"]
+    assert out["otherMetadata"]["ok"] is False, out["otherMetadata"]
+    assert out["otherMetadata"]["error"]["type"] == "TOPIC_AUTHORIZATION_FAILED", out["otherMetadata"]
+    refused = out["members"][describe_only]
+    assert "joined" not in refused and refused["error"]["type"] == "GROUP_AUTHORIZATION_FAILED", refused
+    hidden = out["members"][no_acl]
+    assert "joined" not in hidden and hidden["error"]["name"] == "KafkaJSGroupCoordinatorNotFound", hidden
+    assert any("GroupCoordinator(key: 10" in e["message"] and "Group authorization failed" in (e["error"] or "")
+               for e in hidden["loggedErrors"]), hidden["loggedErrors"]
 
 
 # ---- a cluster: users and ACLs set through one broker, in force on the others --------------

@@ -6,12 +6,13 @@
 //   node run.js admin   '{"broker":"127.0.0.1:9092","topic":"t"}'
 //   node run.js member  '{"broker":"127.0.0.1:9092","topic":"t","group":"g","sessionTimeout":6000}'
 //   node run.js session '{"broker":"127.0.0.1:9092","topic":"t","group":"g","commit":"auto","stopAfter":20}'
+//   node run.js acl-probe '{"broker":..,"granted":"alice.t","other":"other.t","groups":["g"],"caFile":..,"sasl":{..}}'
 //
 // Any mode connects over TLS when ARGS has "caFile" (the CA's PEM file) and authenticates
 // when it has "sasl" (kafkajs's own option: {"mechanism":"scram-sha-512","username":..,
 // "password":..}; also scram-sha-256 and plain), e.g. produce over SASL_SSL.
 //
-// produce/admin/codecs print exactly one JSON object on stdout. member/session print one JSON
+// produce/admin/codecs/acl-probe print exactly one JSON object on stdout. member/session print one JSON
 // object per line as things happen (same events as compat/group_worker.py: start, assign,
 // revoke, msg, commit, committed, error, closed) and a last {"ev":"exit"} line.
 // kafkajs logs go to stderr. Byte fields (keys, values, header values) are printed
@@ -79,9 +80,13 @@ const COMPRESSION = {
 // ---- helpers -----------------------------------------------------------------
 const b64 = buf => (buf == null ? null : Buffer.from(buf).toString('base64'))
 
+// Every ERROR kafkajs logs (e.g. a broker's refusal it then swallows), for acl-probe.
+const LOGGED_ERRORS = []
+
 function stderrLogCreator() {
   return ({ namespace, level, log }) => {
     const { message, ...extra } = log
+    if (level === logLevel.ERROR) LOGGED_ERRORS.push({ namespace, message, error: extra.error || null })
     process.stderr.write(`[kafkajs ${level} ${namespace}] ${message} ${JSON.stringify(extra)}\n`)
   }
 }
@@ -232,6 +237,25 @@ async function committedOffsets(kafka, group, topic) {
     return out
   } finally {
     await adm.disconnect()
+  }
+}
+
+// The error a kafkajs call failed with, down its cause chain: kafkajs wraps a broker's
+// refusal (KafkaJSProtocolError, with the error code's `type`) in retrier errors.
+function describeError(e) {
+  const chain = []
+  for (let cur = e; cur && chain.length < 5; cur = cur.originalError || cur.cause) {
+    chain.push({ name: cur.name, type: cur.type || null, message: String(cur.message) })
+  }
+  return { name: e.name, type: (chain.find(c => c.type) || {}).type || null, chain }
+}
+
+async function outcome(promise, ms, what) {
+  try {
+    await withDeadline(promise, ms, what)
+    return { ok: true }
+  } catch (e) {
+    return { ok: false, error: describeError(e) }
   }
 }
 
@@ -412,11 +436,64 @@ async function session(args) {
   return { ev: 'exit' }
 }
 
+// Under ACLs (compat/test_security.py): produce one record to `granted` and one to
+// `other`, list topics and fetch `other`'s metadata, then try a group member in each of
+// `groups`. Each step's outcome is reported (ok, or the error's name and protocol type),
+// each bounded. A member reports the CRASH event kafkajs emits when it cannot join, and
+// the errors kafkajs logged meanwhile.
+async function tryMember(kafka, group, topic) {
+  const consumer = kafka.consumer({ groupId: group, retry: { retries: 2 }, maxWaitTimeInMs: 500 })
+  let crashed
+  const crash = new Promise(resolve => (crashed = resolve))
+  consumer.on(consumer.events.CRASH, e => crashed({ error: describeError(e.payload.error), restart: e.payload.restart }))
+  consumer.on(consumer.events.GROUP_JOIN, () => crashed({ joined: true }))
+  await withDeadline(consumer.connect(), 15000, 'consumer connect')
+  try {
+    await consumer.subscribe({ topics: [topic], fromBeginning: true })
+    await consumer.run({ eachMessage: async () => {} })
+    return await withDeadline(crash, 20000, `a member of ${group} to join or crash`)
+  } finally {
+    await consumer.disconnect()
+  }
+}
+
+async function aclProbe(args) {
+  const { broker, granted, other, groups } = args
+  const kafka = newKafka(broker)
+  const out = {}
+  const producer = kafka.producer({ retry: { retries: 2 } })
+  await withDeadline(producer.connect(), 15000, 'producer connect')
+  try {
+    for (const [key, topic] of [['granted', granted], ['other', other]]) {
+      out[key] = await outcome(
+        producer.send({ topic, acks: -1, messages: [{ value: `acl-probe ${key}` }] }), 15000, `send to ${topic}`)
+    }
+  } finally {
+    await producer.disconnect()
+  }
+  const adm = kafka.admin({ retry: { retries: 2 } })
+  await withDeadline(adm.connect(), 15000, 'admin connect')
+  try {
+    out.listTopics = await withDeadline(adm.listTopics(), 15000, 'listTopics')
+    out.otherMetadata = await outcome(adm.fetchTopicMetadata({ topics: [other] }), 15000, 'fetchTopicMetadata')
+  } finally {
+    await adm.disconnect()
+  }
+  out.members = {}
+  for (const group of groups) {
+    LOGGED_ERRORS.length = 0
+    out.members[group] = await tryMember(kafka, group, granted)
+    out.members[group].loggedErrors = LOGGED_ERRORS.slice()
+  }
+  return out
+}
+
 async function main() {
   let result
   if (MODE === 'produce') result = await produce(ARGS)
   else if (MODE === 'admin') result = await admin(ARGS)
   else if (MODE === 'codecs') result = { available: await registerCodecs() }
+  else if (MODE === 'acl-probe') result = await aclProbe(ARGS)
   else if (MODE === 'member' || MODE === 'session') {
     emit('start', { client: 'kafkajs', mode: MODE, pid: process.pid })
     result = MODE === 'member' ? await member(ARGS) : await session(ARGS)
