@@ -11,6 +11,8 @@ command -v kcat >/dev/null || need_apt+=(kcat)
 command -v etcd >/dev/null || need_apt+=(etcd-server)
 # compat/test_security.py makes its test certificates with openssl.
 command -v openssl >/dev/null || need_apt+=(openssl)
+# compat/test_readme.py runs the README's curl commands.
+command -v curl >/dev/null || need_apt+=(curl)
 # compat/test_sarama.py: Debian's Go and Sarama 1.22 (built GOPATH-style, offline).
 command -v go >/dev/null || need_apt+=(golang-go)
 [ -d /usr/share/gocode/src/github.com/Shopify/sarama ] || need_apt+=(golang-github-shopify-sarama-dev)
