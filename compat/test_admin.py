@@ -133,7 +133,7 @@ def test_a_reassignment_while_producing_catches_up_before_the_old_replica_goes(c
         assert sizes.get(0, 0) > 20_000_000, f"the new replica holds the data: {sizes}"
         assert not admin.list_partition_reassignments(), "nothing in progress once done"
         recorder.finish()
-        assert_nothing_acknowledged_lost(recorder, read_all(cluster, topic, 3))
+        assert_nothing_acknowledged_lost(recorder, read_all(cluster, topic, 3, recorder))
         assert isr_listing(cluster, topic)[0][1] == [new, kept], "the pin holds"
         assert leader in (old, kept)
     finally:

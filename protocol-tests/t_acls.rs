@@ -552,7 +552,10 @@ fn every_api_is_refused_without_its_acl_and_served_with_it_or_to_a_super_user() 
                 if r.error_code != NONE {
                     return r.error_code;
                 }
-                r.topics[0].partitions[0].error_code
+                match r.topics.first().and_then(|x| x.partitions.first()) {
+                    Some(p) => p.error_code,
+                    None => HIDDEN,
+                }
             }
         }
     };
@@ -831,6 +834,15 @@ fn every_api_is_refused_without_its_acl_and_served_with_it_or_to_a_super_user() 
             granted: NONE,
             as_super: NONE,
             probe: Box::new(offset_fetch(offset_fetch_v)),
+        },
+        Row {
+            api: "OffsetFetch v1 (group DESCRIBE, on the partition: v0-1 have no top-level code)",
+            base: vec![anon(TOPIC, t, DESCRIBE)],
+            needed: vec![anon(GROUP, g, DESCRIBE)],
+            refused: GROUP_AUTHORIZATION_FAILED,
+            granted: NONE,
+            as_super: NONE,
+            probe: Box::new(offset_fetch(1)),
         },
         Row {
             api: "OffsetFetch v7 (group DESCRIBE, top-level code)",

@@ -21,16 +21,23 @@ async fn coordinator_of(
     key_type: i8,
     key: &str,
 ) -> Result<BrokerInfo, (ResponseError, String)> {
-    let (resource, refused) = if key_type == GROUP {
-        (ResourceType::Group, ResponseError::GroupAuthorizationFailed)
+    // The refusal's message is Kafka's text for the code (`Errors.message()`, what its
+    // `createFindCoordinatorResponse` sends), which librdkafka shows in its place.
+    let (resource, refused, message) = if key_type == GROUP {
+        (
+            ResourceType::Group,
+            ResponseError::GroupAuthorizationFailed,
+            "Group authorization failed.",
+        )
     } else {
         (
             ResourceType::TransactionalId,
             ResponseError::TransactionalIdAuthorizationFailed,
+            "Transactional Id authorization failed.",
         )
     };
     if !ctx.authorize(AclOperation::Describe, resource, key) {
-        return Err((refused, format!("not authorized to describe '{key}'")));
+        return Err((refused, message.to_string()));
     }
     if key_type != GROUP {
         return Err((

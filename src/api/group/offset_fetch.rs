@@ -5,7 +5,7 @@
 //!
 //! With an authorizer, as Kafka's `handleOffsetFetchRequestFromCoordinator`: a group
 //! needs DESCRIBE (else GROUP_AUTHORIZATION_FAILED for the group: its top-level code
-//! from v2, nothing at all in v0–1, whose answer has no topics then, as Kafka's); of the
+//! from v2; in v0–1, which have none, on every partition asked for, as Kafka's); of the
 //! named topics, those without DESCRIBE answer TOPIC_AUTHORIZATION_FAILED per partition
 //! (after the others); of all the group's topics (null), those without DESCRIBE are
 //! left out.
@@ -102,29 +102,9 @@ pub async fn handle(ctx: &RequestContext, request: OffsetFetchRequest) -> Offset
                 let answer = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
                 match group_offsets(ctx, &g.group_id, wanted) {
                     Err(error) => answer.with_error_code(error.code()),
-                    Ok(topics) => answer.with_topics(
-                        topics
-                            .into_iter()
-                            .map(|(topic, partitions)| {
-                                OffsetFetchResponseTopics::default()
-                                    .with_name(topic_name(topic))
-                                    .with_partitions(
-                                        partitions
-                                            .into_iter()
-                                            .map(|(p, o)| {
-                                                let (offset, epoch, metadata, error) = fields(o);
-                                                OffsetFetchResponsePartitions::default()
-                                                    .with_partition_index(p)
-                                                    .with_committed_offset(offset)
-                                                    .with_committed_leader_epoch(epoch)
-                                                    .with_metadata(metadata)
-                                                    .with_error_code(error)
-                                            })
-                                            .collect(),
-                                    )
-                            })
-                            .collect(),
-                    ),
+                    Ok(topics) => {
+                        answer.with_topics(topics.into_iter().map(groups_topic).collect())
+                    }
                 }
             })
             .collect();
@@ -133,41 +113,74 @@ pub async fn handle(ctx: &RequestContext, request: OffsetFetchRequest) -> Offset
     let wanted = named_topics(&request.topics, |t| {
         (t.name.to_string(), t.partition_indexes.clone())
     });
-    let topics = match group_offsets(ctx, &request.group_id, wanted) {
-        // The top-level code exists from v2; Kafka's v0–1 answer to a refused group is
-        // empty (its group has no topics to carry the code).
-        Err(ResponseError::GroupAuthorizationFailed) if ctx.api_version < 2 => {
-            return OffsetFetchResponse::default();
-        }
-        Err(error) => return OffsetFetchResponse::default().with_error_code(error.code()),
+    let topics = match group_offsets(ctx, &request.group_id, wanted.clone()) {
         Ok(topics) => topics,
+        // v0–1 have no top-level code: as Kafka's `getErrorResponse`, the group's error
+        // goes on every partition asked for.
+        Err(error) if ctx.api_version < 2 => every_partition_refused(wanted, error),
+        Err(error) => return OffsetFetchResponse::default().with_error_code(error.code()),
     };
     let topics = topics
         .into_iter()
-        .map(|(topic, partitions)| {
-            OffsetFetchResponseTopic::default()
-                .with_name(topic_name(topic))
-                .with_partitions(
-                    partitions
-                        .into_iter()
-                        .map(|(p, o)| {
-                            let (offset, epoch, metadata, error) = fields(o);
-                            let partition = OffsetFetchResponsePartition::default()
-                                .with_partition_index(p)
-                                .with_committed_offset(offset)
-                                .with_metadata(metadata)
-                                .with_error_code(error);
-                            if ctx.api_version >= 5 {
-                                partition.with_committed_leader_epoch(epoch)
-                            } else {
-                                partition
-                            }
-                        })
-                        .collect(),
-                )
-        })
+        .map(|topic| single_group_topic(ctx.api_version, topic))
         .collect();
     OffsetFetchResponse::default().with_topics(topics)
+}
+
+/// Each partition `wanted` names, answered with `error`.
+fn every_partition_refused(wanted: Wanted, error: ResponseError) -> Vec<TopicOffsets> {
+    wanted
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(topic, partitions)| {
+            (
+                topic,
+                partitions.into_iter().map(|p| (p, Err(error))).collect(),
+            )
+        })
+        .collect()
+}
+
+/// A topic of one group in the v8+ shape.
+fn groups_topic((topic, partitions): TopicOffsets) -> OffsetFetchResponseTopics {
+    let partitions = partitions
+        .into_iter()
+        .map(|(p, o)| {
+            let (offset, epoch, metadata, error) = fields(o);
+            OffsetFetchResponsePartitions::default()
+                .with_partition_index(p)
+                .with_committed_offset(offset)
+                .with_committed_leader_epoch(epoch)
+                .with_metadata(metadata)
+                .with_error_code(error)
+        })
+        .collect();
+    OffsetFetchResponseTopics::default()
+        .with_name(topic_name(topic))
+        .with_partitions(partitions)
+}
+
+/// A topic in the v0–7 shape (the committed leader epoch from v5).
+fn single_group_topic(version: i16, (topic, partitions): TopicOffsets) -> OffsetFetchResponseTopic {
+    let partitions = partitions
+        .into_iter()
+        .map(|(p, o)| {
+            let (offset, epoch, metadata, error) = fields(o);
+            let partition = OffsetFetchResponsePartition::default()
+                .with_partition_index(p)
+                .with_committed_offset(offset)
+                .with_metadata(metadata)
+                .with_error_code(error);
+            if version >= 5 {
+                partition.with_committed_leader_epoch(epoch)
+            } else {
+                partition
+            }
+        })
+        .collect();
+    OffsetFetchResponseTopic::default()
+        .with_name(topic_name(topic))
+        .with_partitions(partitions)
 }
 
 /// `(offset, leader epoch, metadata, error code)` on the wire; -1 and empty metadata
