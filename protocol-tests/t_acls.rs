@@ -1074,3 +1074,136 @@ fn every_api_is_refused_without_its_acl_and_served_with_it_or_to_a_super_user() 
     }
     assert!(failures.is_empty(), "ACL matrix:\n{}", failures.join("\n"));
 }
+
+// ------------------------------------------- a principal without ACLs, every API
+
+/// `needle` occurs in `haystack`.
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+#[test]
+fn a_principal_without_acls_gets_nothing_from_any_advertised_api() {
+    use crate::client::{api_name, Outcome};
+    use kafka_protocol::messages::*;
+    use std::time::Duration;
+    if std::env::var("TERN_PROTOCOL_TARGET").is_ok() {
+        return; // needs its own listeners and super user
+    }
+    let sasl_port = crate::broker::free_port();
+    let listeners =
+        format!("PLAINTEXT://127.0.0.1:{{port}},SASL_PLAINTEXT://127.0.0.1:{sasl_port}");
+    let ctx = Ctx::with_args(&[
+        "--listeners",
+        &listeners,
+        "--authorizer",
+        "acl",
+        "--super-users",
+        "User:ANONYMOUS",
+    ]);
+    // As the super user: the topic every sample request names, holding one record, and
+    // a second topic no request names; the user `nobody`, who gets no ACL.
+    let mut admin = ctx.client();
+    let named = ctx.topic("noacl-named", 1, &[]);
+    let secret = ctx.topic("noacl-secret", 1, &[]);
+    let payload: &[u8] = b"noacl-payload-0123456789";
+    produce_ok(
+        &ctx,
+        &mut admin,
+        &named,
+        0,
+        crate::records::simple_batch(now_ms(), &[payload]),
+    );
+    let created = admin.call(
+        0,
+        &AlterUserScramCredentialsRequest::default()
+            .with_upsertions(vec![scram_upsertion("nobody", "nobody-secret")]),
+    );
+    assert_code!(created.results[0].error_code, NONE, "nobody's credential");
+    let login = || sasl_plain_client(&format!("127.0.0.1:{sasl_port}"), "nobody", "nobody-secret");
+    let exempt = [
+        ApiKey::ApiVersions,
+        ApiKey::SaslHandshake,
+        ApiKey::SaslAuthenticate,
+    ]
+    .map(|k| k as i16);
+    let mut leaks = Vec::new();
+    let mut sent = 0;
+    let mut c = login();
+    for (&key, &(_, max)) in &ctx.apis {
+        if exempt.contains(&key) {
+            continue;
+        }
+        let body = crate::t_hostile::sample_body(key, max, &named)
+            .unwrap_or_else(|| panic!("no sample body for {} v{max}", api_name(key)));
+        c.send_raw(key, max, &body);
+        sent += 1;
+        match c.wait_outcome(Duration::from_secs(10)) {
+            Outcome::Frame(frame) => {
+                for (what, needle) in [
+                    ("the undescribable topic's name", secret.name.as_bytes()),
+                    ("the named topic's record", payload),
+                ] {
+                    if contains(&frame, needle) {
+                        leaks.push(format!("{} v{max} answered {what}", api_name(key)));
+                    }
+                }
+            }
+            // A refusal may close the connection (Kafka closes on some): log in again.
+            Outcome::Closed => c = login(),
+            Outcome::Timeout => panic!("{} v{max}: no answer within 10 s", api_name(key)),
+        }
+    }
+    // Metadata of every topic, and ListGroups, hide everything too.
+    let all = c.call(
+        ctx.max_version(ApiKey::Metadata),
+        &metadata_req(ctx.max_version(ApiKey::Metadata), None, false),
+    );
+    assert!(
+        all.topics.is_empty(),
+        "Metadata of all topics: {:?}",
+        all.topics
+    );
+    assert!(
+        leaks.is_empty(),
+        "leaked to a principal without ACLs:\n{}",
+        leaks.join("\n")
+    );
+    // Nothing changed: the record is still the only one, the topics are both there,
+    // no group was made, no ACL was created.
+    assert_eq!(
+        offset_for(&ctx, &mut admin, &named.name, 0, LATEST),
+        1,
+        "nothing was appended"
+    );
+    let topics = admin.call(1, &metadata_req(1, None, false));
+    for t in [&named, &secret] {
+        assert!(
+            topics
+                .topics
+                .iter()
+                .any(|x| x.name.as_ref().map(|n| n.as_str()) == Some(t.name.as_str())),
+            "{} still exists",
+            t.name
+        );
+    }
+    let groups = admin.call(
+        ctx.max_version(ApiKey::ListGroups),
+        &ListGroupsRequest::default(),
+    );
+    assert!(
+        groups
+            .groups
+            .iter()
+            .all(|g| g.group_id.as_str() != crate::t_hostile::HOSTILE_GROUP),
+        "no group was made: {:?}",
+        groups.groups
+    );
+    let acls = admin.call(3, &describe_all(3));
+    assert!(
+        acls.resources.is_empty(),
+        "no ACL was made: {:?}",
+        acls.resources
+    );
+    assert!(sent > 30, "every advertised API was sent ({sent})");
+}

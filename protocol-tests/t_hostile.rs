@@ -26,7 +26,7 @@ const PHASE_BUDGET: Duration = Duration::from_secs(90);
 const WORKERS: usize = 4;
 const POSITIONS_PER_VERSION: usize = 16;
 /// The group the hostile samples address (nobody joins it for real).
-const HOSTILE_GROUP: &str = "hostile-group";
+pub(crate) const HOSTILE_GROUP: &str = "hostile-group";
 
 #[derive(Debug, Clone)]
 struct Case {
@@ -46,7 +46,7 @@ fn enc<R: Encodable>(r: &R, v: i16) -> Option<Vec<u8>> {
 }
 
 /// A valid, harmless request body for (api, v), if we know how to build one.
-fn sample_body(api: i16, v: i16, topic: &Topic) -> Option<Vec<u8>> {
+pub(crate) fn sample_body(api: i16, v: i16, topic: &Topic) -> Option<Vec<u8>> {
     let key = ApiKey::try_from(api).ok()?;
     let ghost = "hostile-ghost-topic";
     if v < key.valid_versions().min {
