@@ -379,6 +379,11 @@ impl Broker {
             config.retention_check_interval,
             shutdown.clone(),
         ));
+        background.spawn(crate::replication::log_cleaner::run(
+            Arc::clone(&replicas),
+            config.cleaner.clone(),
+            shutdown.clone(),
+        ));
         tracing::info!(
             %local_addr,
             node_id = config.node_id,
@@ -620,6 +625,7 @@ fn sample(services: &Services, data_dir: &std::path::Path) {
     use crate::metrics as m;
     let partitions = services.replicas.led_partitions();
     let mut high_watermarks = std::collections::HashMap::new();
+    let mut max_dirty_ratio = 0.0f64;
     for partition in &partitions {
         let id = partition.id();
         let labels = [
@@ -631,8 +637,13 @@ fn sample(services: &Services, data_dir: &std::path::Path) {
         metrics::gauge!(m::LOG_SIZE_BYTES, &labels).set(size as f64);
         metrics::gauge!(m::LOG_SEGMENTS, &labels).set(segments as f64);
         metrics::gauge!(m::LOG_END_OFFSET, &labels).set(log_end as f64);
+        if let Some(dirtiness) = partition.dirtiness(crate::model::now_ms()) {
+            metrics::gauge!(m::LOG_CLEANER_DIRTY_BYTES, &labels).set(dirtiness.dirty_bytes as f64);
+            max_dirty_ratio = max_dirty_ratio.max(dirtiness.ratio());
+        }
         high_watermarks.insert((id.topic.clone(), id.partition), high_watermark);
     }
+    metrics::gauge!(m::LOG_CLEANER_MAX_DIRTY_RATIO).set(max_dirty_ratio);
     metrics::gauge!(m::LEADER_PARTITIONS).set(partitions.len() as f64);
     let (under_replicated, offline) = replica_health(services);
     metrics::gauge!(m::UNDER_REPLICATED_PARTITIONS).set(under_replicated as f64);

@@ -154,6 +154,16 @@ serve_args! {
     message_max_bytes: i64 = 1_048_588, "TERN_MESSAGE_MAX_BYTES";
     /// How often retention runs, ms (log.retention.check.interval.ms) [default: 300000]
     log_retention_check_interval_ms: u64 = 300_000, "TERN_LOG_RETENTION_CHECK_INTERVAL_MS";
+    /// Run the log cleaner, which compacts topics with cleanup.policy=compact (log.cleaner.enable) [default: true]
+    log_cleaner_enable: bool = true, "TERN_LOG_CLEANER_ENABLE";
+    /// Cleaning passes that may run at once, each on a partition of its own (log.cleaner.threads) [default: 1]
+    log_cleaner_threads: usize = 1, "TERN_LOG_CLEANER_THREADS";
+    /// Memory for the cleaners' key maps, shared by the threads; a pass maps as many dirty segments as fit (log.cleaner.dedupe.buffer.size) [default: 134217728]
+    log_cleaner_dedupe_buffer_size: u64 = 128 * 1024 * 1024, "TERN_LOG_CLEANER_DEDUPE_BUFFER_SIZE";
+    /// Bytes per second the cleaners may read and write together; 0 for no limit (log.cleaner.io.max.bytes.per.second) [default: 0]
+    log_cleaner_io_max_bytes_per_second: f64 = 0.0, "TERN_LOG_CLEANER_IO_MAX_BYTES_PER_SECOND";
+    /// How long the cleaner waits before looking again when no log needs cleaning, ms (log.cleaner.backoff.ms) [default: 15000]
+    log_cleaner_backoff_ms: u64 = 15_000, "TERN_LOG_CLEANER_BACKOFF_MS";
     /// Everything is flushed to disk at least this often, ms (log.flush.interval.ms) [default: 1000]
     log_flush_interval_ms: u64 = 1000, "TERN_LOG_FLUSH_INTERVAL_MS";
     /// A follower that has not caught up with its leader for this long leaves the ISR, ms (replica.lag.time.max.ms) [default: 30000]
@@ -199,6 +209,7 @@ pub struct Config {
     pub topics: TopicsConfig,
     pub durability: Durability,
     pub retention_check_interval: Duration,
+    pub cleaner: CleanerConfig,
     /// How long a follower may fail to catch up before it leaves the ISR.
     pub replica_lag_time_max: Duration,
     pub log_format: String,
@@ -455,6 +466,7 @@ impl Config {
         let operator_set = topic_overrides(&args.clone().or(file.clone()));
         let a = args.or(file);
         let set_fields = a.set_fields();
+        let cleaner = cleaner_config(&a)?;
         let listen = a.listen.unwrap_or_else(defaults::listen);
         let advertise = a.advertise.clone().filter(|s| !s.is_empty());
         let mut listeners = listener_configs(&a, listen)?;
@@ -519,6 +531,10 @@ impl Config {
         let builtin = vec![
             ("cleanup.policy", "delete".to_string()),
             ("compression.type", "producer".to_string()),
+            ("delete.retention.ms", "86400000".to_string()),
+            ("max.compaction.lag.ms", i64::MAX.to_string()),
+            ("min.cleanable.dirty.ratio", "0.5".to_string()),
+            ("min.compaction.lag.ms", "0".to_string()),
             (
                 "flush.messages",
                 defaults::log_flush_interval_messages().to_string(),
@@ -608,6 +624,7 @@ impl Config {
                     .unwrap_or_else(defaults::log_retention_check_interval_ms)
                     .max(10),
             ),
+            cleaner,
             replica_lag_time_max: Duration::from_millis(
                 a.replica_lag_time_max_ms
                     .unwrap_or_else(defaults::replica_lag_time_max_ms)
@@ -924,6 +941,61 @@ fn etcd_config(
         endpoints,
         lease_ttl: Duration::from_secs(ttl),
     }))
+}
+
+/// The log cleaner's settings: Kafka's `log.cleaner.*` broker configs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CleanerConfig {
+    pub enable: bool,
+    pub threads: usize,
+    /// Per thread: the shared buffer divided among them, as Kafka divides it.
+    pub dedupe_buffer_bytes: u64,
+    /// Per thread, likewise; `None` for no limit.
+    pub io_max_bytes_per_second: Option<f64>,
+    pub backoff: Duration,
+}
+
+fn cleaner_config(a: &ServeArgs) -> Result<CleanerConfig, ConfigError> {
+    let threads = a
+        .log_cleaner_threads
+        .unwrap_or_else(defaults::log_cleaner_threads);
+    if threads == 0 {
+        return Err(ConfigError::Invalid {
+            name: "log_cleaner_threads",
+            reason: "must be at least 1".into(),
+        });
+    }
+    let buffer = a
+        .log_cleaner_dedupe_buffer_size
+        .unwrap_or_else(defaults::log_cleaner_dedupe_buffer_size);
+    if buffer < 1024 * 1024 {
+        return Err(ConfigError::Invalid {
+            name: "log_cleaner_dedupe_buffer_size",
+            reason: format!("{buffer} is below 1 MiB"),
+        });
+    }
+    let rate = a
+        .log_cleaner_io_max_bytes_per_second
+        .unwrap_or_else(defaults::log_cleaner_io_max_bytes_per_second);
+    if !(rate >= 0.0) {
+        return Err(ConfigError::Invalid {
+            name: "log_cleaner_io_max_bytes_per_second",
+            reason: format!("{rate} is not a rate"),
+        });
+    }
+    Ok(CleanerConfig {
+        enable: a
+            .log_cleaner_enable
+            .unwrap_or_else(defaults::log_cleaner_enable),
+        threads,
+        dedupe_buffer_bytes: buffer / threads as u64,
+        io_max_bytes_per_second: (rate > 0.0).then(|| rate / threads as f64),
+        backoff: Duration::from_millis(
+            a.log_cleaner_backoff_ms
+                .unwrap_or_else(defaults::log_cleaner_backoff_ms)
+                .max(10),
+        ),
+    })
 }
 
 /// Topic-config defaults the operator set explicitly, by topic config name.

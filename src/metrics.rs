@@ -148,6 +148,27 @@ define_metrics! {
     Gauge(Bytes) DATA_DIR_USED_BYTES = "tern_data_dir_used_bytes";
     /// Bytes free (to unprivileged users) on the filesystem holding the data directory.
     Gauge(Bytes) DATA_DIR_FREE_BYTES = "tern_data_dir_free_bytes";
+    /// Log cleaner passes finished, by `topic`.
+    Counter(Count) LOG_CLEANER_PASSES_TOTAL = "tern_log_cleaner_passes_total";
+    /// Log cleaner passes that failed (the log is left as it was), by `topic`.
+    Counter(Count) LOG_CLEANER_ERRORS_TOTAL = "tern_log_cleaner_errors_total";
+    /// Bytes of log the cleaner read (to map keys and to rewrite segments).
+    Counter(Bytes) LOG_CLEANER_READ_BYTES_TOTAL = "tern_log_cleaner_read_bytes_total";
+    /// Bytes of cleaned segments the cleaner wrote.
+    Counter(Bytes) LOG_CLEANER_WRITTEN_BYTES_TOTAL = "tern_log_cleaner_written_bytes_total";
+    /// Records the cleaner removed: superseded by a later record of their key, expired
+    /// tombstones, or without a key.
+    Counter(Count) LOG_CLEANER_REMOVED_RECORDS_TOTAL = "tern_log_cleaner_removed_records_total";
+    /// How long cleaning passes took.
+    Histogram(Seconds) LOG_CLEANER_PASS_SECONDS = "tern_log_cleaner_pass_seconds";
+    /// When the log cleaner last finished a pass (Unix time).
+    Gauge(Seconds) LOG_CLEANER_LAST_PASS_TIMESTAMP_SECONDS = "tern_log_cleaner_last_pass_timestamp_seconds";
+    /// Bytes of a compacted partition's log written since it was last cleaned and
+    /// cleanable now (the cleaner's lag), by `topic` and `partition`.
+    Gauge(Bytes) LOG_CLEANER_DIRTY_BYTES = "tern_log_cleaner_dirty_bytes";
+    /// The largest dirty ratio (dirty over cleanable bytes) of the compacted
+    /// partitions here: Kafka's max-dirty-percent, as a fraction.
+    Gauge(Count) LOG_CLEANER_MAX_DIRTY_RATIO = "tern_log_cleaner_max_dirty_ratio";
 }
 
 /// What kind of Prometheus metric a name is; the call sites must record it with the

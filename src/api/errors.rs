@@ -33,6 +33,8 @@ pub fn append_error(error: &AppendError) -> ResponseError {
         AppendError::Sequence(SequenceError::StaleEpoch { .. }) => {
             ResponseError::InvalidProducerEpoch
         }
+        AppendError::MissingKey { .. } => ResponseError::InvalidRecord,
+        AppendError::UnreadableRecords(_) => ResponseError::CorruptMessage,
         AppendError::Io { .. } => ResponseError::KafkaStorageError,
         // Only a follower's fetcher appends replicated batches; no client sees this.
         AppendError::NotContiguous { .. } => ResponseError::UnknownServerError,

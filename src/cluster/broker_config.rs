@@ -261,7 +261,11 @@ mod tests {
             Err(BrokerConfigError::Invalid { .. })
         ));
         // The values a topic config refuses are refused as broker defaults too.
-        assert!(validate_dynamic(&map(&[("log.cleanup.policy", "compact")]), &read_only).is_err());
+        assert!(validate_dynamic(&map(&[("log.cleanup.policy", "shred")]), &read_only).is_err());
+        assert_eq!(
+            validate_dynamic(&map(&[("log.cleanup.policy", "compact")]), &read_only),
+            Ok(())
+        );
         assert!(validate_dynamic(&map(&[("log.flush.interval.ms", "0")]), &read_only).is_err());
         assert_eq!(
             validate_dynamic(&map(&[("log.flush.interval.ms", "250")]), &read_only),

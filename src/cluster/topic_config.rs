@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::log::LogConfig;
+use crate::log::{CleanupPolicy, LogConfig};
 
 /// Kafka's config types, with their DescribeConfigs v3+ wire values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,6 +18,7 @@ pub enum ConfigType {
     String = 2,
     Int = 3,
     Long = 5,
+    Double = 6,
     List = 7,
 }
 
@@ -65,11 +66,10 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
         name: "cleanup.policy",
         broker_key: "log.cleanup.policy",
         kind: ConfigType::List,
-        documentation: "Retention policy for old segments. Only 'delete' is implemented (no compaction).",
-        validate: |v| match v.trim() {
-            "delete" => Ok(()),
-            "compact" | "compact,delete" | "delete,compact" => Err("log compaction is not implemented".into()),
-            other => Err(format!("'{other}' is not a cleanup policy")),
+        documentation: "What happens to old segments: 'delete' removes them by retention.ms and retention.bytes, 'compact' keeps the latest record of every key (the log cleaner), 'compact,delete' does both.",
+        validate: |v| match CleanupPolicy::parse(v) {
+            Some(_) => Ok(()),
+            None => Err(format!("'{}' is not a list of delete and compact", v.trim())),
         },
     },
     ConfigDef {
@@ -82,6 +82,13 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
             "uncompressed" | "gzip" | "snappy" | "lz4" | "zstd" => Err("broker-side recompression is not implemented".into()),
             other => Err(format!("'{other}' is not a compression type")),
         },
+    },
+    ConfigDef {
+        name: "delete.retention.ms",
+        broker_key: "log.cleaner.delete.retention.ms",
+        kind: ConfigType::Long,
+        documentation: "How long a tombstone (a null value) in a compacted topic stays readable after the log cleaner first passed it, so that a consumer that read the key's earlier value sees the deletion.",
+        validate: |v| long_at_least(0)(v),
     },
     ConfigDef {
         name: "flush.messages",
@@ -113,6 +120,31 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
             "CreateTime" | "LogAppendTime" => Ok(()),
             other => Err(format!("'{other}' is not CreateTime or LogAppendTime")),
         },
+    },
+    ConfigDef {
+        name: "max.compaction.lag.ms",
+        broker_key: "log.cleaner.max.compaction.lag.ms",
+        kind: ConfigType::Long,
+        documentation: "Longest a record of a compacted topic stays uncleaned: dirty data this old is cleaned whatever the dirty ratio, and the active segment is rolled at this age.",
+        validate: |v| long_at_least(1)(v),
+    },
+    ConfigDef {
+        name: "min.cleanable.dirty.ratio",
+        broker_key: "log.cleaner.min.cleanable.ratio",
+        kind: ConfigType::Double,
+        documentation: "Share of a compacted log's cleanable bytes that must be dirty (written since the last cleaning) before the cleaner cleans it.",
+        validate: |v| match v.trim().parse::<f64>() {
+            Ok(r) if (0.0..=1.0).contains(&r) => Ok(()),
+            Ok(r) => Err(format!("{r} is not between 0 and 1")),
+            Err(_) => Err(format!("'{v}' is not a number")),
+        },
+    },
+    ConfigDef {
+        name: "min.compaction.lag.ms",
+        broker_key: "log.cleaner.min.compaction.lag.ms",
+        kind: ConfigType::Long,
+        documentation: "Shortest a record of a compacted topic stays uncleaned: a segment is cleaned only once its newest record is this old.",
+        validate: |v| long_at_least(0)(v),
     },
     ConfigDef {
         name: "min.insync.replicas",
@@ -203,7 +235,9 @@ pub enum ConfigError {
     },
 }
 
-/// Checks every `(name, value)` against the definitions.
+/// Checks every `(name, value)` against the definitions, and the pairs that must
+/// agree (`min.compaction.lag.ms` not above `max.compaction.lag.ms`, as Kafka's
+/// `LogConfig.validate` requires).
 pub fn validate(configs: &BTreeMap<String, String>) -> Result<(), ConfigError> {
     for (name, value) in configs {
         let def = definition(name).ok_or_else(|| ConfigError::Unknown(name.clone()))?;
@@ -212,6 +246,16 @@ pub fn validate(configs: &BTreeMap<String, String>) -> Result<(), ConfigError> {
             value: value.clone(),
             reason,
         })?;
+    }
+    let lag = |name: &str| configs.get(name).and_then(|v| v.trim().parse::<i64>().ok());
+    if let (Some(min), Some(max)) = (lag("min.compaction.lag.ms"), lag("max.compaction.lag.ms")) {
+        if min > max {
+            return Err(ConfigError::Invalid {
+                name: "min.compaction.lag.ms".into(),
+                value: min.to_string(),
+                reason: format!("conflict: it is above max.compaction.lag.ms {max}"),
+            });
+        }
     }
     Ok(())
 }
@@ -382,6 +426,30 @@ impl TopicDefaults {
                 .resolve(overrides, "message.timestamp.type")
                 .is_some_and(|(v, _)| v.trim() == "LogAppendTime"),
             flush_messages: self.parse_or(overrides, "flush.messages", builtin.flush_messages),
+            cleanup: self
+                .resolve(overrides, "cleanup.policy")
+                .and_then(|(v, _)| CleanupPolicy::parse(&v))
+                .unwrap_or(builtin.cleanup),
+            delete_retention_ms: self.parse_or(
+                overrides,
+                "delete.retention.ms",
+                builtin.delete_retention_ms,
+            ),
+            min_cleanable_dirty_ratio: self.parse_or(
+                overrides,
+                "min.cleanable.dirty.ratio",
+                builtin.min_cleanable_dirty_ratio,
+            ),
+            min_compaction_lag_ms: self.parse_or(
+                overrides,
+                "min.compaction.lag.ms",
+                builtin.min_compaction_lag_ms,
+            ),
+            max_compaction_lag_ms: self.parse_or(
+                overrides,
+                "max.compaction.lag.ms",
+                builtin.max_compaction_lag_ms,
+            ),
         }
     }
 
@@ -631,8 +699,15 @@ mod tests {
             validate_for_topic(topic, &c),
             Err(ConfigError::Invalid { .. })
         ));
-        // User topics still may not ask for compaction.
-        assert!(validate_for_topic("orders", &map(&[("cleanup.policy", "compact")])).is_err());
+        // User topics may ask for compaction, in Kafka's list forms.
+        for policy in ["compact", "compact,delete", "delete, compact", "delete"] {
+            assert_eq!(
+                validate_for_topic("orders", &map(&[("cleanup.policy", policy)])),
+                Ok(()),
+                "{policy}"
+            );
+        }
+        assert!(validate_for_topic("orders", &map(&[("cleanup.policy", "shred")])).is_err());
         // Old stores' pinned values are replaced by the required ones.
         let upgraded = with_offsets_topic_configs(map(&[("retention.ms", "5")]));
         assert_eq!(upgraded.get("retention.ms").map(String::as_str), Some("-1"));
@@ -650,10 +725,14 @@ mod tests {
             Err(ConfigError::Unknown("no.such.config".into()))
         );
         c.clear();
-        c.insert("cleanup.policy".to_string(), "compact".to_string());
+        c.insert("min.cleanable.dirty.ratio".to_string(), "1.5".to_string());
+        assert!(matches!(validate(&c), Err(ConfigError::Invalid { .. })));
+        c.clear();
+        c.insert("min.compaction.lag.ms".to_string(), "10".to_string());
+        c.insert("max.compaction.lag.ms".to_string(), "5".to_string());
         assert!(
-            validate(&c).is_err(),
-            "compaction is refused, not silently ignored"
+            matches!(validate(&c), Err(ConfigError::Invalid { .. })),
+            "a minimum lag above the maximum is a conflict, as in Kafka"
         );
         c.clear();
         c.insert(

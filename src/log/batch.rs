@@ -211,7 +211,7 @@ impl<'a> BatchHeader<'a> {
 }
 
 /// Reads a zig-zag varint (as Kafka records use); returns the value and bytes consumed.
-fn read_varint(buf: &[u8]) -> Option<(i64, usize)> {
+pub(crate) fn read_varint(buf: &[u8]) -> Option<(i64, usize)> {
     let mut raw: u64 = 0;
     for (i, byte) in buf.iter().enumerate().take(10) {
         raw |= u64::from(byte & 0x7f) << (7 * i);

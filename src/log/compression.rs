@@ -1,6 +1,8 @@
 //! Decompression of a record batch's records section, for readers that need the
-//! records themselves (the HTTP API reading what Kafka producers compressed). The
-//! produce and fetch paths never decompress: batches are stored and served as sent.
+//! records themselves (the HTTP API, the log cleaner, the key check of a compacted
+//! topic's produce), and compression for the writers that rebuild batches (the
+//! cleaner, a topic whose `compression.type` differs from the producer's). Fetch
+//! never decompresses, nor does produce to a plain topic with `compression.type=producer`.
 //!
 //! Kafka's codecs: 1 gzip, 2 snappy (raw, or the "xerial" framing the Java client
 //! writes), 3 lz4 (the LZ4 frame format), 4 zstd. Output is capped so that a small
@@ -44,6 +46,49 @@ pub fn decompress(codec: i16, data: &[u8], limit: usize) -> Result<Cow<'_, [u8]>
         other => Err(DecompressError::UnknownCodec(other)),
     };
     owned.map(Cow::Owned)
+}
+
+/// `data` compressed with Kafka codec `codec` (0 returns it as is). `level` is the
+/// topic's `compression.<codec>.level` where the codec has levels here: gzip 1–9
+/// (`None`: flate2's default, 6, Kafka's too). lz4 and zstd are pure-Rust encoders
+/// with one level each (lz4_flex's fast mode; ruzstd's `Fastest`, about zstd level 1).
+/// Snappy is written raw (one block), which every Kafka client reads.
+pub fn compress(codec: i16, data: &[u8], level: Option<u32>) -> Result<Vec<u8>, DecompressError> {
+    use std::io::Write;
+    let failed = |codec: &'static str| {
+        move |e: std::io::Error| DecompressError::Corrupt {
+            codec,
+            reason: e.to_string(),
+        }
+    };
+    match codec {
+        0 => Ok(data.to_vec()),
+        1 => {
+            let level = flate2::Compression::new(level.unwrap_or(6).clamp(1, 9));
+            let mut out = flate2::write::GzEncoder::new(Vec::new(), level);
+            out.write_all(data).map_err(failed("gzip"))?;
+            out.finish().map_err(failed("gzip"))
+        }
+        2 => snap::raw::Encoder::new()
+            .compress_vec(data)
+            .map_err(|e| DecompressError::Corrupt {
+                codec: "snappy",
+                reason: e.to_string(),
+            }),
+        3 => {
+            let mut out = lz4_flex::frame::FrameEncoder::new(Vec::new());
+            out.write_all(data).map_err(failed("lz4"))?;
+            out.finish().map_err(|e| DecompressError::Corrupt {
+                codec: "lz4",
+                reason: e.to_string(),
+            })
+        }
+        4 => Ok(ruzstd::encoding::compress_to_vec(
+            data,
+            ruzstd::encoding::CompressionLevel::Fastest,
+        )),
+        other => Err(DecompressError::UnknownCodec(other)),
+    }
 }
 
 fn read_capped(
@@ -150,6 +195,27 @@ mod tests {
             decompress(7, b"", 1024),
             Err(DecompressError::UnknownCodec(7))
         ));
+        Ok(())
+    }
+
+    #[test]
+    fn what_compress_writes_decompresses_for_every_codec() -> Result<(), DecompressError> {
+        let text = TEXT.repeat(50);
+        for codec in 0..=4 {
+            let packed = compress(codec, &text, None)?;
+            if codec != 0 {
+                assert!(
+                    packed.len() < text.len(),
+                    "codec {codec} compressed nothing"
+                );
+            }
+            assert_eq!(
+                &*decompress(codec, &packed, 1 << 20)?,
+                &text[..],
+                "codec {codec}"
+            );
+        }
+        assert!(compress(9, &text, None).is_err());
         Ok(())
     }
 }

@@ -35,10 +35,10 @@ pub struct SegmentSizes {
 pub fn log_path(dir: &Path, base_offset: i64) -> PathBuf {
     dir.join(format!("{base_offset:020}.log"))
 }
-fn index_path(dir: &Path, base_offset: i64) -> PathBuf {
+pub fn index_path(dir: &Path, base_offset: i64) -> PathBuf {
     dir.join(format!("{base_offset:020}.index"))
 }
-fn time_index_path(dir: &Path, base_offset: i64) -> PathBuf {
+pub fn time_index_path(dir: &Path, base_offset: i64) -> PathBuf {
     dir.join(format!("{base_offset:020}.timeindex"))
 }
 
@@ -685,6 +685,10 @@ impl Segment {
     }
     pub fn max_timestamp(&self) -> i64 {
         self.max_timestamp
+    }
+    /// The first batch's max timestamp: when the segment's data began.
+    pub fn first_timestamp(&self) -> Option<i64> {
+        self.header_at(0).map(|h| h.max_timestamp())
     }
     pub fn offset_of_max_timestamp(&self) -> i64 {
         self.offset_of_max_timestamp

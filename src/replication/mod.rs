@@ -7,6 +7,7 @@ pub mod alter;
 mod fetcher;
 pub mod follower;
 pub mod leader;
+pub mod log_cleaner;
 mod partition;
 mod replicas;
 #[cfg(test)]

@@ -20,7 +20,9 @@ use uuid::Uuid;
 use super::follower;
 use super::leader::{AckCheck, IsrProposal, LeaderState};
 use crate::cluster::PartitionAssignment;
-use crate::log::{AppendError, AppendInfo, Doomed, Log, LogConfig, OffsetOutOfRange};
+use crate::log::cleaner::TombstonePolicy;
+use crate::log::compaction::{self, PassError, PassOutcome, PassSettings};
+use crate::log::{AppendError, AppendInfo, Dirtiness, Doomed, Log, LogConfig, OffsetOutOfRange};
 use crate::model::TopicPartition;
 
 #[derive(Debug, thiserror::Error)]
@@ -873,6 +875,39 @@ impl Partition {
         let count = doomed.len();
         doomed.delete()?;
         Ok(count)
+    }
+
+    /// How dirty this replica's log is (`None` unless compacted); cleaned only below
+    /// the high watermark, which no leader change can truncate.
+    pub fn dirtiness(&self, now_ms: i64) -> Option<Dirtiness> {
+        let upper = self.high_watermark();
+        self.log.lock().dirtiness(upper, now_ms)
+    }
+
+    /// One cleaning pass if one is due: the job is taken and installed under the log
+    /// lock, briefly; the reading, rewriting and syncing in between run without it,
+    /// so produce and fetch go on. Blocking: call it on the blocking pool.
+    pub fn clean(
+        &self,
+        dedupe_buffer_bytes: u64,
+        io_max_bytes_per_second: Option<f64>,
+        now_ms: i64,
+    ) -> Result<Option<PassOutcome>, PassError> {
+        let upper = self.high_watermark();
+        let Some(job) = self.log.lock().cleaning_job(upper, now_ms) else {
+            return Ok(None);
+        };
+        let settings = PassSettings {
+            dedupe_buffer_bytes,
+            io_max_bytes_per_second,
+            tombstones: TombstonePolicy {
+                now_ms,
+                delete_retention_ms: job.delete_retention_ms,
+            },
+        };
+        let outcome = compaction::run_pass(&job, &settings)?;
+        self.log.lock().install_cleaned(&job, &outcome)?;
+        Ok(Some(outcome))
     }
 
     pub fn size_bytes(&self) -> u64 {

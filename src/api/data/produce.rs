@@ -15,14 +15,17 @@
 use std::sync::Arc;
 
 use kafka_protocol::messages::produce_request::TopicProduceData;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::ResponseError;
 
 use super::super::context::RequestContext;
 use super::super::{errors, str_bytes};
-use crate::log::AppendInfo;
+use crate::log::{AppendError, AppendInfo};
 use crate::model::now_ms;
+use crate::model::TopicPartition;
 use crate::replication::{Acks, NotServed, Partition, PartitionError};
 use crate::security::acl::AclOperation;
 
@@ -211,6 +214,9 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Outcome {
                             .with_log_start_offset(log_start),
                     );
                 }
+                Err(PartitionError::Append(AppendError::MissingKey { records })) => {
+                    partitions.push(keyless_refusal(response, partition.id(), &records));
+                }
                 Err(e) => {
                     tracing::debug!(partition = %partition.id(), error = %e, "produce refused");
                     partitions.push(error(errors::partition_error(&e), e.to_string()));
@@ -237,6 +243,42 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Outcome {
         });
     }
     Outcome::Done(ProduceResponse::default().with_responses(responses))
+}
+
+/// INVALID_RECORD for a batch with records without a key sent to a compacted topic,
+/// in Kafka's words (`LogValidator.validateKey`, then `processRecordErrors`): one
+/// record error per keyless record, and a message quoting the first three.
+fn keyless_refusal(
+    response: PartitionProduceResponse,
+    partition: &TopicPartition,
+    records: &[usize],
+) -> PartitionProduceResponse {
+    let each = format!(
+        "Compacted topic cannot accept message without key in topic partition {}-{}.",
+        partition.topic, partition.partition
+    );
+    let quoted: Vec<String> = records
+        .iter()
+        .take(3)
+        .map(|i| format!("RecordError(batchIndex={i}, message='{each}')"))
+        .collect();
+    let message = format!(
+        "One or more records have been rejected due to {} record errors in total, and only showing the first three errors at most: [{}]",
+        records.len(),
+        quoted.join(", ")
+    );
+    let record_errors = records
+        .iter()
+        .map(|&i| {
+            BatchIndexAndErrorMessage::default()
+                .with_batch_index(i32::try_from(i).unwrap_or(i32::MAX))
+                .with_batch_index_error_message(Some(str_bytes(each.clone())))
+        })
+        .collect();
+    response
+        .with_error_code(ResponseError::InvalidRecord.code())
+        .with_error_message(Some(str_bytes(message)))
+        .with_record_errors(record_errors)
 }
 
 /// Whether a record set continues past its first batch, judged from the first
