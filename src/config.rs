@@ -531,6 +531,7 @@ impl Config {
         let builtin = vec![
             ("cleanup.policy", "delete".to_string()),
             ("compression.type", "producer".to_string()),
+            ("compression.gzip.level", "-1".to_string()),
             ("delete.retention.ms", "86400000".to_string()),
             ("max.compaction.lag.ms", i64::MAX.to_string()),
             ("min.cleanable.dirty.ratio", "0.5".to_string()),

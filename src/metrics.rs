@@ -148,6 +148,11 @@ define_metrics! {
     Gauge(Bytes) DATA_DIR_USED_BYTES = "tern_data_dir_used_bytes";
     /// Bytes free (to unprivileged users) on the filesystem holding the data directory.
     Gauge(Bytes) DATA_DIR_FREE_BYTES = "tern_data_dir_free_bytes";
+    /// Produced batches recompressed to their topic's compression.type, by `topic`.
+    Counter(Count) PRODUCE_RECOMPRESSED_BATCHES_TOTAL = "tern_produce_recompressed_batches_total";
+    /// Time spent recompressing a produce request's batches to their topic's
+    /// compression.type (its sum is the CPU recompression costs), by `topic`.
+    Histogram(Seconds) PRODUCE_RECOMPRESSION_SECONDS = "tern_produce_recompression_seconds";
     /// Log cleaner passes finished, by `topic`.
     Counter(Count) LOG_CLEANER_PASSES_TOTAL = "tern_log_cleaner_passes_total";
     /// Log cleaner passes that failed (the log is left as it was), by `topic`.

@@ -76,11 +76,21 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
         name: "compression.type",
         broker_key: "compression.type",
         kind: ConfigType::String,
-        documentation: "Only 'producer' is implemented: batches are stored as the producer compressed them.",
-        validate: |v| match v.trim() {
-            "producer" => Ok(()),
-            "uncompressed" | "gzip" | "snappy" | "lz4" | "zstd" => Err("broker-side recompression is not implemented".into()),
-            other => Err(format!("'{other}' is not a compression type")),
+        documentation: "The topic's codec: 'producer' stores batches as the producer compressed them (no decompression on produce); 'uncompressed', 'gzip', 'snappy', 'lz4' or 'zstd' recompresses batches in another codec on the way in.",
+        validate: |v| match codec_of(v) {
+            Some(_) => Ok(()),
+            None => Err(format!("'{}' is not one of producer, uncompressed, gzip, snappy, lz4, zstd", v.trim())),
+        },
+    },
+    ConfigDef {
+        name: "compression.gzip.level",
+        broker_key: "compression.gzip.level",
+        kind: ConfigType::Int,
+        documentation: "The gzip level a topic with compression.type=gzip recompresses at: 1 (fastest) to 9 (smallest), or -1 for the default (6).",
+        validate: |v| match v.trim().parse::<i32>() {
+            Ok(-1 | 1..=9) => Ok(()),
+            Ok(n) => Err(format!("{n} is not -1 or between 1 and 9")),
+            Err(_) => Err(format!("'{v}' is not an integer")),
         },
     },
     ConfigDef {
@@ -199,6 +209,19 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
         validate: |v| long_at_least(1)(v),
     },
 ];
+
+/// A `compression.type` value as a Kafka codec id: `Some(None)` for `producer`.
+fn codec_of(value: &str) -> Option<Option<i16>> {
+    match value.trim() {
+        "producer" => Some(None),
+        "uncompressed" => Some(Some(0)),
+        "gzip" => Some(Some(1)),
+        "snappy" => Some(Some(2)),
+        "lz4" => Some(Some(3)),
+        "zstd" => Some(Some(4)),
+        _ => None,
+    }
+}
 
 pub fn definition(name: &str) -> Option<&'static ConfigDef> {
     TOPIC_CONFIGS.iter().find(|d| d.name == name)
@@ -450,6 +473,13 @@ impl TopicDefaults {
                 "max.compaction.lag.ms",
                 builtin.max_compaction_lag_ms,
             ),
+            compression: self
+                .resolve(overrides, "compression.type")
+                .and_then(|(v, _)| codec_of(&v).flatten())
+                .map(|codec| {
+                    let level = self.parse_or(overrides, "compression.gzip.level", -1i32);
+                    (codec, u32::try_from(level).ok().filter(|_| codec == 1))
+                }),
         }
     }
 

@@ -315,6 +315,28 @@ fn rebuild(
     Ok(out)
 }
 
+/// The batch with its records compressed with `codec` instead (a topic whose
+/// `compression.type` is not `producer`, as Kafka's `LogValidator` recompresses):
+/// every header field but the codec bits, the length and the CRC stays.
+pub fn recompress(
+    header: &BatchHeader<'_>,
+    codec: i16,
+    level: Option<u32>,
+) -> Result<Vec<u8>, CleanError> {
+    let body = records_body(header)?;
+    let records = compression::compress(codec, &body, level)?;
+    let mut out = Vec::with_capacity(HEADER_BYTES + records.len());
+    out.extend_from_slice(&header.bytes()[..HEADER_BYTES]);
+    out.extend_from_slice(&records);
+    let length = (out.len() - 12) as i32;
+    out[8..12].copy_from_slice(&length.to_be_bytes());
+    let attributes = (header.attributes() & !0x07) | (codec & 0x07);
+    out[21..23].copy_from_slice(&attributes.to_be_bytes());
+    let crc = crc32c::crc32c(&out[21..]);
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    Ok(out)
+}
+
 /// The positions in the batch of its records without a key: a compacted topic
 /// refuses a batch that has any (Kafka's `LogValidator.validateKey`).
 pub fn keyless_records(header: &BatchHeader<'_>) -> Result<Vec<usize>, CleanError> {

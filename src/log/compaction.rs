@@ -669,6 +669,47 @@ mod tests {
     }
 
     #[test]
+    fn a_topic_codec_recompresses_other_codecs_on_the_way_in(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let mut log = open(dir.path(), false)?;
+        log.set_config(LogConfig {
+            compression: Some((4, None)),
+            ..compacted()
+        });
+        let plain = encode_batch(
+            &[record(Some("a"), Some("1")), record(Some("b"), Some("2"))],
+            NOW,
+            (7, 0, 0),
+        );
+        let info = log.append(&plain, NOW)?;
+        assert_eq!(info.recompressed.map(|(n, _)| n), Some(1));
+        let stored = log.read(0, 1 << 20, true)?.ok_or("a batch")?;
+        let header = super::super::batch::BatchHeader::parse_checked(&stored)?;
+        assert_eq!(header.compression(), 4, "stored as zstd");
+        assert_eq!(
+            (header.producer_id(), header.base_sequence()),
+            (7, 0),
+            "producer fields kept"
+        );
+        assert_eq!(
+            everything(&log),
+            vec![
+                (0, "a".into(), Some("1".into())),
+                (1, "b".into(), Some("2".into()))
+            ]
+        );
+        let mut zstd = stored.to_vec();
+        zstd[0..8].copy_from_slice(&0i64.to_be_bytes());
+        let again = log.append(&zstd, NOW)?;
+        assert!(
+            again.recompressed.is_none(),
+            "a batch already in the codec is taken as is"
+        );
+        Ok(())
+    }
+
+    #[test]
     fn a_follower_appends_a_compacted_leaders_batches_across_gaps(
     ) -> Result<(), Box<dyn std::error::Error>> {
         let dir = tempfile::tempdir()?;

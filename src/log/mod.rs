@@ -81,6 +81,9 @@ pub struct LogConfig {
     /// Dirty data this old is cleaned whatever the ratio, and an active segment
     /// this old is rolled so that it can be (`max.compaction.lag.ms`, KIP-354).
     pub max_compaction_lag_ms: i64,
+    /// The topic's `compression.type` when it is not `producer`: batches in another
+    /// codec are recompressed to it on the way in. `(codec, level)`.
+    pub compression: Option<(i16, Option<u32>)>,
 }
 
 /// `cleanup.policy`: `delete` (retention by time and size), `compact` (keep the latest
@@ -137,6 +140,7 @@ impl Default for LogConfig {
             min_cleanable_dirty_ratio: 0.5,
             min_compaction_lag_ms: 0,
             max_compaction_lag_ms: i64::MAX,
+            compression: None,
         }
     }
 }
@@ -198,6 +202,8 @@ pub struct AppendInfo {
     /// The leader epoch the log was in: a leader's write is acknowledged only while
     /// this replica still leads in it (`Partition::wait_acknowledged`).
     pub leader_epoch: i32,
+    /// Batches recompressed to the topic's `compression.type`, and the time it took.
+    pub recompressed: Option<(usize, std::time::Duration)>,
 }
 
 /// How to open a log directory after a restart.
@@ -642,6 +648,8 @@ impl Log {
     /// written; idempotent-producer sequences are then checked batch by batch, and a
     /// retried duplicate is answered with its original offsets instead of appended.
     pub fn append(&mut self, records: &[u8], now_ms: i64) -> Result<AppendInfo, AppendError> {
+        let (converted, recompressed) = self.recompressed(records)?;
+        let records: &[u8] = converted.as_deref().unwrap_or(records);
         let mut headers = Vec::new();
         for header in batch::batches(records) {
             let header = header?;
@@ -702,7 +710,41 @@ impl Log {
             last_offset: last,
             log_append_time,
             leader_epoch: self.leader_epoch,
+            recompressed,
         })
+    }
+
+    /// `records` with every batch in another codec than the topic's recompressed to
+    /// it; `None` when nothing needs it (`compression.type=producer`, or the producer
+    /// used the topic's codec): the zero-copy path.
+    #[allow(clippy::type_complexity)]
+    fn recompressed(
+        &self,
+        records: &[u8],
+    ) -> Result<(Option<Vec<u8>>, Option<(usize, std::time::Duration)>), AppendError> {
+        let Some((codec, level)) = self.config.compression else {
+            return Ok((None, None));
+        };
+        let needs = batch::batches(records)
+            .any(|h| h.is_ok_and(|h| !h.is_control() && h.compression() != codec));
+        if !needs {
+            return Ok((None, None));
+        }
+        let started = std::time::Instant::now();
+        let mut out = Vec::with_capacity(records.len());
+        let mut count = 0;
+        for header in batch::batches(records) {
+            let header = header?;
+            if header.is_control() || header.compression() == codec {
+                out.extend_from_slice(header.bytes());
+                continue;
+            }
+            let batch = cleaner::recompress(&header, codec, level)
+                .map_err(|e| AppendError::UnreadableRecords(e.to_string()))?;
+            out.extend_from_slice(&batch);
+            count += 1;
+        }
+        Ok((Some(out), Some((count, started.elapsed()))))
     }
 
     /// The latest leader epoch with an entry in the epoch cache (the epoch of the
@@ -786,6 +828,7 @@ impl Log {
             last_offset: expected - 1,
             log_append_time: None,
             leader_epoch: self.leader_epoch,
+            recompressed: None,
         })
     }
 

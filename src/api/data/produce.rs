@@ -203,6 +203,13 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Outcome {
                         .increment(records.len() as u64);
                     metrics::counter!(crate::metrics::TOPIC_MESSAGES_IN_TOTAL, "topic" => topic_label)
                         .increment((info.last_offset - info.base_offset + 1).max(0) as u64);
+                    if let Some((batches, took)) = info.recompressed {
+                        let topic = partition.id().topic.clone();
+                        metrics::counter!(crate::metrics::PRODUCE_RECOMPRESSED_BATCHES_TOTAL, "topic" => topic.clone())
+                            .increment(batches as u64);
+                        metrics::histogram!(crate::metrics::PRODUCE_RECOMPRESSION_SECONDS, "topic" => topic)
+                            .record(took.as_secs_f64());
+                    }
                     let (log_start, _, _) = partition.offsets();
                     if acks == -1 || (acks == 1 && partition.flush_due(info.last_offset)) {
                         durable_waits.push((Arc::clone(&partition), info));
