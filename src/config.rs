@@ -978,7 +978,7 @@ fn cleaner_config(a: &ServeArgs) -> Result<CleanerConfig, ConfigError> {
     let rate = a
         .log_cleaner_io_max_bytes_per_second
         .unwrap_or_else(defaults::log_cleaner_io_max_bytes_per_second);
-    if !(rate >= 0.0) {
+    if rate.is_nan() || rate < 0.0 {
         return Err(ConfigError::Invalid {
             name: "log_cleaner_io_max_bytes_per_second",
             reason: format!("{rate} is not a rate"),
@@ -1330,10 +1330,6 @@ pub mod limits {
     pub const JOIN_MARGIN: Duration = Duration::from_secs(5);
     /// Period of the group timers (sessions, rebalance deadlines).
     pub const GROUP_TICK: Duration = Duration::from_millis(100);
-    /// Offsets partitions smaller than this are never compacted.
-    pub const OFFSETS_COMPACT_MIN_BYTES: u64 = 8 * 1024 * 1024;
-    /// Compaction of offsets partitions is considered every this many group ticks.
-    pub const OFFSETS_COMPACT_CHECK_TICKS: u64 = 100;
 
     // Storage.
 

@@ -249,7 +249,7 @@ pub enum ConfigError {
         value: String,
         reason: String,
     },
-    #[error("{topic} must keep {name}={required} (asked: {}): tern's group coordinator compacts it itself, and retention or another cleanup policy would age committed offsets out", requested.as_deref().unwrap_or("no value"))]
+    #[error("{topic} must keep {name}={required} (asked: {}): the log cleaner compacts it, and retention or another cleanup policy would age committed offsets out", requested.as_deref().unwrap_or("no value"))]
     Protected {
         topic: String,
         name: String,
@@ -410,7 +410,7 @@ impl TopicDefaults {
     }
 
     /// The log settings of topic `topic` with `overrides`. The offsets topic never has
-    /// retention, whatever its configs or the broker's say (its coordinator compacts
+    /// retention, whatever its configs or the broker's say (the log cleaner compacts
     /// it), and fsyncs every commit.
     pub fn log_config_for(&self, topic: &str, overrides: &BTreeMap<String, String>) -> LogConfig {
         let mut config = self.log_config(overrides);
@@ -508,17 +508,17 @@ pub fn is_internal(name: &str) -> bool {
     name == crate::group::offsets::OFFSETS_TOPIC
 }
 
-/// The configs `__consumer_offsets` is created with. Kafka creates it with
-/// `cleanup.policy=compact`, `compression.type=producer` and small segments; tern has no
-/// log cleaner, its group coordinator compacts the topic itself (rewriting live state and
-/// moving the log start), so it must also never be subject to retention: `-1` for both.
-/// Segments stay at 8 MiB because compaction frees whole segments.
+/// The configs `__consumer_offsets` is created with, Kafka's: `cleanup.policy=compact`
+/// (the log cleaner keeps each group's and each committed partition's latest record),
+/// `compression.type=producer`, 100 MiB segments (`offsets.topic.segment.bytes`).
+/// Retention is `-1` for both: only the cleaner may remove a commit, once a newer
+/// one or a tombstone supersedes it.
 pub const OFFSETS_TOPIC_CONFIGS: &[(&str, &str)] = &[
     ("cleanup.policy", "compact"),
     ("compression.type", "producer"),
     ("retention.bytes", "-1"),
     ("retention.ms", "-1"),
-    ("segment.bytes", "8388608"),
+    ("segment.bytes", "104857600"),
 ];
 
 /// The offsets-topic configs no change may alter: another cleanup policy or any retention

@@ -26,10 +26,6 @@ use crate::log::batch;
 use crate::model::{monotonic_ms, now_ms};
 use crate::replication::{Acks, Partition, PartitionError, TopicReplicas};
 
-/// Compaction is considered every this many ticks (100 ms each).
-use crate::config::limits::OFFSETS_COMPACT_CHECK_TICKS as COMPACT_CHECK_TICKS;
-/// Offsets partitions smaller than this are never compacted.
-use crate::config::limits::OFFSETS_COMPACT_MIN_BYTES as COMPACT_MIN_BYTES;
 use crate::config::limits::OFFSET_COMMIT_TIMEOUT;
 
 /// Coordinator settings (from the broker config).
@@ -96,13 +92,9 @@ pub struct GroupCoordinator {
     groups: Mutex<HashMap<String, GroupEntry>>,
     /// Serialises group-metadata writes, so the newest state is always written last.
     persist_lock: tokio::sync::Mutex<()>,
-    /// One per offsets partition: writes that update the in-memory view afterwards
-    /// hold it shared; compaction holds it exclusively, so that no write is between
-    /// the log and the view when the view is snapshotted.
-    partition_locks: Vec<tokio::sync::RwLock<()>>,
-    /// Log size of each offsets partition right after its last compaction.
-    compacted_bytes: Vec<std::sync::atomic::AtomicU64>,
-    ticks: std::sync::atomic::AtomicU64,
+    /// Partitions of the offsets topic (compacted by the log cleaner, as any
+    /// topic with `cleanup.policy=compact`).
+    partition_count: usize,
     /// The offsets partitions this broker leads, indexed by partition number.
     partitions: parking_lot::RwLock<Vec<Option<Arc<Partition>>>>,
     config: CoordinatorConfig,
@@ -118,11 +110,7 @@ impl GroupCoordinator {
         Self {
             groups: Mutex::new(HashMap::new()),
             persist_lock: tokio::sync::Mutex::new(()),
-            partition_locks: (0..count).map(|_| tokio::sync::RwLock::new(())).collect(),
-            compacted_bytes: (0..count)
-                .map(|_| std::sync::atomic::AtomicU64::new(0))
-                .collect(),
-            ticks: std::sync::atomic::AtomicU64::new(0),
+            partition_count: count,
             partitions: parking_lot::RwLock::new(vec![None; count]),
             config,
             session: None,
@@ -207,7 +195,7 @@ impl GroupCoordinator {
     }
 
     pub fn partition_count(&self) -> i32 {
-        self.partition_locks.len() as i32
+        self.partition_count as i32
     }
 
     fn partition(&self, index: usize) -> Option<Arc<Partition>> {
@@ -486,107 +474,17 @@ impl GroupCoordinator {
         }
     }
 
-    /// Shared hold on the group's offsets partition (see `partition_locks`).
-    async fn shared(&self, group_id: &str) -> Option<tokio::sync::RwLockReadGuard<'_, ()>> {
-        let index = offsets::partition_for(group_id, self.partition_count()) as usize;
-        match self.partition_locks.get(index) {
-            Some(lock) => Some(lock.read().await),
-            None => None,
-        }
-    }
-
-    /// Writes `changes` durably, then applies them to the in-memory view, with no
-    /// compaction of the partition in between.
+    /// Writes `changes` durably, then applies them to the in-memory view.
     async fn write_then_apply(
         &self,
         group_id: &str,
         changes: &[Change],
     ) -> Result<(), PartitionError> {
-        let _shared = self.shared(group_id).await;
         self.write(group_id, changes).await?;
         if let Some(entry) = self.groups.lock().get_mut(group_id) {
             apply(entry, changes);
         }
         Ok(())
-    }
-
-    /// Rewrites the live state of partition `index`'s groups at the end of its log,
-    /// then moves the log start to it: whole segments of superseded records go.
-    /// Returns the bytes the log had before.
-    async fn compact(&self, index: usize) -> Result<u64, PartitionError> {
-        let (Some(partition), Some(lock)) =
-            (self.partition(index), self.partition_locks.get(index))
-        else {
-            return Ok(0);
-        };
-        let _exclusive = lock.write().await;
-        let before = partition.size_bytes();
-        let count = self.partition_count();
-        let now = now_ms();
-        let changes: Vec<Change> = {
-            let groups = self.groups.lock();
-            let mut changes = Vec::new();
-            for (group_id, entry) in groups.iter() {
-                if offsets::partition_for(group_id, count) as usize != index {
-                    continue;
-                }
-                if entry.persisted.is_some() {
-                    let record = entry.group.record(now);
-                    changes.push(Change::Group {
-                        group: group_id.clone(),
-                        value: Some(record),
-                    });
-                }
-                for ((topic, p), offset) in &entry.offsets {
-                    changes.push(Change::Offset {
-                        group: group_id.clone(),
-                        topic: topic.clone(),
-                        partition: *p,
-                        value: Some(offset.clone()),
-                    });
-                }
-            }
-            changes
-        };
-        let (_, _, snapshot_start) = partition.offsets();
-        // Batches stay well under the topic's max.message.bytes.
-        for chunk in changes.chunks(1000) {
-            let batch = offsets::encode_changes(chunk, now);
-            partition
-                .write(&batch, now, Acks::All, OFFSET_COMMIT_TIMEOUT)
-                .await?;
-        }
-        partition.delete_records_before(snapshot_start).await?;
-        let after = partition.size_bytes();
-        if let Some(mark) = self.compacted_bytes.get(index) {
-            mark.store(after, std::sync::atomic::Ordering::Relaxed);
-        }
-        tracing::info!(partition = %partition.id(), records = changes.len(), before, after, "compacted offsets partition");
-        Ok(before)
-    }
-
-    /// Compacts offsets partitions that grew past `COMPACT_MIN_BYTES` and to four
-    /// times their size after the last compaction.
-    async fn compact_grown_partitions(&self) {
-        let led: Vec<(usize, Arc<Partition>)> = self
-            .partitions
-            .read()
-            .iter()
-            .enumerate()
-            .filter_map(|(i, p)| p.clone().map(|p| (i, p)))
-            .collect();
-        for (index, partition) in led {
-            let size = partition.size_bytes();
-            let last = self
-                .compacted_bytes
-                .get(index)
-                .map_or(0, |m| m.load(std::sync::atomic::Ordering::Relaxed));
-            if size > COMPACT_MIN_BYTES && size > 4 * last {
-                if let Err(error) = self.compact(index).await {
-                    tracing::warn!(partition = %partition.id(), %error, "offsets compaction failed");
-                }
-            }
-        }
     }
 
     async fn write(&self, group_id: &str, changes: &[Change]) -> Result<(), PartitionError> {
@@ -697,7 +595,6 @@ impl GroupCoordinator {
                 value: None,
             }]
         };
-        let _shared = self.shared(group_id).await;
         self.write(group_id, &changes).await?;
         let mut groups = self.groups.lock();
         if let Some(mut entry) = groups.remove(group_id) {
@@ -751,14 +648,6 @@ impl GroupCoordinator {
 
     /// Advances every group's timers and expires old offsets of empty groups.
     pub async fn tick(&self) {
-        if self
-            .ticks
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            % COMPACT_CHECK_TICKS
-            == COMPACT_CHECK_TICKS - 1
-        {
-            self.compact_grown_partitions().await;
-        }
         let now = monotonic_ms();
         let wall = now_ms();
         let mut expired: Vec<(String, Vec<Change>)> = Vec::new();
@@ -967,6 +856,8 @@ mod tests {
             segment_bytes: 4096,
             index_bytes: 4096,
             flush_messages: 1,
+            cleanup: crate::log::CleanupPolicy::COMPACT,
+            min_cleanable_dirty_ratio: 0.0,
             ..LogConfig::default()
         };
         let log = Log::open(
@@ -1015,7 +906,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn compaction_keeps_the_latest_state_and_frees_old_segments(
+    async fn the_log_cleaner_keeps_the_latest_state_and_a_new_coordinator_replays_it(
     ) -> Result<(), Box<dyn std::error::Error>> {
         let dir = tempfile::tempdir()?;
         let partition = offsets_partition(dir.path())?;
@@ -1034,11 +925,21 @@ mod tests {
             }
         }
         coordinator.delete_group("b").await?;
-        let before = coordinator.compact(0).await?;
+        // More commits, so that the deletion is in a sealed (cleanable) segment.
+        for round in 200..260 {
+            coordinator
+                .commit("c", "", None, -1, vec![commit_of("t", 0, round)])
+                .await?;
+        }
+        partition.flush().await?;
+        let before = partition.size_bytes();
+        let outcome = partition
+            .clean(1 << 20, None, now_ms())?
+            .ok_or("a pass is due for the offsets partition")?;
         let after = partition.size_bytes();
         assert!(
-            after * 4 < before,
-            "compaction freed most of the log ({before} -> {after} bytes)"
+            after * 4 < before && outcome.records_dropped > 0,
+            "the cleaner freed most of the log ({before} -> {after} bytes)"
         );
         // A new coordinator replaying the compacted log sees exactly the live state.
         let reloaded = coordinating(Arc::clone(&partition));
@@ -1059,7 +960,7 @@ mod tests {
             reloaded.fetch_offsets("b", None).is_empty(),
             "the deleted group stays deleted"
         );
-        // Commits after compaction land after the snapshot and replay too.
+        // Commits after the cleaning replay too.
         reloaded
             .commit("a", "", None, -1, vec![commit_of("t", 0, 500)])
             .await?;

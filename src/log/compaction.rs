@@ -37,12 +37,13 @@ pub struct PassSettings {
     pub tombstones: TombstonePolicy,
 }
 
-/// What a pass did; `replaced` lists the segments to swap in, `(base, old size)`.
+/// What a pass did; `replaced` lists the segments to swap in, `(base, old size,
+/// new size)`.
 #[derive(Debug, Default, Clone)]
 pub struct PassOutcome {
     /// The new cleaner checkpoint: the end of the section the map covered.
     pub end: i64,
-    pub replaced: Vec<(i64, u64)>,
+    pub replaced: Vec<(i64, u64, u64)>,
     pub bytes_read: u64,
     pub bytes_written: u64,
     pub records_dropped: u64,
@@ -180,7 +181,9 @@ fn rewrite_segments(
             target.seal()?;
             throttle.pay(target.size());
             outcome.bytes_written += target.size();
-            outcome.replaced.push((source.base, source.size));
+            outcome
+                .replaced
+                .push((source.base, source.size, target.size()));
         } else {
             target.delete_files()?;
         }
@@ -410,7 +413,7 @@ mod tests {
             },
         };
         let outcome = run_pass(&job, &settings)?;
-        log.install_cleaned(&job, &outcome)?;
+        log.install_cleaned(&job, &outcome)?.1.delete()?;
         Ok(outcome)
     }
 
@@ -659,7 +662,7 @@ mod tests {
             },
         };
         let outcome = run_pass(&job, &settings)?;
-        log.install_cleaned(&job, &outcome)?;
+        log.install_cleaned(&job, &outcome)?.1.delete()?;
         assert!(
             everything(&log).iter().all(|(_, k, _)| k != "gone"),
             "the tombstone is gone"

@@ -1409,23 +1409,39 @@ impl Log {
     /// segment, the same base and size (retention or DeleteRecords may have taken one
     /// out). Each swap is a few renames, committed by the last
     /// ([`compaction::swap_into_place`]); readers holding views of an old segment keep
-    /// its mapping. Returns how many segments were replaced.
+    /// its mapping. A segment the pass emptied goes instead (unless it is the first,
+    /// which holds the log start): its files to `*.deleted` at once, unlinked by the
+    /// caller through the returned [`Doomed`]; the segment before it then ends short
+    /// of the next one's base, as a cleaned segment may, trusted by the checkpoint.
+    /// Returns how many segments were replaced or removed.
     pub fn install_cleaned(
         &mut self,
         job: &CleaningJob,
         pass: &compaction::PassOutcome,
-    ) -> io::Result<usize> {
+    ) -> io::Result<(usize, Doomed)> {
         let cleaning = compaction::cleaning_dir(&self.dir);
+        let mut doomed = Doomed::default();
         if job.generation != self.generation() {
             compaction::discard(&cleaning);
-            return Ok(0);
+            return Ok((0, doomed));
         }
+        let first = self.segments.keys().next().copied();
         let mut installed = 0;
-        for &(base, old_size) in &pass.replaced {
+        for &(base, old_size, new_size) in &pass.replaced {
             if self.segments.get(&base).map(Segment::size) != Some(old_size)
                 || self.active().map(Segment::base_offset) == Some(base)
             {
                 compaction::discard_segment(&cleaning, base);
+                continue;
+            }
+            if new_size == 0 && Some(base) != first {
+                compaction::discard_segment(&cleaning, base);
+                let mut emptied = self.take_segments(&[base]);
+                for segment in &mut emptied.segments {
+                    segment.mark_deleted()?;
+                }
+                doomed.segments.append(&mut emptied.segments);
+                installed += 1;
                 continue;
             }
             compaction::swap_into_place(&self.dir, base)?;
@@ -1443,7 +1459,7 @@ impl Log {
         }
         self.cleaner_checkpoint = self.cleaner_checkpoint.max(pass.end);
         self.next_delete_horizon = pass.next_horizon;
-        Ok(installed)
+        Ok((installed, doomed))
     }
 
     /// Collects what must be written to disk for everything appended so far.

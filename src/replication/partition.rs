@@ -906,7 +906,8 @@ impl Partition {
             },
         };
         let outcome = compaction::run_pass(&job, &settings)?;
-        self.log.lock().install_cleaned(&job, &outcome)?;
+        let (_, emptied) = self.log.lock().install_cleaned(&job, &outcome)?;
+        emptied.delete()?;
         Ok(Some(outcome))
     }
 
