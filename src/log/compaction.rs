@@ -497,6 +497,16 @@ mod tests {
         log.close()?;
         let log = open(dir.path(), true)?;
         assert_eq!(everything(&log), after, "a clean open too");
+        assert_eq!(
+            log.segments.values().next().map(|s| s.size()),
+            Some(0),
+            "the first segment was emptied"
+        );
+        assert_eq!(
+            log.log_start_offset(),
+            0,
+            "and still holds the log start, restart after restart"
+        );
         Ok(())
     }
 

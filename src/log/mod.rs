@@ -1241,7 +1241,11 @@ impl Log {
             .iter()
             .rev()
             .skip(1)
-            .filter(|(_, s)| s.next_offset() <= self.log_start_offset)
+            // Wholly below: an empty segment based at the log start (a cleaned one
+            // whose records were all superseded) holds the log start and stays.
+            .filter(|(_, s)| {
+                s.next_offset() <= self.log_start_offset && s.base_offset() < self.log_start_offset
+            })
             .map(|(&base, _)| base)
             .collect();
         Ok(self.take_segments(&doomed))

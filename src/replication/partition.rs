@@ -22,7 +22,9 @@ use super::leader::{AckCheck, IsrProposal, LeaderState};
 use crate::cluster::PartitionAssignment;
 use crate::log::cleaner::TombstonePolicy;
 use crate::log::compaction::{self, PassError, PassOutcome, PassSettings};
-use crate::log::{AppendError, AppendInfo, Dirtiness, Doomed, Log, LogConfig, OffsetOutOfRange};
+use crate::log::{
+    AppendError, AppendInfo, CleanupPolicy, Dirtiness, Doomed, Log, LogConfig, OffsetOutOfRange,
+};
 use crate::model::TopicPartition;
 
 #[derive(Debug, thiserror::Error)]
@@ -875,6 +877,11 @@ impl Partition {
         let count = doomed.len();
         doomed.delete()?;
         Ok(count)
+    }
+
+    /// The log's `cleanup.policy`.
+    pub fn cleanup_policy(&self) -> CleanupPolicy {
+        self.log.lock().config().cleanup
     }
 
     /// How dirty this replica's log is (`None` unless compacted); cleaned only below

@@ -73,7 +73,12 @@ pub async fn handle(ctx: &RequestContext, request: DeleteRecordsRequest) -> Dele
 }
 
 /// Deletes below `offset` (-1: the high watermark); returns the new low watermark.
+/// A topic whose `cleanup.policy` lacks `delete` refuses it with POLICY_VIOLATION, as
+/// Kafka's `deleteRecordsOnLeader` does.
 async fn delete_before(partition: &Partition, offset: i64) -> Result<i64, ResponseError> {
+    if !partition.cleanup_policy().delete {
+        return Err(ResponseError::PolicyViolation);
+    }
     let (_, high_watermark, _) = partition.offsets();
     let offset = if offset == -1 { high_watermark } else { offset };
     if offset < 0 || offset > high_watermark {
