@@ -11,7 +11,13 @@ What Kafka's log cleaner promises, and what these tests hold tern to:
   segment.bytes and produces filler (distinct keys) after the keyed data;
 - cleanup.policy=compact alone never deletes by age; compact,delete does both;
 - a keyless record cannot be written to a compacted topic (INVALID_RECORD, 87), and
-  nothing of the refused request is appended.
+  nothing of the refused request is appended; keyless records from before a switch to
+  compact are dropped by the cleaner;
+- min.compaction.lag.ms holds young records back, max.compaction.lag.ms forces a pass
+  below min.cleanable.dirty.ratio;
+- what the cleaner wrote survives clean restarts and kill -9 (also at random moments
+  while it works), the log start offset stays put, and an idempotent producer carries on;
+- DeleteRecords is refused (POLICY_VIOLATION) on a topic whose policy lacks delete.
 
 The broker runs its cleaner every 200 ms (--log-cleaner-backoff-ms) and its retention
 check every 200 ms, so every wait here is short and bounded.
@@ -711,3 +717,166 @@ def test_idempotent_producer_carries_on_after_its_batches_are_compacted(broker, 
     assert wm[1] == last_offsets[-1] + 1, f"high watermark {wm[1]}: something was appended twice"
     check_all_kept(recs, filler, filler_offsets)
     check_all_kept(recs, more + last, more_offsets + last_offsets)
+
+
+@pytest.mark.timeout(180)
+def test_kill9_at_random_moments_while_the_cleaner_works(broker, topic):
+    """Rounds of overwrites and filler, each followed by kill -9 at a random moment (the
+    cleaner may be mid-pass: rewriting segments, swapping them in, writing its checkpoint)
+    and a restart. After every restart: each key's latest acknowledged record is there at
+    its offset, every record read is one that was acknowledged at that offset (nothing
+    half-swapped, CRCs checked), no swap file is left behind, and the high watermark is
+    everything acknowledged. At the end the log compacts to one record per key."""
+    admin = admin_for(broker)
+    create_topic(admin, topic, compact_config())
+    rng = random.Random(20261202)
+    acked: dict[int, tuple[bytes, bytes]] = {}  # offset -> (key, value)
+    latest: dict[bytes, tuple[int, dict]] = {}
+    for rnd in range(6):
+        msgs = keyed_messages(N_KEYS, 2, f"crash-r{rnd}", timestamp_base=None)
+        filler = filler_messages(FILLER_PER_SEGMENT * 2, f"crash-r{rnd}")
+        offsets = produce_ok(broker.address, topic, msgs + filler)
+        for m, o in zip(msgs + filler, offsets):
+            acked[o] = (m["key"], m["value"])
+        latest.update(latest_by_key(msgs + filler, offsets))
+        time.sleep(rng.uniform(0.0, 1.5))
+        broker.kill9()
+        broker.start()
+
+        recs, (low, high) = read_log_when_up(broker.address, topic)
+        assert high == max(acked) + 1, f"round {rnd}: high watermark {high}, acknowledged up to {max(acked)}"
+        for off, key, value, _, _ in recs:
+            assert acked.get(off) == (key, value), f"round {rnd}: offset {off} holds {key!r}, never acknowledged there"
+        at = {r[0] for r in recs}
+        lost = sorted(o for o, _ in latest.values() if o not in at)
+        assert not lost, f"round {rnd}: latest records lost at offsets {lost[:5]} (log start {low})"
+        leftovers = [p.name for p in (broker.data_dir / f"{topic}-0").rglob("*") if "swap" in p.name]
+        assert not leftovers, f"round {rnd}: swap files left after recovery: {leftovers}"
+
+    recs, _ = wait_compacted(broker.address, topic, N_KEYS)
+    check_latest_kept(recs, {k: v for k, v in latest.items() if k.startswith(b"key-")})
+
+
+@pytest.mark.timeout(120)
+def test_each_partition_is_compacted_on_its_own(broker, topic):
+    """Three partitions, keys spread by the partitioner: every partition ends with its own
+    keys' latest values, and no key shows up in a partition it was not produced to."""
+    admin = admin_for(broker)
+    admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1, config=compact_config())],
+                        operation_timeout=10)[topic].result(timeout=15)
+    msgs = keyed_messages(30, N_VALUES, "parts")
+    reports = produce_all(broker.address, topic, msgs, CK_SMALL_BATCHES)
+    assert not [r for r in reports if r[1] is not None], [r for r in reports if r[1] is not None][:5]
+    where = {}
+    for i, _, p, o in reports:
+        where.setdefault(msgs[i]["key"], {"partition": p})["latest"] = max(o, where.get(msgs[i]["key"], {}).get("latest", -1))
+        assert where[msgs[i]["key"]]["partition"] == p, "a key went to two partitions"
+    assert len({w["partition"] for w in where.values()}) == 3, "30 keys did not reach all 3 partitions"
+    for p in range(3):
+        filler = filler_messages(FILLER_PER_SEGMENT * 3, f"parts-p{p}")
+        for m in filler:
+            m["partition"] = p
+        assert all(r[1] is None for r in produce_all(broker.address, topic, filler, CK_SMALL_BATCHES))
+
+    latest_value = {}
+    for m in msgs:
+        latest_value[m["key"]] = m["value"]
+
+    def all_compacted():
+        got, errors, _ = consume_all(broker.address, topic, timeout=20)
+        assert not errors, [str(e) for e in errors]
+        keyed = [(m.key(), m.partition(), m.offset(), m.value()) for m in got if m.key().startswith(b"key-")]
+        return len(keyed) == len(where) and len({k for k, _, _, _ in keyed}) == len(where) and keyed
+
+    keyed = wait_until(all_compacted, COMPACT_WAIT_S, interval=0.5, what="every partition compacted")
+    for key, p, off, value in keyed:
+        assert (p, off) == (where[key]["partition"], where[key]["latest"]), (key, p, off, where[key])
+        assert value == latest_value[key], key
+
+
+@pytest.mark.timeout(120)
+def test_tombstone_kept_through_a_restart_until_its_delete_horizon(broker, topic):
+    """The delete horizon a pass gives a tombstone (KIP-534: written into the batch) is
+    on disk: right after a clean restart the tombstone is still there, the key's older
+    values still gone, and the tombstone still goes once delete.retention.ms (5 s) passes."""
+    admin = admin_for(broker)
+    create_topic(admin, topic, compact_config(**{"delete.retention.ms": "5000"}))
+    msgs = keyed_messages(N_KEYS, 2, "tomb-restart")
+    doomed = b"key-000"
+    offsets = produce_ok(broker.address, topic, msgs + [{"key": doomed, "value": None}])
+    tomb_offset = offsets[-1]
+    seal_keyed_data(broker, topic, "tomb-restart")
+    recs, _ = wait_compacted(broker.address, topic, N_KEYS)
+    first_seen = time.monotonic()
+    assert [(r[0], r[2]) for r in recs if r[1] == doomed] == [(tomb_offset, None)]
+    time.sleep(1.2)  # flushed
+
+    broker.restart()
+    recs, _ = read_log_when_up(broker.address, topic)
+    if time.monotonic() - first_seen < 4.0:
+        assert [(r[0], r[2]) for r in recs if r[1] == doomed] == [(tomb_offset, None)], \
+            "the tombstone went (or the old values came back) across the restart"
+
+    extra = {"n": 0}
+
+    def tombstone_gone():
+        extra["n"] += 1
+        produce_ok(broker.address, topic, filler_messages(FILLER_PER_SEGMENT, f"tomb-restart-{extra['n']}"))
+        recs, _ = read_log(broker.address, topic)
+        return all(r[1] != doomed for r in recs)
+
+    wait_until(tombstone_gone, 40, interval=1.0, what="the tombstone removed after the restart")
+    assert time.monotonic() - first_seen >= 4.0, "tombstone went before delete.retention.ms=5000"
+
+
+def test_delete_records_refused_on_a_compact_only_topic(broker, topic):
+    """Kafka refuses DeleteRecords on a topic whose cleanup.policy lacks delete
+    (Partition.deleteRecordsOnLeader: POLICY_VIOLATION); with compact,delete it works."""
+    admin = admin_for(broker)
+    from confluent_kafka import KafkaException
+    both = f"{topic}-cd"
+    create_topic(admin, topic, compact_config())
+    create_topic(admin, both, compact_config(**{"cleanup.policy": "compact,delete"}))
+    for t in (topic, both):
+        produce_ok(broker.address, t, [{"key": b"k%d" % i, "value": b"v"} for i in range(10)])
+
+    (fut,) = admin.delete_records([TopicPartition(topic, 0, 5)], request_timeout=10).values()
+    with pytest.raises(KafkaException) as ei:
+        fut.result(timeout=15)
+    assert ei.value.args[0].code() == KafkaError.POLICY_VIOLATION, ei.value
+    assert watermarks(broker.address, topic) == (0, 10)
+
+    (fut,) = admin.delete_records([TopicPartition(both, 0, 5)], request_timeout=10).values()
+    assert fut.result(timeout=15).low_watermark == 5
+    assert watermarks(broker.address, both) == (5, 10)
+
+
+@pytest.mark.timeout(120)
+def test_keyless_records_written_before_the_switch_to_compact_are_cleaned_away(broker, topic):
+    """Keyless records written while the topic was delete-policy cannot be compacted by
+    key; Kafka's cleaner drops them (LogCleaner.shouldRetainRecord: no key, not kept)
+    rather than failing, and compacts the keyed records around them."""
+    admin = admin_for(broker)
+    create_topic(admin, topic, compact_config(**{"cleanup.policy": "delete", "retention.ms": "-1"}))
+    msgs = keyed_messages(N_KEYS, N_VALUES, "keyless-switch")
+    for i in range(0, len(msgs), 7):
+        msgs[i] = {"key": None, "value": b"keyless %d" % i, "headers": None, "timestamp": None}
+    offsets = produce_ok(broker.address, topic, msgs)
+    filler, filler_offsets = seal_keyed_data(broker, topic, "keyless-switch")
+    res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([res], request_timeout=10)[res].result(timeout=15)
+
+    keyed = [(m, o) for m, o in zip(msgs, offsets) if m["key"] is not None]
+    latest = latest_by_key([m for m, _ in keyed], [o for _, o in keyed])
+
+    def cleaned():
+        recs, _ = read_log(broker.address, topic)
+        counts = keyed_counts(recs)
+        return len(counts) == len(latest) and set(counts.values()) == {1} and recs
+
+    recs = wait_until(cleaned, COMPACT_WAIT_S, interval=0.5, what="the switched topic compacted")
+    check_latest_kept(recs, latest)
+    check_all_kept(recs, filler, filler_offsets)
+    keyless_left = [r[0] for r in recs if r[1] is None]
+    assert not keyless_left, f"keyless records kept by the cleaner at offsets {keyless_left}"
