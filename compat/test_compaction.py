@@ -880,3 +880,56 @@ def test_keyless_records_written_before_the_switch_to_compact_are_cleaned_away(b
     check_all_kept(recs, filler, filler_offsets)
     keyless_left = [r[0] for r in recs if r[1] is None]
     assert not keyless_left, f"keyless records kept by the cleaner at offsets {keyless_left}"
+
+
+def partition_state(cluster, topic: str, via=None) -> tuple[int, list[int]]:
+    """(leader, in-sync replicas) of partition 0 as one broker's metadata has it."""
+    p = cluster.metadata(via, topic).topics[topic].partitions[0]
+    return p.leader, sorted(p.isrs)
+
+
+@pytest.mark.timeout(240)
+def test_a_replica_rebuilt_from_a_compacted_leader_serves_the_same_log(tmp_path, topic):
+    """Three brokers, replication factor 3. After the leader has compacted, one follower
+    loses its copy of the partition (kill -9, directory removed) and fetches it all again
+    from offset 0, across the leader's holes; once it is back in the ISR the two others
+    are stopped, it leads, and it serves the same records at the same offsets."""
+    from test_cluster import Cluster
+    cluster = Cluster(tmp_path, extra_args=["--log-cleaner-backoff-ms", "200", "--replica-lag-time-max-ms", "2000"])
+    try:
+        cluster.start()
+        cluster.create_topic(topic, 1, 3, compact_config())
+        wait_until(lambda: len(partition_state(cluster, topic)[1]) == 3, 20, what="3 in-sync replicas")
+        msgs = keyed_messages(N_KEYS, N_VALUES, "replica")
+        offsets = produce_ok(cluster.bootstrap(), topic, msgs, {"acks": "all"})
+        filler = filler_messages(FILLER_PER_SEGMENT * 3, "replica")
+        filler_offsets = produce_ok(cluster.bootstrap(), topic, filler, {"acks": "all"})
+        before, wm = wait_compacted(cluster.bootstrap(), topic, N_KEYS)
+        check_latest_kept(before, latest_by_key(msgs, offsets))
+
+        leader = partition_state(cluster, topic)[0]
+        rebuilt = next(n for n in cluster.brokers if n != leader)
+        b = cluster.brokers[rebuilt]
+        b.kill9()
+        import shutil
+        shutil.rmtree(b.data_dir / f"{topic}-0")
+        b.start()
+        wait_until(lambda: partition_state(cluster, topic, via=b)[1] == [1, 2, 3], 40,
+                   what=f"broker {rebuilt} back in the ISR after fetching the compacted log")
+
+        for n, other in cluster.brokers.items():
+            if n != rebuilt:
+                other.stop()
+        wait_until(lambda: partition_state(cluster, topic, via=b)[0] == rebuilt, 30,
+                   what=f"broker {rebuilt} leading")
+
+        def same_high_watermark():
+            return watermarks(b.address, topic)[1] == wm[1]
+
+        wait_until(same_high_watermark, 20, what="the rebuilt leader's high watermark back at the old end")
+        after, wm_after = read_log(b.address, topic)
+        assert wm_after == wm, f"rebuilt replica's watermarks {wm_after}, the compacted leader's {wm}"
+        assert after == before, "the rebuilt replica serves a different log"
+        check_all_kept(after, filler, filler_offsets)
+    finally:
+        cluster.stop()
