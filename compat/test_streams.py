@@ -5,15 +5,16 @@ The library is Faust (faust-streaming, on aiokafka), run by streams_app.py in a 
 a count per key in a RocksDB-backed Table whose changelog topic Faust creates with
 cleanup.policy=compact, at-least-once (no transactions). The test:
 
-  1. produces phase 1 (a few keys, a different number of records each) to a keyed topic,
-  2. starts the app and waits until it has counted phase 1, its output topic holds the
-     counts and its group has committed the input offsets (so a restart will not re-read
-     phase 1: the counts must come back from the changelog, not from the input),
+  1. starts the app, produces phase 1 (a few keys, a different number of records each) to
+     its keyed input topic,
+  2. waits until it has counted phase 1, its output topic holds the counts and its group
+     has committed the input offsets (so a restart will not re-read phase 1: the counts
+     must come back from the changelog, not from the input),
   3. waits until the broker's log cleaner has compacted the changelog (small segments,
      --log-cleaner-backoff-ms 200): fewer records remain than the app wrote,
-  4. kill -9s the app, deletes its local state (the RocksDB directory), produces phase 2,
-  5. restarts the app and checks: the table it recovered from the changelog, before it
-     resumed the input, is exactly the phase 1 counts; it read none of phase 1 again; the
+  4. kill -9s the app and deletes its local state (the RocksDB directory),
+  5. restarts the app and checks: the table it recovered from the changelog is exactly the
+     phase 1 counts; after phase 2 is produced, it reads none of phase 1 again and the
      latest output per key is phase 1 + phase 2; the changelog topic is cleanup.policy=compact.
 """
 
@@ -115,6 +116,30 @@ def app_failed(app: JsonLinesProcess) -> str:
     return f"{app!r} events={app.raw_lines[-5:]}\nstderr tail:\n{app.stderr_tail(6000)}"
 
 
+def wait_recovered(app: JsonLinesProcess) -> dict[str, int]:
+    """Waits for the app's first rebalance to finish its recovery from the changelog and
+    returns the table it recovered, before any input is produced. (Input fetched while
+    Faust recovers is dropped when recovery completes, and the stream goes on past it:
+    faust-streaming issue #596 (open). Producing the input afterwards keeps the test
+    clear of that race.)"""
+    try:
+        wait_until(lambda: app.snapshot("recovered") or not app.alive(), STEP_TIMEOUT_S,
+                   what=f"{app.name} to recover its table")
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{app_failed(app)}") from None
+    assert app.alive(), f"app exited: {app_failed(app)}"
+    return app.snapshot("recovered")[0]["table"]
+
+
+def wait_counted(app: JsonLinesProcess, want: dict[str, int], what: str) -> None:
+    try:
+        wait_until(lambda: counted(app) == want or not app.alive(), STEP_TIMEOUT_S, what=what)
+    except AssertionError as e:
+        raise AssertionError(f"{e}; counted {counted(app)}, want {want}\n{app_failed(app)}") from None
+    assert app.alive(), f"app exited: {app_failed(app)}"
+    assert counted(app) == want
+
+
 @pytest.mark.timeout(300)
 def test_faust_count_per_key_recovers_from_compacted_changelog(broker, topic, tmp_path):
     addr = broker.address
@@ -126,20 +151,16 @@ def test_faust_count_per_key_recovers_from_compacted_changelog(broker, topic, tm
     args = {"broker": addr, "app_id": app_id, "input": src, "output": out, "datadir": str(datadir),
             "partitions": PARTITIONS, "changelog_configs": CHANGELOG_CONFIGS}
 
-    # -- phase 1: count, publish, commit
-    produce_keyed(addr, src, PHASE1, phase=1)
-    phase1_end = end_offsets(addr, src)
-    assert sum(phase1_end.values()) == sum(PHASE1.values())
-
+    # -- phase 1: count, publish, commit. Input is produced only once the app has finished
+    # its (empty) recovery: Faust drops input records it fetched while recovering (see
+    # wait_recovered).
     app1 = spawn_app(args, tmp_path, "app1")
     try:
-        try:
-            wait_until(lambda: counted(app1) == PHASE1 or not app1.alive(), STEP_TIMEOUT_S,
-                       what="the first run to count phase 1")
-        except AssertionError as e:
-            raise AssertionError(f"{e}; counted {counted(app1)}, want {PHASE1}\n{app_failed(app1)}") from None
-        assert app1.alive(), f"app exited: {app_failed(app1)}"
-        assert counted(app1) == PHASE1
+        assert wait_recovered(app1) == {}
+        produce_keyed(addr, src, PHASE1, phase=1)
+        phase1_end = end_offsets(addr, src)
+        assert sum(phase1_end.values()) == sum(PHASE1.values())
+        wait_counted(app1, PHASE1, "the first run to count phase 1")
         want1 = {k: str(v) for k, v in PHASE1.items()}
         wait_until(lambda: latest_per_key(addr, out) == want1, 30, interval=0.5,
                    what=f"the output topic to hold the phase 1 counts {want1}")
@@ -165,29 +186,18 @@ def test_faust_count_per_key_recovers_from_compacted_changelog(broker, topic, tm
     finally:
         app1.kill9()
 
-    # -- kill -9, lose the local state, more input while the app is down
+    # -- kill -9 (above), and lose the local state
     assert datadir.exists() and any(datadir.iterdir()), f"no local state under {datadir}"
     shutil.rmtree(datadir)
-    produce_keyed(addr, src, PHASE2, phase=2)
-    total = dict(Counter(PHASE1) + Counter(PHASE2))
 
     # -- phase 2: a fresh app instance must rebuild the table from the changelog
+    total = dict(Counter(PHASE1) + Counter(PHASE2))
     app2 = spawn_app(args, tmp_path, "app2")
     try:
-        try:
-            wait_until(lambda: counted(app2) == total or not app2.alive(), STEP_TIMEOUT_S,
-                       what="the restarted app to count phase 1 + phase 2")
-        except AssertionError as e:
-            raise AssertionError(f"{e}; counted {counted(app2)}, want {total}\n{app_failed(app2)}") from None
-        assert app2.alive(), f"app exited: {app_failed(app2)}"
-        assert counted(app2) == total
-
-        events = app2.snapshot()
-        first_count = next(i for i, e in enumerate(events) if e["ev"] == "count")
-        recovered = [e for e in events[:first_count] if e["ev"] == "recovered"]
-        assert recovered, f"no recovery reported before the first record: {events[:first_count + 1]}"
-        assert recovered[-1]["table"] == PHASE1, (
-            f"table recovered from the changelog {recovered[-1]['table']} != phase 1 counts {PHASE1}")
+        recovered = wait_recovered(app2)
+        assert recovered == PHASE1, f"table recovered from the changelog {recovered} != phase 1 counts {PHASE1}"
+        produce_keyed(addr, src, PHASE2, phase=2)
+        wait_counted(app2, total, "the restarted app to count phase 1 + phase 2")
         reread = [e for e in app2.snapshot("count") if e["o"] < phase1_end[e["p"]]]
         assert not reread, f"the restarted app re-read phase 1 input: {reread[:5]}"
 
