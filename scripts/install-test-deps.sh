@@ -29,7 +29,7 @@ fi
 # Reinstall whenever compat/requirements.txt changes (stamp = its checksum).
 req_sum=$(sha256sum compat/requirements.txt | cut -d' ' -f1)
 if [ "$(cat .venv/.compat-requirements.sha256 2>/dev/null)" != "$req_sum" ] ||
-   ! .venv/bin/python -c 'import confluent_kafka, kafka, aiokafka, pytest, pytest_timeout, snappy, lz4.frame, zstandard' 2>/dev/null; then
+   ! .venv/bin/python -c 'import confluent_kafka, kafka, aiokafka, faust, rocksdict, pytest, pytest_timeout, snappy, lz4.frame, zstandard' 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check -r compat/requirements.txt
   echo "$req_sum" > .venv/.compat-requirements.sha256
 fi
