@@ -70,3 +70,6 @@ TERN_BIN="$ROOT/target/release/tern" "$PY" bench/failover.py
 
 # Produce latency while the partition rolls segments (bench/roll.sh).
 bash bench/roll.sh "$ROOT/target/release/tern"
+
+# The log cleaner: throughput and produce latency beside it (bench/compaction.sh).
+bash bench/compaction.sh "$ROOT/target/release/tern"

@@ -153,12 +153,14 @@ define_metrics! {
     /// Time spent recompressing a produce request's batches to their topic's
     /// compression.type (its sum is the CPU recompression costs), by `topic`.
     Histogram(Seconds) PRODUCE_RECOMPRESSION_SECONDS = "tern_produce_recompression_seconds";
-    /// Log cleaner passes finished, by `topic`.
+    /// Log cleaner passes finished (each logs a line naming its partition).
     Counter(Count) LOG_CLEANER_PASSES_TOTAL = "tern_log_cleaner_passes_total";
-    /// Log cleaner passes that failed (the log is left as it was), by `topic`.
+    /// Log cleaner passes that failed (the log is left as it was; the broker log says why).
     Counter(Count) LOG_CLEANER_ERRORS_TOTAL = "tern_log_cleaner_errors_total";
     /// Bytes of log the cleaner read (to map keys and to rewrite segments).
     Counter(Bytes) LOG_CLEANER_READ_BYTES_TOTAL = "tern_log_cleaner_read_bytes_total";
+    /// Bytes of log the cleaner went through (the cleanable sections of its passes).
+    Counter(Bytes) LOG_CLEANER_CLEANED_BYTES_TOTAL = "tern_log_cleaner_cleaned_bytes_total";
     /// Bytes of cleaned segments the cleaner wrote.
     Counter(Bytes) LOG_CLEANER_WRITTEN_BYTES_TOTAL = "tern_log_cleaner_written_bytes_total";
     /// Records the cleaner removed: superseded by a later record of their key, expired

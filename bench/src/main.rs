@@ -1,6 +1,6 @@
 //! Drives a Kafka broker with librdkafka and prints throughput and latency.
 //!
-//! `produce`: as fast as possible, keyless, to all partitions of a topic.
+//! `produce`: as fast as possible, keyless (or over `--keys` keys), to all partitions of a topic.
 //! `consume`: read the topic back from the beginning (explicit assignment, no group).
 //! `latency`: produce at a fixed rate; report produce (ack) and end-to-end latency.
 
@@ -45,6 +45,10 @@ struct Args {
     /// (consumer start-up), not in the steady-state percentiles.
     #[arg(long, default_value_t = 2)]
     warmup_s: u64,
+    /// Produce with keys `k0`..`k<N-1>` in turn (a compacted topic needs keys); 0
+    /// sends no key.
+    #[arg(long, default_value_t = 0)]
+    keys: u64,
     /// Upper bound on the run, seconds.
     #[arg(long, default_value_t = 60)]
     timeout_s: u64,
@@ -93,6 +97,11 @@ fn percentile(sorted: &[u64], p: f64) -> f64 {
     sorted[i] as f64 / 1000.0
 }
 
+/// The key of the `n`th message under `--keys`.
+fn key_of(args: &Args, n: u64) -> Option<String> {
+    (args.keys > 0).then(|| format!("k{}", n % args.keys))
+}
+
 fn produce(args: &Args) {
     let producer = producer(args);
     let payload = vec![b'x'; args.size];
@@ -100,10 +109,15 @@ fn produce(args: &Args) {
     let start = Instant::now();
     let mut sent = 0u64;
     while sent < args.count && Instant::now() < deadline {
+        let key = key_of(args, sent);
         let record = BaseRecord::with_opaque_to(&args.topic, Box::new(now_us()))
             .payload(&payload)
             .partition((sent % args.partitions as u64) as i32);
-        match producer.send::<(), _>(record) {
+        let record = match &key {
+            Some(k) => record.key(k.as_str()),
+            None => record,
+        };
+        match producer.send::<str, _>(record) {
             Ok(()) => sent += 1,
             Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
                 producer.poll(Duration::from_millis(1));
@@ -193,10 +207,15 @@ fn latency(args: &Args) {
         if sent < args.count && Instant::now() >= next {
             payload[..8].copy_from_slice(&now_us().to_be_bytes());
             payload[8..16].copy_from_slice(&sent.to_be_bytes());
+            let key = key_of(args, sent);
             let record = BaseRecord::with_opaque_to(&args.topic, Box::new(now_us()))
                 .payload(&payload)
                 .partition((sent % args.partitions as u64) as i32);
-            if producer.send::<(), _>(record).is_ok() {
+            let record = match &key {
+                Some(k) => record.key(k.as_str()),
+                None => record,
+            };
+            if producer.send::<str, _>(record).is_ok() {
                 sent += 1;
                 next += interval;
             }

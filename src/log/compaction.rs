@@ -44,7 +44,10 @@ pub struct PassOutcome {
     /// The new cleaner checkpoint: the end of the section the map covered.
     pub end: i64,
     pub replaced: Vec<(i64, u64, u64)>,
+    /// Bytes read, both to map the dirty section and to rewrite the cleanable one.
     pub bytes_read: u64,
+    /// Bytes of log the pass cleaned: the cleanable section it went through.
+    pub bytes_cleaned: u64,
     pub bytes_written: u64,
     pub records_dropped: u64,
     pub keys_mapped: usize,
@@ -189,6 +192,7 @@ fn rewrite_segments(
         }
         throttle.pay(source.size);
         outcome.bytes_read += source.size;
+        outcome.bytes_cleaned += source.size;
     }
     Ok(())
 }

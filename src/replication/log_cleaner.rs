@@ -27,6 +27,17 @@ pub async fn run(
     if !config.enable {
         return;
     }
+    use crate::metrics as m;
+    for counter in [
+        m::LOG_CLEANER_PASSES_TOTAL,
+        m::LOG_CLEANER_ERRORS_TOTAL,
+        m::LOG_CLEANER_READ_BYTES_TOTAL,
+        m::LOG_CLEANER_CLEANED_BYTES_TOTAL,
+        m::LOG_CLEANER_WRITTEN_BYTES_TOTAL,
+        m::LOG_CLEANER_REMOVED_RECORDS_TOTAL,
+    ] {
+        metrics::counter!(counter).absolute(0);
+    }
     let busy = Arc::new(Mutex::new(HashSet::new()));
     let threads: Vec<_> = (0..config.threads)
         .map(|_| {
@@ -69,13 +80,11 @@ async fn cleaner_thread(
         })
         .await;
         busy.lock().remove(partition.id());
-        let topic = partition.id().topic.clone();
         match result {
             Ok(Ok(Some(outcome))) => report(&partition, &outcome, started),
             Ok(Ok(None)) => {}
             Ok(Err(error)) => {
-                metrics::counter!(crate::metrics::LOG_CLEANER_ERRORS_TOTAL, "topic" => topic)
-                    .increment(1);
+                metrics::counter!(crate::metrics::LOG_CLEANER_ERRORS_TOTAL).increment(1);
                 tracing::warn!(partition = %partition.id(), %error, "log cleaning failed; the log is left as it was");
                 // A failing log is not retried at once.
                 tokio::select! {
@@ -84,8 +93,7 @@ async fn cleaner_thread(
                 }
             }
             Err(error) => {
-                metrics::counter!(crate::metrics::LOG_CLEANER_ERRORS_TOTAL, "topic" => topic)
-                    .increment(1);
+                metrics::counter!(crate::metrics::LOG_CLEANER_ERRORS_TOTAL).increment(1);
                 tracing::error!(partition = %partition.id(), %error, "log cleaning panicked");
             }
         }
@@ -120,24 +128,25 @@ fn claim_dirtiest(
 fn report(partition: &Partition, outcome: &PassOutcome, started: Instant) {
     use crate::metrics as m;
     let elapsed = started.elapsed();
-    let topic = partition.id().topic.clone();
-    metrics::counter!(m::LOG_CLEANER_PASSES_TOTAL, "topic" => topic).increment(1);
+    metrics::counter!(m::LOG_CLEANER_PASSES_TOTAL).increment(1);
     metrics::counter!(m::LOG_CLEANER_READ_BYTES_TOTAL).increment(outcome.bytes_read);
+    metrics::counter!(m::LOG_CLEANER_CLEANED_BYTES_TOTAL).increment(outcome.bytes_cleaned);
     metrics::counter!(m::LOG_CLEANER_WRITTEN_BYTES_TOTAL).increment(outcome.bytes_written);
     metrics::counter!(m::LOG_CLEANER_REMOVED_RECORDS_TOTAL).increment(outcome.records_dropped);
     metrics::histogram!(m::LOG_CLEANER_PASS_SECONDS).record(elapsed.as_secs_f64());
     metrics::gauge!(m::LOG_CLEANER_LAST_PASS_TIMESTAMP_SECONDS).set(now_ms() as f64 / 1000.0);
-    let mb_per_s = outcome.bytes_read as f64 / 1e6 / elapsed.as_secs_f64().max(1e-6);
+    let mb_per_s = outcome.bytes_cleaned as f64 / 1e6 / elapsed.as_secs_f64().max(1e-6);
     tracing::info!(
         partition = %partition.id(),
         cleaned_up_to = outcome.end,
         keys = outcome.keys_mapped,
+        cleaned_bytes = outcome.bytes_cleaned,
         read_bytes = outcome.bytes_read,
         written_bytes = outcome.bytes_written,
         removed_records = outcome.records_dropped,
         segments_replaced = outcome.replaced.len(),
         elapsed_ms = elapsed.as_millis() as u64,
-        read_mb_per_s = format!("{mb_per_s:.1}"),
+        cleaned_mb_per_s = format!("{mb_per_s:.1}"),
         "log cleaner pass"
     );
 }

@@ -9,6 +9,9 @@ known traffic, shared by the whole session:
   consumer and by consumer group GROUP (kcat -G, which commits on close), then N_LATER more
   messages, so the group's lag is exactly N_LATER.
 - SEGMENTS (segment.bytes=1024): N_SEGMENTS one-message batches, so it rolls segments.
+- COMPACTED (cleanup.policy=compact, compression.type=gzip, segment.bytes=1024):
+  N_SEGMENTS uncompressed keyed one-message batches, recompressed to gzip on the way in;
+  the cleaner (backing off 200 ms here) runs at least one pass over it.
 - MINISR (min.insync.replicas=2, more than the one replica there is): one acks=all produce,
   refused with NOT_ENOUGH_REPLICAS (19), and the partition counts as under min ISR.
 - A fetch far past the end of ORDERS partition 0: OFFSET_OUT_OF_RANGE (1).
@@ -33,6 +36,7 @@ from opslib import (REPO, Prometheus, free_port, http_get, parse_exposition, run
 ORDERS = "ops-orders"
 SEGMENTS = "ops-segments"
 MINISR = "ops-minisr"
+COMPACTED = "ops-compacted"
 GROUP = "ops-group"
 ORDERS_PARTITIONS = 3
 OFFSETS_PARTITIONS = 5
@@ -44,7 +48,8 @@ RAW_CONNECTIONS = 3
 HTTP_TOPIC = "ops-http"
 HTTP_MESSAGES = 5
 
-BROKER_ARGS = (*tern_harness.GROUP_ARGS, "--offsets-topic-num-partitions", str(OFFSETS_PARTITIONS))
+BROKER_ARGS = (*tern_harness.GROUP_ARGS, "--offsets-topic-num-partitions", str(OFFSETS_PARTITIONS),
+               "--log-cleaner-backoff-ms", "200")
 # Requests whose non-waiting time exceeds 1 ms count as slow (tern_slow_requests_total),
 # so that series exists under the test's traffic. Only where the broker has the option.
 SLOW_REQUEST_ARGS = ("--slow-request-ms", "1")
@@ -140,6 +145,8 @@ def traffic(broker, prometheus):
         NewTopic(ORDERS, ORDERS_PARTITIONS, 1),
         NewTopic(SEGMENTS, 1, 1, config={"segment.bytes": "1024"}),
         NewTopic(MINISR, 1, 1, config={"min.insync.replicas": "2"}),
+        NewTopic(COMPACTED, 1, 1, config={"cleanup.policy": "compact", "segment.bytes": "1024",
+                                          "min.cleanable.dirty.ratio": "0.01", "compression.type": "gzip"}),
     ], operation_timeout=10, request_timeout=15)
     for name, f in futures.items():
         f.result(timeout=20)
@@ -166,6 +173,15 @@ def traffic(broker, prometheus):
     r = kcat(["-b", b, "-P", "-t", SEGMENTS, "-K", ":", "-X", "batch.num.messages=1", "-X", "linger.ms=0",
               "-X", "max.in.flight=1"], input=payloads(N_SEGMENTS))
     assert r.returncode == 0, r.stderr.decode()
+
+    # COMPACTED: keyed, uncompressed batches of one message each: recompressed to the
+    # topic's gzip on the way in, and the 1 KiB segments roll, so the cleaner has passes.
+    r = kcat(["-b", b, "-P", "-t", COMPACTED, "-K", ":", "-X", "batch.num.messages=1", "-X", "linger.ms=0",
+              "-X", "max.in.flight=1", "-X", "compression.codec=none"], input=payloads(N_SEGMENTS))
+    assert r.returncode == 0, r.stderr.decode()
+    facts["cleaner_passes"] = tern_harness.wait_until(
+        lambda: metric_sum(broker_metrics(broker), "tern_log_cleaner_passes_total") or None,
+        timeout=20, what="a log cleaner pass over the compacted topic")
 
     # MINISR: acks=all is refused (NOT_ENOUGH_REPLICAS); no retries, so one error.
     r = kcat(["-b", b, "-P", "-t", MINISR, "-X", "acks=all", "-X", "retries=0", "-X", "message.timeout.ms=5000"],
