@@ -582,3 +582,101 @@ fn produce_multiple_partitions_and_topics_in_one_request() {
         assert_eq!(total, 3, "Produce v{v}: one response per partition");
     }
 }
+
+#[test]
+fn produce_of_keyless_records_to_a_compacted_topic_is_refused_with_kafkas_record_errors() {
+    let ctx = Ctx::new();
+    let t = ctx.topic("pkeyless", 1, &[("cleanup.policy", "compact")]);
+    let mut c = ctx.client();
+    let each = format!(
+        "Compacted topic cannot accept message without key in topic partition {}-0.",
+        t.name
+    );
+    for v in ctx.versions_req(ApiKey::Produce, 3, 13) {
+        let records = vec![
+            Rec::kv(b"k", b"1"),
+            Rec::value(b"no key"),
+            Rec::value(b"none"),
+        ];
+        let pr = produce(
+            &mut c,
+            v,
+            &t,
+            0,
+            encode_batch(&BatchSpec::new(now_ms(), records)),
+        );
+        assert_code!(
+            pr.error_code,
+            INVALID_RECORD,
+            "Produce v{v}: keyless records"
+        );
+        assert_eq!(pr.base_offset, -1, "Produce v{v}");
+        if v >= 8 {
+            let errors: Vec<(i32, Option<String>)> = pr
+                .record_errors
+                .iter()
+                .map(|e| {
+                    let message = e.batch_index_error_message.as_ref().map(|m| m.to_string());
+                    (e.batch_index, message)
+                })
+                .collect();
+            assert_eq!(
+                errors,
+                vec![(1, Some(each.clone())), (2, Some(each.clone()))],
+                "Produce v{v}: one record error per keyless record"
+            );
+            let expected = format!(
+                "One or more records have been rejected due to 2 record errors in total, and only \
+                 showing the first three errors at most: [RecordError(batchIndex=1, message='{each}'), \
+                 RecordError(batchIndex=2, message='{each}')]"
+            );
+            assert_eq!(
+                pr.error_message.as_ref().map(|m| m.to_string()),
+                Some(expected),
+                "Produce v{v}: Kafka's processRecordErrors message"
+            );
+        }
+    }
+    assert_eq!(
+        offset_for(&ctx, &mut c, &t.name, 0, LATEST),
+        0,
+        "nothing of a refused batch was appended"
+    );
+    let keyed = encode_batch(&BatchSpec::new(now_ms(), vec![Rec::kv(b"k", b"1")]));
+    assert_eq!(produce_ok(&ctx, &mut c, &t, 0, keyed), 0);
+}
+
+#[test]
+fn a_topic_compression_type_recompresses_what_producers_send() {
+    let ctx = Ctx::new();
+    let zstd = ctx.topic("pzstd", 1, &[("compression.type", "zstd")]);
+    let producer = ctx.topic("pproducer", 1, &[]);
+    let mut c = ctx.client();
+    for t in [&zstd, &producer] {
+        assert_eq!(produce_ok(&ctx, &mut c, t, 0, batch_of(3, now_ms())), 0);
+    }
+    let v = ctx.max_version(ApiKey::Fetch);
+    let stored = |t: &Topic, c: &mut crate::client::Client| {
+        let batches = batches_of(v, &fetch(c, v, t, 0, FetchOpts::at(0)));
+        assert_eq!(batches.len(), 1, "{}: one batch", t.name);
+        let b = &batches[0];
+        assert!(b.crc_ok, "{}: CRC of the stored batch", t.name);
+        assert_eq!(
+            (b.base_offset, b.last_offset_delta, b.record_count),
+            (0, 2, 3),
+            "{}: offsets and count kept",
+            t.name
+        );
+        b.attributes & 0x07
+    };
+    assert_eq!(
+        stored(&zstd, &mut c),
+        4,
+        "compression.type=zstd stores zstd"
+    );
+    assert_eq!(
+        stored(&producer, &mut c),
+        0,
+        "producer keeps the batch as sent"
+    );
+}
