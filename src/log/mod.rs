@@ -11,10 +11,13 @@
 //!     log-start-offset                written by DeleteRecords
 //!     leader-epoch-checkpoint         epoch -> start offset, Kafka's format (epochs.rs)
 //!     *.deleted                       taken out by a truncation, not unlinked yet
+//!     cleaner-offset-checkpoint       a compacted log's clean/dirty boundary (compaction.rs)
+//!     cleaning/, *.swap               a cleaning pass in progress (compaction.rs)
 //! ```
 //!
-//! Invariants: offsets in the log are contiguous from the first segment's base to the
-//! log end offset; no reader is ever handed bytes past a segment's committed size; no
+//! Invariants: offsets only grow from the first segment's base to the log end offset,
+//! and each segment's offsets lie below the next segment's base (a compacted log has
+//! gaps where the cleaner dropped records, never reordered or reused offsets); no reader is ever handed bytes past a segment's committed size; no
 //! file is shortened, and no byte rewritten, under a view a reader may still hold.
 //!
 //! A leader appends producers' batches ([`Log::append`]: offsets and epoch assigned
