@@ -589,6 +589,25 @@ mod tests {
     }
 
     #[test]
+    fn control_batches_are_kept_and_map_nothing() {
+        let mut control = batch_at(5, 1_000, &[keyed("marker", Some("commit"), 0)]);
+        let attributes = 1i16 << 5;
+        control[21..23].copy_from_slice(&attributes.to_be_bytes());
+        let crc = crc32c::crc32c(&control[21..]);
+        control[17..21].copy_from_slice(&crc.to_be_bytes());
+        let header = BatchHeader::parse_checked(&control).expect("valid");
+        assert!(header.is_control());
+        let later = batch_at(9, 2_000, &[keyed("marker", Some("data"), 0)]);
+        let map = map_of(&[&control, &later]);
+        assert_eq!(map.len(), 1, "only the data batch's key is mapped");
+        assert_eq!(
+            clean_batch(&header, &map, NO_TOMBSTONE_EXPIRY).expect("ok"),
+            Cleaned::Unchanged
+        );
+        assert_eq!(keyless_records(&header).expect("ok"), Vec::<usize>::new());
+    }
+
+    #[test]
     fn the_map_counts_its_room() {
         let map = OffsetMap::with_memory(OFFSET_MAP_ENTRY_BYTES * 3);
         assert!(map.has_room_for(3));
