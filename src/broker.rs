@@ -721,7 +721,7 @@ async fn run_retention(
             _ = shutdown.cancelled() => return,
             _ = ticker.tick() => {
                 let replicas = Arc::clone(&replicas);
-                let _ = tokio::task::spawn_blocking(move || replicas.apply_retention()).await;
+                let _ = tokio::task::spawn_blocking(move || replicas.apply_retention(false)).await;
             }
         }
     }

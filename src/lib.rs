@@ -28,6 +28,7 @@ pub mod group;
 pub mod replication;
 pub mod cluster;
 pub mod log;
+pub mod archive;
 pub mod client;
 pub mod cli;
 pub mod metrics;

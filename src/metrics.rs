@@ -67,6 +67,11 @@ define_metrics! {
     Counter(Count) SLOW_REQUESTS_TOTAL = "tern_slow_requests_total";
     /// Per-partition error codes returned, by `api` and `error` (the Kafka error name).
     Counter(Count) PARTITION_ERRORS_TOTAL = "tern_partition_errors_total";
+    /// Log segments retention deleted before the archive had them, by `topic`.
+    ///
+    /// Only for topics with `archive.enable`: the disk fell below
+    /// --archive-min-free-bytes, or `archive.on.failure=delete` and the archive failed.
+    Counter(Count) ARCHIVE_SKIPPED_SEGMENTS_TOTAL = "tern_archive_skipped_segments_total";
     /// Kafka client connections currently open.
     Gauge(Count) CONNECTIONS = "tern_connections";
     /// Kafka client connections accepted since start.

@@ -440,6 +440,9 @@ impl TopicDefaults {
             retention_ms: self.parse_or(overrides, "retention.ms", builtin.retention_ms),
             retention_bytes: self.parse_or(overrides, "retention.bytes", builtin.retention_bytes),
             producer_id_expiration_ms: builtin.producer_id_expiration_ms,
+            // `archive.enable` / `archive.on.failure` are not topic configs yet (issue 14).
+            archive: builtin.archive,
+            archive_failure_deletes: builtin.archive_failure_deletes,
             max_message_bytes: self.parse_or(
                 overrides,
                 "max.message.bytes",

@@ -289,6 +289,8 @@ pub struct RecordView<'a> {
     pub timestamp: i64,
     pub key: Option<&'a [u8]>,
     pub value: Option<&'a [u8]>,
+    /// Header keys (UTF-8 by Kafka's contract, not checked here) and values.
+    pub headers: Vec<(&'a [u8], Option<&'a [u8]>)>,
 }
 
 fn read_bytes<'a>(buf: &'a [u8], at: &mut usize) -> Option<Option<&'a [u8]>> {
@@ -337,11 +339,21 @@ impl<'a> BatchHeader<'a> {
             cursor += n;
             let key = read_bytes(record, &mut cursor)?;
             let value = read_bytes(record, &mut cursor)?;
+            let (count, n) = read_varint(record.get(cursor..)?)?;
+            cursor += n;
+            // No capacity from the claimed count: each header takes at least two
+            // bytes of the record, so the vector grows only as bytes are there.
+            let mut headers = Vec::new();
+            for _ in 0..count.max(0) {
+                let name = read_bytes(record, &mut cursor)??;
+                headers.push((name, read_bytes(record, &mut cursor)?));
+            }
             out.push(RecordView {
                 offset: self.base_offset() + offset_delta,
                 timestamp: self.base_timestamp() + timestamp_delta,
                 key,
                 value,
+                headers,
             });
             at = end;
         }
@@ -534,7 +546,8 @@ mod record_tests {
                 offset: 10,
                 timestamp: 103,
                 key: Some(b"k"),
-                value: Some(b"v")
+                value: Some(b"v"),
+                headers: Vec::new(),
             }
         );
         assert_eq!(
@@ -543,7 +556,8 @@ mod record_tests {
                 offset: 11,
                 timestamp: 104,
                 key: Some(b"gone"),
-                value: None
+                value: None,
+                headers: vec![(b"h".as_slice(), Some(b"x".as_slice()))],
             }
         );
     }

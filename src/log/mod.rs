@@ -87,6 +87,68 @@ pub struct LogConfig {
     /// The topic's `compression.type` when it is not `producer`: batches in another
     /// codec are recompressed to it on the way in. `(codec, level)`.
     pub compression: Option<(i16, Option<u32>)>,
+    /// `archive.enable`: retention hands each segment to the archive before deleting
+    /// it, and waits while the archive does not have it (see [`ArchiveGate`]).
+    pub archive: bool,
+    /// `archive.on.failure=delete`: after a failed export retention goes on without
+    /// the archive instead of waiting for it.
+    pub archive_failure_deletes: bool,
+}
+
+/// How far retention may go in a log whose topic archives (`archive.enable`). Set by
+/// the archiver from the archive's manifest, which every replica reads: a follower
+/// that became leader must still hold whatever the archive lacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ArchiveGate {
+    /// The archive's progress is not known yet (just opened, the store not read):
+    /// nothing may go.
+    #[default]
+    Unknown,
+    /// Everything below this offset is in the archive.
+    Below(i64),
+    /// The last export failed and the topic says `archive.on.failure=delete`.
+    Failed(i64),
+}
+
+/// What one retention pass did.
+#[derive(Debug, Default)]
+pub struct Retention {
+    pub doomed: Doomed,
+    /// Expired segments kept because the archive does not hold them yet.
+    pub held: usize,
+    /// Expired segments deleted without being archived (disk pressure, or
+    /// `archive.on.failure=delete` after a failed export).
+    pub unarchived: usize,
+}
+
+impl Retention {
+    /// The pass in numbers, for logs and metrics.
+    pub fn counts(&self) -> RetentionCounts {
+        RetentionCounts {
+            deleted: self.doomed.len(),
+            held: self.held,
+            unarchived: self.unarchived,
+        }
+    }
+}
+
+/// [`Retention`] without its segments.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RetentionCounts {
+    pub deleted: usize,
+    pub held: usize,
+    pub unarchived: usize,
+}
+
+/// The expired section of a log an archive has yet to take: `[from, end)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArchiveWork {
+    pub from: i64,
+    pub end: i64,
+    /// When the oldest of its segments expired (its newest record's time plus
+    /// `retention.ms`; the time retention would have deleted it), ms.
+    pub expired_since_ms: i64,
+    pub bytes: u64,
 }
 
 /// `cleanup.policy`: `delete` (retention by time and size), `compact` (keep the latest
@@ -144,6 +206,8 @@ impl Default for LogConfig {
             min_compaction_lag_ms: 0,
             max_compaction_lag_ms: i64::MAX,
             compression: None,
+            archive: false,
+            archive_failure_deletes: false,
         }
     }
 }
@@ -415,6 +479,8 @@ pub struct Log {
     /// The earliest delete horizon the last pass left (in memory only: after a restart
     /// the next pass for dirty data finds the tombstones).
     next_delete_horizon: Option<i64>,
+    /// How far the archive has this log (used only when the topic archives).
+    archive_gate: ArchiveGate,
 }
 
 const LOG_START_FILE: &str = "log-start-offset";
@@ -486,6 +552,7 @@ impl Log {
             shape: Arc::new(Mutex::new(0)),
             cleaner_checkpoint,
             next_delete_horizon: None,
+            archive_gate: ArchiveGate::Unknown,
         };
         let log_end = log.log_end_offset();
         log.log_start_offset = log.log_start_offset.min(log_end);
@@ -1268,45 +1335,45 @@ impl Log {
     }
 
     /// Takes out segments past `retention.ms` or beyond `retention.bytes`, oldest first;
-    /// nothing unless `cleanup.policy` has `delete`.
-    pub fn apply_retention(&mut self, now_ms: i64) -> io::Result<Doomed> {
+    /// nothing unless `cleanup.policy` has `delete`. A topic that archives keeps each
+    /// segment until the archive has it, unless `disk_low` (the data directory is
+    /// nearly full: the disk wins over the archive).
+    pub fn apply_retention(&mut self, now_ms: i64, disk_low: bool) -> io::Result<Retention> {
         self.producers
             .expire(now_ms, self.config.producer_id_expiration_ms);
         if !self.config.cleanup.delete {
-            return Ok(Doomed::default());
+            return Ok(Retention::default());
         }
-        let retention_ms = self.config.retention_ms;
-        let expired = |s: &Segment| {
-            retention_ms >= 0 && s.max_timestamp() >= 0 && s.max_timestamp() < now_ms - retention_ms
-        };
         // An expired active segment is rolled so that it can go too.
-        if self.active().is_some_and(|a| !a.is_empty() && expired(a)) {
+        if self
+            .active()
+            .is_some_and(|a| !a.is_empty() && self.expired(a, now_ms))
+        {
             self.roll(0)?;
         }
-        let mut excess = if self.config.retention_bytes >= 0 {
-            self.size_bytes() as i64 - self.config.retention_bytes
-        } else {
-            0
+        let expired = self.expired_prefix(now_ms);
+        let archived_below = match self.archive_gate {
+            ArchiveGate::Below(next) | ArchiveGate::Failed(next) => next,
+            ArchiveGate::Unknown => i64::MIN,
         };
+        let may_skip_archive = disk_low
+            || (self.config.archive_failure_deletes
+                && matches!(self.archive_gate, ArchiveGate::Failed(_)));
+        let mut retention = Retention::default();
         let mut doomed = Vec::new();
-        for (&base, segment) in self
-            .segments
-            .iter()
-            .rev()
-            .skip(1)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-        {
-            let too_big = excess > 0 && excess - segment.size() as i64 >= 0;
-            if expired(segment) || too_big {
-                excess -= segment.size() as i64;
-                doomed.push(base);
-            } else {
+        for &(base, end) in &expired {
+            let archived = !self.config.archive || end <= archived_below;
+            if !archived && !may_skip_archive {
+                // Oldest first: nothing after a held segment goes either.
+                retention.held = expired.len() - doomed.len();
                 break;
             }
+            if !archived {
+                retention.unarchived += 1;
+            }
+            doomed.push(base);
         }
-        let doomed = self.take_segments(&doomed);
+        retention.doomed = self.take_segments(&doomed);
         if let Some(&first) = self.segments.keys().next() {
             self.log_start_offset = self.log_start_offset.max(first);
         }
@@ -1315,7 +1382,90 @@ impl Log {
             AppendError::Io { source, .. } => source,
             other => io::Error::other(other),
         })?;
-        Ok(doomed)
+        Ok(retention)
+    }
+
+    fn expired(&self, segment: &Segment, now_ms: i64) -> bool {
+        let retention_ms = self.config.retention_ms;
+        retention_ms >= 0
+            && segment.max_timestamp() >= 0
+            && segment.max_timestamp() < now_ms - retention_ms
+    }
+
+    /// The oldest sealed segments retention would take now, as `(base, end)`: past
+    /// `retention.ms`, or beyond `retention.bytes`; the first one that is neither
+    /// ends the prefix.
+    fn expired_prefix(&self, now_ms: i64) -> Vec<(i64, i64)> {
+        let mut excess = if self.config.retention_bytes >= 0 {
+            self.size_bytes() as i64 - self.config.retention_bytes
+        } else {
+            0
+        };
+        let bases: Vec<i64> = self.segments.keys().copied().collect();
+        let mut out = Vec::new();
+        for pair in bases.windows(2) {
+            let Some(segment) = self.segments.get(&pair[0]) else {
+                break;
+            };
+            let too_big = excess > 0 && excess - segment.size() as i64 >= 0;
+            if !(self.expired(segment, now_ms) || too_big) {
+                break;
+            }
+            excess -= segment.size() as i64;
+            out.push((pair[0], pair[1]));
+        }
+        out
+    }
+
+    /// What the archive should take next: the expired segments from `archived_below`
+    /// (the manifest's next offset) on, no further than `upper` (the high watermark:
+    /// nothing a new leader could truncate is archived). `None` when there is nothing.
+    pub fn archive_work(
+        &self,
+        now_ms: i64,
+        archived_below: i64,
+        upper: i64,
+    ) -> Option<ArchiveWork> {
+        if !self.config.cleanup.delete {
+            return None;
+        }
+        let from = archived_below.max(self.log_start_offset);
+        let pending: Vec<(i64, i64)> = self
+            .expired_prefix(now_ms)
+            .into_iter()
+            .filter(|&(_, end)| end > from && end <= upper)
+            .collect();
+        let &(first, _) = pending.first()?;
+        let &(_, end) = pending.last()?;
+        let segment = self.segments.get(&first)?;
+        let expired_since_ms = if self.config.retention_ms >= 0 && self.expired(segment, now_ms) {
+            segment
+                .max_timestamp()
+                .saturating_add(self.config.retention_ms)
+        } else {
+            now_ms
+        };
+        let bytes = pending
+            .iter()
+            .filter_map(|(base, _)| self.segments.get(base))
+            .map(|s| s.size())
+            .sum();
+        Some(ArchiveWork {
+            from,
+            end,
+            expired_since_ms,
+            bytes,
+        })
+    }
+
+    /// Records how far the archive holds this log (the archiver's, after reading or
+    /// writing the manifest).
+    pub fn set_archive_gate(&mut self, gate: ArchiveGate) {
+        self.archive_gate = gate;
+    }
+
+    pub fn archive_gate(&self) -> ArchiveGate {
+        self.archive_gate
     }
 
     /// The segments a cleaning pass may rewrite, oldest first, each with the offset
@@ -1966,6 +2116,55 @@ mod tests {
     }
 
     #[test]
+    fn an_archived_topic_keeps_expired_segments_until_the_archive_has_them(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let mut log = fresh(dir.path())?;
+        let mut config = small_config();
+        config.retention_ms = 10;
+        config.archive = true;
+        log.set_config(config.clone());
+        for i in 0..40 {
+            log.append(&simple_batch(2, 1_000 + i), 0)?;
+        }
+        let segments = log.segment_count();
+        assert!(segments > 2);
+        // Before the manifest was read, nothing goes.
+        let r = log.apply_retention(1_000_000, false)?;
+        assert_eq!((r.counts().deleted, r.counts().unarchived), (0, 0));
+        assert!(r.held > 0);
+        assert_eq!(log.log_start_offset(), 0);
+        // Archived below an offset inside the log: exactly the segments ending at or
+        // below it go, oldest first.
+        let second_base = log.segments.keys().nth(1).copied().ok_or("segments")?;
+        log.set_archive_gate(ArchiveGate::Below(second_base));
+        let r = log.apply_retention(1_000_000, false)?;
+        assert_eq!(r.counts().deleted, 1);
+        assert_eq!(r.counts().unarchived, 0);
+        r.doomed.delete()?;
+        assert_eq!(log.log_start_offset(), second_base);
+        // A failed archive holds the rest while `archive.on.failure=wait`...
+        log.set_archive_gate(ArchiveGate::Failed(second_base));
+        let r = log.apply_retention(1_000_000, false)?;
+        assert_eq!(r.counts().deleted, 0);
+        // ...but a nearly full disk wins, and says how much went unarchived.
+        let r = log.apply_retention(1_000_000, true)?;
+        assert!(r.counts().deleted > 0);
+        assert_eq!(r.counts().unarchived, r.counts().deleted);
+        r.doomed.delete()?;
+        assert_eq!(log.log_start_offset(), log.log_end_offset());
+        // `archive.on.failure=delete` lets a failed archive's segments go.
+        config.archive_failure_deletes = true;
+        log.set_config(config);
+        for i in 0..40 {
+            log.append(&simple_batch(2, 1_000 + i), 0)?;
+        }
+        let r = log.apply_retention(1_000_000, false)?;
+        assert!(r.counts().unarchived > 0);
+        Ok(())
+    }
+
+    #[test]
     fn retention_by_size_and_time_advances_log_start() -> Result<(), Box<dyn std::error::Error>> {
         let dir = tempfile::tempdir()?;
         let mut log = fresh(dir.path())?;
@@ -1975,7 +2174,7 @@ mod tests {
         let mut config = small_config();
         config.retention_bytes = 2048;
         log.set_config(config.clone());
-        let doomed = log.apply_retention(0)?;
+        let doomed = log.apply_retention(0, false)?.doomed;
         assert!(!doomed.is_empty());
         doomed.delete()?;
         assert!(log.size_bytes() <= 2048 + 1024);
@@ -1984,7 +2183,7 @@ mod tests {
         config.retention_bytes = -1;
         config.retention_ms = 10;
         log.set_config(config);
-        log.apply_retention(1_000_000)?.delete()?;
+        log.apply_retention(1_000_000, false)?.doomed.delete()?;
         assert_eq!(
             log.log_start_offset(),
             log.log_end_offset(),

@@ -23,7 +23,8 @@ use crate::cluster::PartitionAssignment;
 use crate::log::cleaner::TombstonePolicy;
 use crate::log::compaction::{self, PassError, PassOutcome, PassSettings};
 use crate::log::{
-    AppendError, AppendInfo, CleanupPolicy, Dirtiness, Doomed, Log, LogConfig, OffsetOutOfRange,
+    AppendError, AppendInfo, ArchiveGate, ArchiveWork, CleanupPolicy, Dirtiness, Doomed, Log,
+    LogConfig, OffsetOutOfRange, RetentionCounts,
 };
 use crate::model::TopicPartition;
 
@@ -870,13 +871,30 @@ impl Partition {
         Ok(log_start)
     }
 
-    /// Removes segments past retention; returns how many. Blocking (file deletion):
-    /// call it off the async runtime.
-    pub fn apply_retention(&self, now_ms: i64) -> std::io::Result<usize> {
-        let doomed = self.log.lock().apply_retention(now_ms)?;
-        let count = doomed.len();
-        doomed.delete()?;
-        Ok(count)
+    /// Removes segments past retention (see [`Log::apply_retention`]). Blocking
+    /// (file deletion): call it off the async runtime.
+    pub fn apply_retention(&self, now_ms: i64, disk_low: bool) -> std::io::Result<RetentionCounts> {
+        let retention = self.log.lock().apply_retention(now_ms, disk_low)?;
+        let counts = retention.counts();
+        retention.doomed.delete()?;
+        Ok(counts)
+    }
+
+    /// The expired, committed section the archive has yet to take, given that it holds
+    /// everything below `archived_below`.
+    pub fn archive_work(&self, now_ms: i64, archived_below: i64) -> Option<ArchiveWork> {
+        let upper = self.high_watermark();
+        self.log.lock().archive_work(now_ms, archived_below, upper)
+    }
+
+    pub fn set_archive_gate(&self, gate: ArchiveGate) {
+        self.log.lock().set_archive_gate(gate);
+    }
+
+    /// Whether the topic archives, and whether a failed export lets retention go on.
+    pub fn archive_settings(&self) -> (bool, bool) {
+        let log = self.log.lock();
+        (log.config().archive, log.config().archive_failure_deletes)
     }
 
     /// The log's `cleanup.policy`.

@@ -22,7 +22,7 @@ use super::partition::Partition;
 use crate::cluster::broker_config::LOG_FLUSH_INTERVAL_MS;
 use crate::cluster::topic_config::{DynamicBrokerConfigs, TopicDefaults};
 use crate::cluster::{TopicAssignment, TopicSpec};
-use crate::log::{write_atomically, Log, OpenMode};
+use crate::log::{write_atomically, Log, OpenMode, RetentionCounts};
 use crate::model::{now_ms, TopicPartition};
 
 const CLEAN_SHUTDOWN_FILE: &str = ".clean-shutdown";
@@ -554,15 +554,13 @@ impl ReplicaManager {
         write_atomically(&self.data_dir.join(HIGH_WATERMARK_CHECKPOINT_FILE), &raw)
     }
 
-    /// Deletes expired segments in every partition.
-    pub fn apply_retention(&self) {
+    /// Deletes expired segments in every partition. `disk_low`: the data directory is
+    /// nearly full, and retention deletes what the archive does not have yet too.
+    pub fn apply_retention(&self, disk_low: bool) {
         let now = now_ms();
         for partition in self.all_partitions() {
-            match partition.apply_retention(now) {
-                Ok(0) => {}
-                Ok(deleted) => {
-                    tracing::info!(partition = %partition.id(), deleted, "retention deleted segments")
-                }
+            match partition.apply_retention(now, disk_low) {
+                Ok(counts) => log_retention(partition.id(), counts),
                 Err(error) => {
                     tracing::warn!(partition = %partition.id(), %error, "retention failed")
                 }
@@ -584,6 +582,25 @@ impl ReplicaManager {
             write_atomically(&self.data_dir.join(CLEAN_SHUTDOWN_FILE), b"")?;
         }
         Ok(())
+    }
+}
+
+fn log_retention(id: &TopicPartition, counts: RetentionCounts) {
+    let RetentionCounts {
+        deleted,
+        held,
+        unarchived,
+    } = counts;
+    if deleted > 0 {
+        tracing::info!(partition = %id, deleted, unarchived, "retention deleted segments");
+    }
+    if unarchived > 0 {
+        metrics::counter!(crate::metrics::ARCHIVE_SKIPPED_SEGMENTS_TOTAL, "topic" => id.topic.clone())
+            .increment(unarchived as u64);
+        tracing::warn!(partition = %id, unarchived, "retention deleted segments the archive does not have");
+    }
+    if held > 0 {
+        tracing::warn!(partition = %id, held, "retention waits for the archive: expired segments kept until they are archived");
     }
 }
 
@@ -647,7 +664,7 @@ mod tests {
                 crate::replication::Acks::Leader,
             )
             .map_err(io::Error::other)?;
-        replicas.apply_retention();
+        replicas.apply_retention(false);
         let (log_start, _, log_end) = partition.offsets();
         assert_eq!((log_start, log_end), (3, 3));
         assert!(replicas.set_dynamic_configs(DynamicBrokerConfigs::default()));
