@@ -106,7 +106,8 @@ pub enum ArchiveGate {
     Unknown,
     /// Everything below this offset is in the archive.
     Below(i64),
-    /// The last export failed and the topic says `archive.on.failure=delete`.
+    /// Everything below this offset is in the archive, and the last export failed:
+    /// retention goes past it only if the topic says `archive.on.failure=delete`.
     Failed(i64),
 }
 
