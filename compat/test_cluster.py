@@ -448,9 +448,14 @@ def test_a_broker_cut_off_from_etcd_stops_taking_writes_and_loses_its_partitions
         isolated = c.brokers[3]
         its_partitions = [p for p, l in c.leaders(topic).items() if l == 3]
         assert its_partitions, "broker 3 leads some partitions"
+        # __consumer_offsets may have been placed before broker 3 registered, and the
+        # controller's move of a share of it onto broker 3 may trail: wait for broker 3 to
+        # lead one of its partitions (a single read once found it leading none).
+        wait_until(lambda: 3 in c.leaders("__consumer_offsets").values(), 20,
+                   what="broker 3 to lead a __consumer_offsets partition")
         offsets_leaders = c.leaders("__consumer_offsets")
         group = next(g for g in (f"cut-group-{i}" for i in range(10000))
-                     if offsets_leaders[offsets_partition_of(g)] == 3)
+                     if offsets_leaders.get(offsets_partition_of(g)) == 3)
         # Broker 3 learns of the topic and of its coordinator role through its own etcd watch,
         # which may lag broker 1's view by a moment (Kafka's metadata cache lags the same way).
         wait_until(lambda: raw_offset_commit(isolated.address, group, topic, 0, 1) == 0, 10,
