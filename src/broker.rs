@@ -47,6 +47,8 @@ pub enum BrokerError {
     NoInterBrokerListener,
     #[error("loading topics: {0}")]
     Topics(#[from] TopicError),
+    #[error(transparent)]
+    Archive(#[from] crate::archive::ArchiveError),
 }
 
 /// A running broker.
@@ -256,7 +258,9 @@ impl Broker {
         let static_configs = config.static_broker_configs(&server.listeners);
         let access =
             crate::security::access::AccessControl::new(config.authorizer.clone(), store.acls());
+        let archive = Arc::new(crate::archive::Archive::open(config.archive.clone())?);
         let services = Arc::new(Services {
+            archive: Arc::clone(&archive),
             access,
             static_configs,
             node,
@@ -377,6 +381,12 @@ impl Broker {
         background.spawn(run_retention(
             Arc::clone(&replicas),
             config.retention_check_interval,
+            config.archive.min_free_bytes,
+            shutdown.clone(),
+        ));
+        background.spawn(crate::archive::export::run(
+            archive,
+            Arc::clone(&replicas),
             shutdown.clone(),
         ));
         background.spawn(crate::replication::log_cleaner::run(
@@ -709,9 +719,13 @@ fn replica_health(services: &Services) -> (usize, usize) {
     (under_replicated, offline)
 }
 
+/// Retention every `interval`. Below `min_free_bytes` free on the data directory's
+/// filesystem, an archived topic's expired segments go even if the archive lacks
+/// them: a full disk would stop every write of every topic.
 async fn run_retention(
     replicas: Arc<ReplicaManager>,
     interval: Duration,
+    min_free_bytes: u64,
     shutdown: CancellationToken,
 ) {
     let mut ticker = tokio::time::interval(interval);
@@ -721,7 +735,12 @@ async fn run_retention(
             _ = shutdown.cancelled() => return,
             _ = ticker.tick() => {
                 let replicas = Arc::clone(&replicas);
-                let _ = tokio::task::spawn_blocking(move || replicas.apply_retention(false)).await;
+                let _ = tokio::task::spawn_blocking(move || {
+                    let disk_low = crate::metrics::filesystem_usage(replicas.data_dir())
+                        .is_some_and(|(_, free)| free < min_free_bytes);
+                    replicas.apply_retention(disk_low)
+                })
+                .await;
             }
         }
     }

@@ -192,6 +192,32 @@ serve_args! {
     authorizer: String = "none".to_string(), "TERN_AUTHORIZER";
     /// Principals that pass every ACL check, `User:A;User:B` (super.users); a PLAINTEXT connection is `User:ANONYMOUS` [default: none]
     super_users: String = String::new(), "TERN_SUPER_USERS";
+    /// Broker default of the topic config archive.enable: write what retention would delete to the Parquet archive first [default: false]
+    archive_enable: bool = false, "TERN_ARCHIVE_ENABLE";
+    /// Broker default of the topic config archive.on.failure: wait (retention keeps what the archive lacks) or delete [default: wait]
+    archive_on_failure: String = "wait".to_string(), "TERN_ARCHIVE_ON_FAILURE";
+    /// Directory of the Parquet archive (topic=T/partition=P/date=D/*.parquet), when --archive-url is not given [default: <data-dir>/archive]
+    archive_dir: PathBuf = PathBuf::new(), "TERN_ARCHIVE_DIR";
+    /// S3-compatible archive instead of the directory, s3://BUCKET/PREFIX; credentials and region from the flags below or the usual AWS_* environment variables [default: none]
+    archive_url: String = String::new(), "TERN_ARCHIVE_URL";
+    /// Endpoint of an S3-compatible service other than AWS, http(s)://HOST:PORT (requests are path-style) [default: AWS, or AWS_ENDPOINT_URL]
+    archive_s3_endpoint: String = String::new(), "TERN_ARCHIVE_S3_ENDPOINT";
+    /// Region of the archive's bucket [default: AWS_REGION, else us-east-1]
+    archive_s3_region: String = String::new(), "TERN_ARCHIVE_S3_REGION";
+    /// Allow a plain-HTTP --archive-s3-endpoint [default: false]
+    archive_s3_allow_http: bool = false, "TERN_ARCHIVE_S3_ALLOW_HTTP";
+    /// Access key id for the archive's bucket [default: AWS_ACCESS_KEY_ID]
+    archive_s3_access_key_id: String = String::new(), "TERN_ARCHIVE_S3_ACCESS_KEY_ID";
+    /// Secret access key for the archive's bucket (prefer the environment variable to a flag) [default: AWS_SECRET_ACCESS_KEY]
+    archive_s3_secret_access_key: String = String::new(), "TERN_ARCHIVE_S3_SECRET_ACCESS_KEY";
+    /// How often the archiver looks for expired segments the archive lacks, ms [default: 10000]
+    archive_interval_ms: u64 = 10_000, "TERN_ARCHIVE_INTERVAL_MS";
+    /// Most bytes of record data one archive object is built from: the export's memory [default: 67108864]
+    archive_memory_bytes: u64 = 64 * 1024 * 1024, "TERN_ARCHIVE_MEMORY_BYTES";
+    /// Bytes of log per second the archiver may read; 0 for no limit [default: 0]
+    archive_io_max_bytes_per_second: f64 = 0.0, "TERN_ARCHIVE_IO_MAX_BYTES_PER_SECOND";
+    /// Below this many free bytes on the data directory's filesystem, retention deletes expired segments the archive lacks too (a full disk would stop every write) [default: 1073741824]
+    archive_min_free_bytes: u64 = 1 << 30, "TERN_ARCHIVE_MIN_FREE_BYTES";
     /// Log format: text or json [default: text]
     log_format: String = "text".to_string(), "TERN_LOG_FORMAT";
 }
@@ -228,6 +254,8 @@ pub struct Config {
     pub operator_set: BTreeSet<&'static str>,
     /// `--authorizer` and `--super-users`.
     pub authorizer: crate::security::access::AuthorizerConfig,
+    /// `--archive-*`: where the Parquet archive goes and how the export runs.
+    pub archive: crate::archive::ArchiveConfig,
 }
 
 /// How the HTTP API listener is secured.
@@ -467,6 +495,7 @@ impl Config {
         let a = args.or(file);
         let set_fields = a.set_fields();
         let cleaner = cleaner_config(&a)?;
+        let archive = archive_config(&a)?;
         let listen = a.listen.unwrap_or_else(defaults::listen);
         let advertise = a.advertise.clone().filter(|s| !s.is_empty());
         let mut listeners = listener_configs(&a, listen)?;
@@ -556,6 +585,8 @@ impl Config {
             ("segment.index.bytes", (10 * 1024 * 1024).to_string()),
             ("segment.ms", defaults::log_roll_ms().to_string()),
             ("unclean.leader.election.enable", "false".to_string()),
+            ("archive.enable", "false".to_string()),
+            ("archive.on.failure", "wait".to_string()),
         ];
         let overrides: BTreeMap<String, String> = operator_set
             .iter()
@@ -643,6 +674,7 @@ impl Config {
             http_security,
             operator_set: set_fields,
             authorizer: authorizer_config(a.authorizer.as_deref(), a.super_users.as_deref())?,
+            archive,
             groups: GroupsConfig {
                 coordinator: crate::group::coordinator::CoordinatorConfig {
                     limits: crate::group::state::GroupLimits {
@@ -999,10 +1031,62 @@ fn cleaner_config(a: &ServeArgs) -> Result<CleanerConfig, ConfigError> {
     })
 }
 
+/// `--archive-*`: the directory (under the data dir by default) or the S3 bucket.
+fn archive_config(a: &ServeArgs) -> Result<crate::archive::ArchiveConfig, ConfigError> {
+    use crate::archive::{ArchiveConfig, Target};
+    let set = |v: &Option<String>| v.clone().filter(|s| !s.trim().is_empty());
+    let target = match set(&a.archive_url) {
+        Some(url) => {
+            let mut s3 = Target::parse_s3_url(url.trim()).map_err(|e| ConfigError::Invalid {
+                name: "archive_url",
+                reason: e.to_string(),
+            })?;
+            s3.endpoint = set(&a.archive_s3_endpoint);
+            s3.region = set(&a.archive_s3_region);
+            s3.allow_http = a.archive_s3_allow_http.unwrap_or(false);
+            s3.access_key_id = set(&a.archive_s3_access_key_id);
+            s3.secret_access_key = set(&a.archive_s3_secret_access_key);
+            Target::S3(s3)
+        }
+        None => Target::Dir(
+            a.archive_dir
+                .clone()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or_else(|| {
+                    a.data_dir
+                        .clone()
+                        .unwrap_or_else(defaults::data_dir)
+                        .join("archive")
+                }),
+        ),
+    };
+    let rate = a
+        .archive_io_max_bytes_per_second
+        .unwrap_or_else(defaults::archive_io_max_bytes_per_second);
+    Ok(ArchiveConfig {
+        target,
+        interval: Duration::from_millis(
+            a.archive_interval_ms
+                .unwrap_or_else(defaults::archive_interval_ms)
+                .max(10),
+        ),
+        memory_bytes: a
+            .archive_memory_bytes
+            .unwrap_or_else(defaults::archive_memory_bytes)
+            .max(1024),
+        io_max_bytes_per_second: (rate > 0.0).then_some(rate),
+        min_free_bytes: a
+            .archive_min_free_bytes
+            .unwrap_or_else(defaults::archive_min_free_bytes),
+    })
+}
+
 /// Topic-config defaults the operator set explicitly, by topic config name.
 fn topic_overrides(a: &ServeArgs) -> BTreeMap<&'static str, String> {
     let mut out = BTreeMap::new();
-    let pairs: [(&'static str, Option<String>); 6] = [
+    let pairs: [(&'static str, Option<String>); 8] = [
+        ("archive.enable", a.archive_enable.map(|v| v.to_string())),
+        ("archive.on.failure", a.archive_on_failure.clone()),
         (
             "flush.messages",
             a.log_flush_interval_messages.map(|v| v.to_string()),

@@ -686,7 +686,7 @@ mod seeds {
             .map(|i| TestRecord {
                 key: (i % 2 == 0).then(|| format!("key-{i}").into_bytes()),
                 value: Some(format!("value {i} of the seed batch").into_bytes()),
-                headers: vec![("trace".into(), vec![i as u8; 3])],
+                headers: vec![("trace".into(), Some(vec![i as u8; 3]))],
                 timestamp_delta: i,
             })
             .collect();

@@ -72,6 +72,23 @@ define_metrics! {
     /// Only for topics with `archive.enable`: the disk fell below
     /// --archive-min-free-bytes, or `archive.on.failure=delete` and the archive failed.
     Counter(Count) ARCHIVE_SKIPPED_SEGMENTS_TOTAL = "tern_archive_skipped_segments_total";
+    /// Records written to the archive, by `topic`.
+    Counter(Count) ARCHIVE_RECORDS_TOTAL = "tern_archive_records_total";
+    /// Bytes of log (record batches as stored) archived, by `topic`.
+    Counter(Bytes) ARCHIVE_BYTES_TOTAL = "tern_archive_bytes_total";
+    /// Bytes of Parquet objects written to the archive, by `topic`.
+    Counter(Bytes) ARCHIVE_OBJECT_BYTES_TOTAL = "tern_archive_object_bytes_total";
+    /// Parquet objects written to the archive, by `topic`.
+    Counter(Count) ARCHIVE_OBJECTS_TOTAL = "tern_archive_objects_total";
+    /// Failed exports (the store unreachable or refusing, a log that would not read), by `topic`.
+    Counter(Count) ARCHIVE_FAILURES_TOTAL = "tern_archive_failures_total";
+    /// How long the oldest expired segment not yet archived has waited, by `topic` and
+    /// `partition` (partitions led here; 0 when the archive has everything expired).
+    Gauge(Seconds) ARCHIVE_LAG_SECONDS = "tern_archive_lag_seconds";
+    /// Bytes of expired log waiting for the archive, by `topic` and `partition` (led here).
+    Gauge(Bytes) ARCHIVE_PENDING_BYTES = "tern_archive_pending_bytes";
+    /// Time one partition's export took (reading the log, encoding, writing objects and manifest).
+    Histogram(Seconds) ARCHIVE_EXPORT_SECONDS = "tern_archive_export_seconds";
     /// Kafka client connections currently open.
     Gauge(Count) CONNECTIONS = "tern_connections";
     /// Kafka client connections accepted since start.

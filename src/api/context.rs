@@ -89,6 +89,9 @@ pub struct Services {
     pub static_configs: Vec<StaticBrokerConfig>,
     /// The authorizer (`--authorizer`), rebuilt from the store on `AclsChanged`.
     pub access: AccessControl,
+    /// The Parquet archive (`--archive-dir` / `--archive-url`), for topics with
+    /// `archive.enable`.
+    pub archive: Arc<crate::archive::Archive>,
 }
 
 /// One request's context.

@@ -93,6 +93,12 @@ impl Manifest {
         }
     }
 
+    /// Moves past `[next_offset, end)`, which holds nothing to archive (control
+    /// batches only).
+    pub fn advance_to(&mut self, end: i64) {
+        self.next_offset = self.next_offset.max(end);
+    }
+
     /// The object holding `offset`, if it was archived.
     pub fn locate(&self, offset: i64) -> Option<&Entry> {
         let at = self.entries.partition_point(|e| e.end_offset <= offset);

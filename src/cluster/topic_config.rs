@@ -63,6 +63,26 @@ fn int_at_least(min: i64) -> impl Fn(&str) -> Result<(), String> {
 /// Every topic config tern implements.
 pub static TOPIC_CONFIGS: &[ConfigDef] = &[
     ConfigDef {
+        name: "archive.enable",
+        broker_key: "archive.enable",
+        kind: ConfigType::Boolean,
+        documentation: "Write every segment retention would delete to the Parquet archive (--archive-dir or --archive-url) first; retention waits until the archive has it.",
+        validate: |v| match v.trim() {
+            "true" | "false" => Ok(()),
+            other => Err(format!("'{other}' is not true or false")),
+        },
+    },
+    ConfigDef {
+        name: "archive.on.failure",
+        broker_key: "archive.on.failure",
+        kind: ConfigType::String,
+        documentation: "What retention does while the archive fails: 'wait' keeps the segments until an export succeeds; 'delete' deletes them unarchived (counted in tern_archive_skipped_segments_total).",
+        validate: |v| match v.trim() {
+            "wait" | "delete" => Ok(()),
+            other => Err(format!("'{other}' is not wait or delete")),
+        },
+    },
+    ConfigDef {
         name: "cleanup.policy",
         broker_key: "log.cleanup.policy",
         kind: ConfigType::List,
@@ -420,6 +440,7 @@ impl TopicDefaults {
             // Commits are small and few next to data: each is on disk on every in-sync
             // replica before it is acknowledged, so no power loss makes a group re-read.
             config.flush_messages = 1;
+            config.archive = false;
         }
         config
     }
@@ -440,9 +461,14 @@ impl TopicDefaults {
             retention_ms: self.parse_or(overrides, "retention.ms", builtin.retention_ms),
             retention_bytes: self.parse_or(overrides, "retention.bytes", builtin.retention_bytes),
             producer_id_expiration_ms: builtin.producer_id_expiration_ms,
-            // `archive.enable` / `archive.on.failure` are not topic configs yet (issue 14).
-            archive: builtin.archive,
-            archive_failure_deletes: builtin.archive_failure_deletes,
+            archive: self
+                .resolve(overrides, "archive.enable")
+                .map_or(builtin.archive, |(v, _)| v.trim() == "true"),
+            archive_failure_deletes: self
+                .resolve(overrides, "archive.on.failure")
+                .map_or(builtin.archive_failure_deletes, |(v, _)| {
+                    v.trim() == "delete"
+                }),
             max_message_bytes: self.parse_or(
                 overrides,
                 "max.message.bytes",

@@ -170,7 +170,14 @@ pub async fn message_status(
         .iter()
         .filter(|s| created_at >= 0 && s.subscribe_at <= created_at)
         .collect();
-    let message_status = if id.offset < log_start || (stored.is_none() && created_at < 0) {
+    let gone = id.offset < log_start || (stored.is_none() && created_at < 0);
+    let archived = match gone {
+        true => archived_object(&api, &spec.name, id.partition, id.offset).await,
+        false => None,
+    };
+    let message_status = if archived.is_some() {
+        "archived"
+    } else if gone {
         "expired"
     } else if !at_publish.is_empty() && at_publish.iter().all(|s| s.position > id.offset) {
         "delivered"
@@ -186,7 +193,31 @@ pub async fn message_status(
         "message_status": message_status,
         "created_at": created_at,
         "num_recipients": recipients,
+        "archive": archived,
     })))
+}
+
+/// Where the archive holds `offset` of the partition, if it does: the object's path
+/// from the archive's root, and its full location.
+async fn archived_object(
+    api: &super::HttpApi,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> Option<serde_json::Value> {
+    let archive = &api.services.archive;
+    let manifest = match archive.manifest(topic, partition).await {
+        Ok(manifest) => manifest,
+        Err(error) => {
+            tracing::debug!(topic, partition, %error, "archive manifest unreadable");
+            return None;
+        }
+    };
+    let entry = manifest.locate(offset)?;
+    Some(json!({
+        "path": entry.path,
+        "location": archive.location(&entry.path),
+    }))
 }
 
 /// Kafka's murmur2, as its default partitioner hashes keys, so that HTTP and Kafka

@@ -369,7 +369,7 @@ pub mod testing {
     pub struct TestRecord {
         pub key: Option<Vec<u8>>,
         pub value: Option<Vec<u8>>,
-        pub headers: Vec<(String, Vec<u8>)>,
+        pub headers: Vec<(String, Option<Vec<u8>>)>,
         pub timestamp_delta: i64,
     }
 
@@ -408,7 +408,7 @@ pub mod testing {
             put_varint(&mut r, record.headers.len() as i64);
             for (k, v) in &record.headers {
                 put_bytes(&mut r, Some(k.as_bytes()));
-                put_bytes(&mut r, Some(v));
+                put_bytes(&mut r, v.as_deref());
             }
             put_varint(&mut body, r.len() as i64);
             body.extend_from_slice(&r);
@@ -440,7 +440,7 @@ pub mod testing {
             .map(|i| TestRecord {
                 key: Some(format!("k{i}").into_bytes()),
                 value: Some(format!("value-{i}").into_bytes()),
-                headers: vec![("h".into(), b"v".to_vec())],
+                headers: vec![("h".into(), Some(b"v".to_vec()))],
                 timestamp_delta: i as i64,
             })
             .collect();
@@ -532,7 +532,7 @@ mod record_tests {
             TestRecord {
                 key: Some(b"gone".to_vec()),
                 value: None,
-                headers: vec![("h".into(), b"x".to_vec())],
+                headers: vec![("h".into(), Some(b"x".to_vec()))],
                 timestamp_delta: 4,
             },
         ];

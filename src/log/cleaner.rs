@@ -368,7 +368,7 @@ mod tests {
         TestRecord {
             key: Some(key.as_bytes().to_vec()),
             value: value.map(|v| v.as_bytes().to_vec()),
-            headers: vec![("h".into(), key.as_bytes().to_vec())],
+            headers: vec![("h".into(), Some(key.as_bytes().to_vec()))],
             timestamp_delta: ts,
         }
     }

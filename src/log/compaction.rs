@@ -17,7 +17,8 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+
+use super::throttle::Throttle;
 
 use super::batch::BatchHeader;
 use super::cleaner::{self, CleanError, Cleaned, OffsetMap, TombstonePolicy};
@@ -126,7 +127,7 @@ fn build_map(
                     "cleaner left an unreadable batch out of its key map");
             }
         }
-        throttle.pay(segment.size);
+        throttle.pay_blocking(segment.size);
         outcome.bytes_read += segment.size;
         end = Some(segment.end);
     }
@@ -182,7 +183,7 @@ fn rewrite_segments(
         }
         if changed {
             target.seal()?;
-            throttle.pay(target.size());
+            throttle.pay_blocking(target.size());
             outcome.bytes_written += target.size();
             outcome
                 .replaced
@@ -190,7 +191,7 @@ fn rewrite_segments(
         } else {
             target.delete_files()?;
         }
-        throttle.pay(source.size);
+        throttle.pay_blocking(source.size);
         outcome.bytes_read += source.size;
         outcome.bytes_cleaned += source.size;
     }
@@ -302,34 +303,6 @@ pub fn complete_swaps(log_dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// Holds a pass to `log.cleaner.io.max.bytes.per.second` by sleeping (it runs on a
-/// blocking thread of its own).
-#[derive(Debug)]
-struct Throttle {
-    rate: Option<f64>,
-    started: Instant,
-    bytes: u64,
-}
-
-impl Throttle {
-    fn new(rate: Option<f64>) -> Self {
-        Self {
-            rate: rate.filter(|r| *r > 0.0),
-            started: Instant::now(),
-            bytes: 0,
-        }
-    }
-
-    fn pay(&mut self, bytes: u64) {
-        let Some(rate) = self.rate else { return };
-        self.bytes += bytes;
-        let due = Duration::from_secs_f64(self.bytes as f64 / rate);
-        if let Some(wait) = due.checked_sub(self.started.elapsed()) {
-            std::thread::sleep(wait);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -365,7 +338,7 @@ mod tests {
         TestRecord {
             key: key.map(|k| k.as_bytes().to_vec()),
             value: value.map(|v| v.as_bytes().to_vec()),
-            headers: vec![("h".into(), b"x".to_vec())],
+            headers: vec![("h".into(), Some(b"x".to_vec()))],
             timestamp_delta: 0,
         }
     }

@@ -34,6 +34,7 @@ pub mod index;
 mod mmap;
 pub mod producer_state;
 pub mod segment;
+pub mod throttle;
 pub mod time_index;
 
 use std::collections::BTreeMap;

@@ -891,6 +891,10 @@ impl Partition {
         self.log.lock().set_archive_gate(gate);
     }
 
+    pub fn archive_gate(&self) -> ArchiveGate {
+        self.log.lock().archive_gate()
+    }
+
     /// Whether the topic archives, and whether a failed export lets retention go on.
     pub fn archive_settings(&self) -> (bool, bool) {
         let log = self.log.lock();
