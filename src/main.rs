@@ -3,7 +3,10 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use tern::broker::Broker;
-use tern::cli::{AclCommand, ClusterCommand, Connection, GroupCommand, TopicCommand, UserCommand};
+use tern::cli::{
+    AclCommand, ArchiveCommand, ArchiveLocation, ClusterCommand, Connection, GroupCommand,
+    TopicCommand, UserCommand,
+};
 use tern::config::{Config, ServeArgs};
 
 #[derive(Debug, Parser)]
@@ -49,6 +52,16 @@ enum Command {
         #[command(subcommand)]
         command: UserCommand,
     },
+    /// The Parquet archive, read from its store (--archive-dir / --archive-url);
+    /// restore produces through the Kafka protocol
+    Archive {
+        #[command(flatten)]
+        connection: Connection,
+        #[command(flatten)]
+        location: ArchiveLocation,
+        #[command(subcommand)]
+        command: ArchiveCommand,
+    },
     /// The cluster through the Kafka protocol (any broker)
     Cluster {
         #[command(flatten)]
@@ -60,7 +73,7 @@ enum Command {
 
 fn init_logging(format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,object_store=warn"));
     use std::io::IsTerminal;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -112,6 +125,11 @@ fn admin(command: Command) -> anyhow::Result<()> {
                 connection,
                 command,
             } => tern::cli::run_acl(&connection, command).await,
+            Command::Archive {
+                connection,
+                location,
+                command,
+            } => tern::cli::archive::run(&connection, &location, command).await,
             Command::Serve(_) => Ok(()),
         }
     })

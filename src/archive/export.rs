@@ -106,6 +106,10 @@ async fn export(
         Ok(manifest) => manifest,
         Err(error) => {
             fail_gate(partition);
+            if partition.is_leader() {
+                let work = partition.archive_work(now_ms(), gate_offset(partition));
+                report_pending(partition, work.as_ref());
+            }
             return Err(error);
         }
     };
@@ -114,10 +118,6 @@ async fn export(
         return Ok(None);
     }
     let leader_epoch = partition.leader_epoch();
-    let labels = [
-        ("topic", id.topic.clone()),
-        ("partition", id.partition.to_string()),
-    ];
     let (log_start, _, _) = partition.offsets();
     let mut changed = false;
     if manifest.next_offset < log_start {
@@ -127,17 +127,14 @@ async fn export(
         changed = true;
     }
     let now = now_ms();
-    let Some(work) = partition.archive_work(now, manifest.next_offset) else {
-        metrics::gauge!(m::ARCHIVE_LAG_SECONDS, &labels).set(0.0);
-        metrics::gauge!(m::ARCHIVE_PENDING_BYTES, &labels).set(0.0);
+    let work = partition.archive_work(now, manifest.next_offset);
+    report_pending(partition, work.as_ref());
+    let Some(work) = work else {
         if changed {
             write_manifest(archive, partition, leader_epoch, &manifest).await?;
         }
         return Ok(None);
     };
-    metrics::gauge!(m::ARCHIVE_LAG_SECONDS, &labels)
-        .set(now.saturating_sub(work.expired_since_ms).max(0) as f64 / 1000.0);
-    metrics::gauge!(m::ARCHIVE_PENDING_BYTES, &labels).set(work.bytes as f64);
     for orphan in archive.orphans(&manifest).await? {
         tracing::info!(partition = %id, object = %orphan, "deleting an object no manifest lists");
         archive.delete(&orphan).await?;
@@ -147,21 +144,39 @@ async fn export(
         // What was listed before the failure stays archived; retention may go that far.
         tracing::debug!(partition = %id, %error, "export stopped");
         fail_gate(partition);
-    } else {
-        metrics::gauge!(m::ARCHIVE_LAG_SECONDS, &labels).set(0.0);
-        metrics::gauge!(m::ARCHIVE_PENDING_BYTES, &labels).set(0.0);
     }
+    let left = partition.archive_work(now_ms(), gate_offset(partition));
+    report_pending(partition, left.as_ref());
     result.map(Some)
+}
+
+/// The archive lag and pending bytes of a partition led here: how long its oldest
+/// expired, unarchived segment has waited, and how much expired log waits.
+fn report_pending(partition: &Partition, work: Option<&ArchiveWork>) {
+    let id = partition.id();
+    let labels = [
+        ("topic", id.topic.clone()),
+        ("partition", id.partition.to_string()),
+    ];
+    let (lag_ms, bytes) = work.map_or((0, 0), |w| {
+        (now_ms().saturating_sub(w.expired_since_ms).max(0), w.bytes)
+    });
+    metrics::gauge!(m::ARCHIVE_LAG_SECONDS, &labels).set(lag_ms as f64 / 1000.0);
+    metrics::gauge!(m::ARCHIVE_PENDING_BYTES, &labels).set(bytes as f64);
+}
+
+/// Everything below this is archived, as far as this broker last knew.
+fn gate_offset(partition: &Partition) -> i64 {
+    match partition.archive_gate() {
+        ArchiveGate::Below(next) | ArchiveGate::Failed(next) => next,
+        ArchiveGate::Unknown => i64::MIN,
+    }
 }
 
 /// An export failed: retention keeps waiting at what is known to be archived, or, if
 /// the topic says `archive.on.failure=delete`, goes on without the archive.
 fn fail_gate(partition: &Partition) {
-    let next = match partition.archive_gate() {
-        ArchiveGate::Below(next) | ArchiveGate::Failed(next) => next,
-        ArchiveGate::Unknown => i64::MIN,
-    };
-    partition.set_archive_gate(ArchiveGate::Failed(next));
+    partition.set_archive_gate(ArchiveGate::Failed(gate_offset(partition)));
 }
 
 /// Archives `work` object by object, each listed in the manifest as soon as written.

@@ -13,6 +13,7 @@ use bytes::Bytes;
 use parquet::basic::Compression;
 use parquet::data_type::{ByteArray, ByteArrayType, Int32Type, Int64Type};
 use parquet::errors::ParquetError;
+use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use parquet::file::writer::SerializedFileWriter;
@@ -24,10 +25,14 @@ use crate::log::compression;
 
 /// The file schema. `headers` is the standard three-level LIST of structs; a record's
 /// `timestamp` is what a consumer sees (the batch's time for LogAppendTime topics).
+///
+/// `topic` and `partition` are not in the file: as in every Hive-style layout they are
+/// the folder names (`topic=T/partition=P/`), which engines read as columns. A file
+/// that repeated them would break Spark ("duplicate column") and pyarrow/pandas
+/// dataset reads (the path's dictionary type against the file's int). A file read
+/// alone names them in its key-value metadata (`tern.topic`, `tern.partition`).
 const SCHEMA: &str = "
 message kafka_record {
-  REQUIRED BYTE_ARRAY topic (STRING);
-  REQUIRED INT32 partition;
   REQUIRED INT64 offset;
   REQUIRED INT64 timestamp (TIMESTAMP(MILLIS,true));
   REQUIRED BYTE_ARRAY timestamp_type (STRING);
@@ -226,69 +231,64 @@ impl ObjectBuilder {
             .set_max_row_group_row_count(None)
             .build();
         let mut writer = SerializedFileWriter::new(Vec::new(), schema, Arc::new(properties))?;
-        let rows = self.offsets.len();
+        writer.append_key_value_metadata(KeyValue::new("tern.topic".into(), topic.to_string()));
+        writer.append_key_value_metadata(KeyValue::new(
+            "tern.partition".into(),
+            partition.to_string(),
+        ));
         let mut group = writer.next_row_group()?;
-        let topic_column = vec![ByteArray::from(topic.as_bytes().to_vec()); rows];
         let mut column = 0;
         while let Some(mut out) = group.next_column()? {
             match column {
                 0 => {
-                    out.typed::<ByteArrayType>()
-                        .write_batch(&topic_column, None, None)?;
-                }
-                1 => {
-                    out.typed::<Int32Type>()
-                        .write_batch(&vec![partition; rows], None, None)?;
-                }
-                2 => {
                     out.typed::<Int64Type>()
                         .write_batch(&self.offsets, None, None)?;
                 }
-                3 => {
+                1 => {
                     out.typed::<Int64Type>()
                         .write_batch(&self.timestamps, None, None)?;
                 }
-                4 => {
+                2 => {
                     out.typed::<ByteArrayType>()
                         .write_batch(&self.timestamp_types, None, None)?;
                 }
-                5 => {
+                3 => {
                     out.typed::<ByteArrayType>().write_batch(
                         &self.keys.values,
                         Some(&self.keys.defs),
                         None,
                     )?;
                 }
-                6 => {
+                4 => {
                     out.typed::<ByteArrayType>().write_batch(
                         &self.values.values,
                         Some(&self.values.defs),
                         None,
                     )?;
                 }
-                7 => {
+                5 => {
                     out.typed::<ByteArrayType>().write_batch(
                         &self.header_keys,
                         Some(&self.header_key_defs),
                         Some(&self.header_reps),
                     )?;
                 }
-                8 => {
+                6 => {
                     out.typed::<ByteArrayType>().write_batch(
                         &self.header_values.values,
                         Some(&self.header_values.defs),
                         Some(&self.header_reps),
                     )?;
                 }
-                9 => {
+                7 => {
                     out.typed::<Int64Type>()
                         .write_batch(&self.producer_ids, None, None)?;
                 }
-                10 => {
+                8 => {
                     out.typed::<Int32Type>()
                         .write_batch(&self.producer_epochs, None, None)?;
                 }
-                11 => {
+                9 => {
                     out.typed::<Int32Type>()
                         .write_batch(&self.leader_epochs, None, None)?;
                 }
@@ -335,7 +335,6 @@ fn record_of(row: Row) -> Result<ArchivedRecord, ObjectError> {
         |name: &str, field: &Field| ObjectError::Schema(format!("column {name}: {field:?}"));
     for (name, field) in row.into_columns() {
         match (name.as_str(), field) {
-            ("topic" | "partition", _) => {}
             ("offset", Field::Long(v)) => record.offset = v,
             ("timestamp", Field::TimestampMillis(v)) => record.timestamp = v,
             ("timestamp_type", Field::Str(s)) => record.log_append_time = s == "LogAppendTime",

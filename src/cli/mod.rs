@@ -2,6 +2,7 @@
 //! any broker, tern or Apache Kafka, and print tables or, with `--json`, JSON for
 //! scripts. This is an edge of the program: errors are `anyhow`.
 
+pub mod archive;
 pub mod client;
 mod cluster;
 mod group;
@@ -12,6 +13,7 @@ mod user;
 
 use clap::{Args, Subcommand};
 
+pub use archive::{ArchiveCommand, ArchiveLocation};
 pub use client::Client;
 
 /// Options every admin command takes.

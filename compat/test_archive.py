@@ -1,0 +1,750 @@
+"""The Parquet archive (issue 14): what retention would delete is first written as Parquet
+objects in Hive-style folders, to a directory or to S3 (moto's server here), and DuckDB
+reads them back exactly as they were produced.
+
+What is asserted: with every codec, DuckDB over the archive directory finds each
+archived record once, with its key, value, headers and timestamp; the objects' names,
+date folders, manifests and `tern archive ls` agree with their rows; S3 holds the same;
+an archive target that is down holds retention back (nothing is deleted) until it comes
+back, unless the topic says archive.on.failure=delete; kill -9 of the exporting broker,
+alone or as a partition's leader in a cluster, leaves no gap and no duplicate once the
+export has finished; `tern archive restore` produces the records back as they were;
+message_status says "archived" and where; archive.enable and archive.on.failure are topic
+configs like any other.
+
+Records become archivable by the recipe in produce_archivable(): a topic with
+retention.ms = 1 h and segment.bytes = 1024, N records stamped two hours ago, then two
+fresh sentinels too big to share a segment, so exactly the N old records sit in sealed,
+expired segments. Archived, they leave the broker (ListOffsets earliest == N).
+
+DuckDB reserves the word OFFSET: its queries quote the column ("offset"). Hive keys shadow
+file columns of the same name in DuckDB, so topic and partition are read from the path,
+whether or not the files also hold them. Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import boto3
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+from botocore.config import Config as BotoConfig
+from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigSource, NewTopic, ResourceType
+
+import ck
+import tern_harness
+from http_client import Http, message_id_of
+from test_cluster import FAILOVER_BOUND_S, Cluster
+from test_configs import admin_for, describe, incremental, low_watermark, value_and_source
+from tern_harness import Broker, BrokerError, free_port, port_accepts, tern_bin, wait_until
+
+HOUR_MS = 3_600_000
+# The recipe's topic: old records expire, and small segments seal often.
+ARCHIVED_TOPIC = {"retention.ms": str(HOUR_MS), "segment.bytes": "1024"}
+# A sentinel's batch (~970 bytes, uncompressed) fits in a segment (a bigger one is refused:
+# RECORD_LIST_TOO_LARGE, as in Kafka) but not beside anything else: each one seals the
+# segment before it.
+SENTINEL_BYTES = 900
+# The exporter and retention look often, so a test waits well under a second for either.
+ARCHIVE_ARGS = ["--archive-interval-ms", "300", "--log-retention-check-interval-ms", "200"]
+ENABLED = ["--archive-enable", "true", *ARCHIVE_ARGS]
+# An export of ~200 KB of log then takes seconds, in many small objects.
+SLOW_EXPORT = ["--archive-io-max-bytes-per-second", "20000", "--archive-memory-bytes", "8192"]
+# Several records per batch, in many batches (and so many segments).
+BATCHING = {"linger.ms": 20, "batch.num.messages": 7}
+
+S3_KEY_ID, S3_SECRET, S3_REGION = "testing", "testing", "us-east-1"
+BUCKET = "tern-archive"
+
+# The spec's query, with OFFSET quoted (unquoted, DuckDB's parser refuses it).
+SPEC_QUERY = ("SELECT count(*), min(\"offset\"), max(\"offset\") "
+              "FROM read_parquet('{root}/topic={topic}/**/*.parquet', hive_partitioning=true)")
+
+
+# ---------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class Rec:
+    """A record as produced, where the broker put it."""
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    timestamp: int  # CreateTime, ms
+
+
+def make_messages(n: int, partitions: int = 1, value_size: int = 0) -> list[dict]:
+    """n messages for ck.produce_all, stamped two hours ago (1 ms apart, in order): distinct
+    keys but one null, distinct values (not UTF-8) but one null, no headers on every third
+    and two on the others (one with a null value). value_size adds incompressible bytes."""
+    base = int(time.time() * 1000) - 2 * HOUR_MS
+    return [{
+        "partition": i % partitions,
+        "key": None if i == 3 else b"key-%d" % i,
+        "value": None if i == 5 else b"value-%d-\x00\xff" % i + random.Random(i).randbytes(value_size),
+        "headers": [] if i % 3 == 0 else [("trace", b"t-%d" % i), ("nothing", None)],
+        "timestamp": base + i,
+    } for i in range(n)]
+
+
+def produce_archivable(address: str, topic: str, n: int, partitions: int = 1, config: dict | None = None,
+                       value_size: int = 0) -> list[Rec]:
+    """Produces n old records into a fresh topic of ARCHIVED_TOPIC configs, then two
+    sentinels per partition (one uncompressed batch each, now). Returns the old records,
+    which are exactly what retention would delete, sorted by (partition, offset)."""
+    messages = make_messages(n, partitions, value_size)
+    reports = ck.produce_all(address, topic, messages, {**BATCHING, **(config or {})})
+    assert all(err is None for _, err, _, _ in reports), [r for r in reports if r[1]][:3]
+    recs = sorted((Rec(p, offset, messages[i]["key"], messages[i]["value"], tuple(messages[i]["headers"]),
+                       messages[i]["timestamp"]) for i, _, p, offset in reports),
+                  key=lambda r: (r.partition, r.offset))
+    for p, count in ends_of(recs).items():
+        assert [r.offset for r in recs if r.partition == p] == list(range(count)), f"partition {p}'s offsets"
+        for _ in range(2):
+            (report,) = ck.produce_all(address, topic, [{"partition": p, "value": os.urandom(SENTINEL_BYTES)}],
+                                       {**(config or {}), "compression.type": "none"})
+            assert report[1] is None, report
+    return recs
+
+
+def ends_of(recs: list[Rec]) -> dict[int, int]:
+    """partition -> the log start offset once its records are archived (and their count)."""
+    return dict(sorted(Counter(r.partition for r in recs).items()))
+
+
+def create_topic(address: str, name: str, partitions: int = 1, config: dict | None = None) -> None:
+    admin = AdminClient({"bootstrap.servers": address, "socket.timeout.ms": 10000})
+    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})],
+                        operation_timeout=10)[name].result(timeout=15)
+
+
+def wait_log_start(address: str, topic: str, recs: list[Rec], timeout: float = 30.0) -> None:
+    """Until ListOffsets earliest of every partition is past its archivable records."""
+    ends = ends_of(recs)
+    wait_until(lambda: all(low_watermark(address, topic, p)[0] == n for p, n in ends.items()), timeout,
+               interval=0.2, what=f"log start offsets {ends} of {topic}")
+
+
+def assert_sentinels_readable(address: str, topic: str, recs: list[Rec]) -> None:
+    messages, errors, watermarks = ck.consume_all(address, topic)
+    assert not errors, errors
+    for p, n in ends_of(recs).items():
+        assert watermarks[p] == (n, n + 2), watermarks
+        assert [m.offset() for m in messages if m.partition() == p] == [n, n + 1]
+
+
+# ---------------------------------------------------------------------------- the archive
+
+
+def _httpfs_extension() -> str:
+    """DuckDB's httpfs extension, from the duckdb-extension-httpfs wheel (INSTALL would
+    download it; DuckDB checks its signature on LOAD)."""
+    import duckdb_extension_httpfs
+    root = Path(duckdb_extension_httpfs.__file__).parent
+    found = sorted(root.glob(f"extensions/v{duckdb.__version__}/httpfs.duckdb_extension"))
+    assert found, f"no httpfs extension for duckdb {duckdb.__version__} in {root} (compat/requirements.txt)"
+    return str(found[0])
+
+
+class DirArchive:
+    """An archive in a local directory (--archive-dir)."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.url = str(self.root)
+
+    def flags(self) -> list[str]:
+        return ["--archive-dir", str(self.root)]
+
+    def read(self, rel: str) -> bytes | None:
+        try:
+            return (self.root / rel).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def size(self, rel: str) -> int:
+        return (self.root / rel).stat().st_size
+
+    def block(self, topic: str) -> Path:
+        """A regular file where the topic's folder goes: every write under it fails (the
+        tests run as root, so permissions would not stop one)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        blocker = self.root / f"topic={topic}"
+        blocker.write_text("not a directory\n")
+        return blocker
+
+    def duckdb(self) -> duckdb.DuckDBPyConnection:
+        return duckdb.connect()
+
+
+class Moto:
+    """moto's S3 server on 127.0.0.1:port (started by start(), not before), with boto3."""
+
+    def __init__(self, log_dir: Path, port: int | None = None):
+        self.port = port or free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.log_dir = Path(log_dir)
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 30.0) -> "Moto":
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log_dir / "moto.log", "ab") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                                         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        tern_harness._STARTED.append(self.proc)  # killed at exit, should a test be cut short
+        wait_until(lambda: self.proc.poll() is None and port_accepts(self.port), timeout, what=f"moto on {self.endpoint}")
+        return self
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+    def s3(self):
+        return boto3.client("s3", endpoint_url=self.endpoint, region_name=S3_REGION, aws_access_key_id=S3_KEY_ID,
+                            aws_secret_access_key=S3_SECRET,
+                            config=BotoConfig(connect_timeout=3, read_timeout=10, retries={"max_attempts": 2}))
+
+    def create_bucket(self, name: str) -> None:
+        self.s3().create_bucket(Bucket=name)
+
+
+class S3Archive:
+    """An archive in moto's S3 (--archive-url s3://BUCKET/PREFIX and its endpoint flags)."""
+
+    def __init__(self, moto: Moto, bucket: str = BUCKET, prefix: str = "tern/archive"):
+        self.moto = moto
+        self.bucket, self.prefix = bucket, prefix
+        self.url = f"s3://{bucket}/{prefix}"
+
+    def flags(self) -> list[str]:
+        return ["--archive-url", self.url, "--archive-s3-endpoint", self.moto.endpoint,
+                "--archive-s3-allow-http", "true", "--archive-s3-region", S3_REGION,
+                "--archive-s3-access-key-id", S3_KEY_ID, "--archive-s3-secret-access-key", S3_SECRET]
+
+    def read(self, rel: str) -> bytes | None:
+        s3 = self.moto.s3()
+        try:
+            return s3.get_object(Bucket=self.bucket, Key=f"{self.prefix}/{rel}")["Body"].read()
+        except s3.exceptions.NoSuchKey:
+            return None
+
+    def size(self, rel: str) -> int:
+        return self.moto.s3().head_object(Bucket=self.bucket, Key=f"{self.prefix}/{rel}")["ContentLength"]
+
+    def duckdb(self) -> duckdb.DuckDBPyConnection:
+        con = duckdb.connect()
+        con.execute(f"LOAD '{_httpfs_extension()}'")
+        con.execute(f"CREATE SECRET moto (TYPE s3, KEY_ID '{S3_KEY_ID}', SECRET '{S3_SECRET}', REGION '{S3_REGION}', "
+                    f"ENDPOINT '127.0.0.1:{self.moto.port}', URL_STYLE 'path', USE_SSL false)")
+        return con
+
+
+def manifest(archive, topic: str, partition: int) -> dict | None:
+    raw = archive.read(f"topic={topic}/partition={partition}/manifest.json")
+    return None if raw is None else json.loads(raw)
+
+
+def next_offset(archive, topic: str, partition: int = 0) -> int:
+    """The manifest's next_offset (0 before there is a manifest)."""
+    return (manifest(archive, topic, partition) or {}).get("next_offset", 0)
+
+
+def archive_rows(archive, topic: str) -> list[dict]:
+    """Every row DuckDB reads from the topic's archive (hive keys included), in (partition,
+    offset) order, each as a dict; `headers` is a list of {"key", "value"} dicts."""
+    con = archive.duckdb()
+    cur = con.execute(
+        f"SELECT topic, partition, \"offset\", key, value, headers, epoch_ms(\"timestamp\") AS ts, timestamp_type, "
+        f"producer_id, producer_epoch, leader_epoch, filename "
+        f"FROM read_parquet('{archive.url}/topic={topic}/**/*.parquet', hive_partitioning=true, filename=true) "
+        f"ORDER BY partition, \"offset\"")
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row)) for row in cur.fetchall()]
+
+
+def plant_orphan(archive: DirArchive, topic: str, first: Rec) -> Path:
+    """An object for records first.offset.. that no manifest lists (its rows copied from a
+    listed object): what a crash between an object's write and its manifest's leaves."""
+    listed = manifest(archive, topic, first.partition)["entries"][0]["path"]
+    orphan = (archive.root / f"topic={topic}/partition={first.partition}/date={utc_date(first.timestamp)}"
+              / f"{first.offset:020}-{first.offset + 3:020}.parquet")
+    orphan.parent.mkdir(parents=True, exist_ok=True)
+    orphan.write_bytes((archive.root / listed).read_bytes())
+    return orphan
+
+
+def utc_date(ms: int) -> str:
+    return (datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=ms)).strftime("%Y-%m-%d")
+
+
+def assert_archive_holds(archive, topic: str, recs: list[Rec]) -> None:
+    """The topic's archive holds exactly `recs`, as DuckDB reads it: each (partition, offset)
+    once and nothing else, with the key, value, headers, timestamp and timestamp type it
+    was produced with; the spec's query counts them; each object's name, date folder and
+    manifest entry agree with its rows, every manifest reaches its partition's end, and no
+    object is left that a manifest does not list."""
+    rows = archive_rows(archive, topic)
+    got = [(r["partition"], r["offset"]) for r in rows]
+    dupes = sorted(k for k, c in Counter(got).items() if c > 1)
+    assert not dupes, f"{len(dupes)} records archived more than once, e.g. {dupes[:5]}"
+    want = [(r.partition, r.offset) for r in recs]
+    missing, extra = sorted(set(want) - set(got)), sorted(set(got) - set(want))
+    assert not missing and not extra, f"missing {len(missing)} (e.g. {missing[:5]}), extra {len(extra)} (e.g. {extra[:5]})"
+    for rec, row in zip(recs, rows):
+        headers = tuple((h["key"], h["value"]) for h in row["headers"])
+        assert (row["topic"], row["key"], row["value"], headers, row["ts"], row["timestamp_type"]) == (
+            topic, rec.key, rec.value, rec.headers, rec.timestamp, "CreateTime"), (rec, row)
+        # No idempotent producer here: no producer id or epoch.
+        assert (row["producer_id"], row["producer_epoch"]) == (-1, -1), row
+        assert isinstance(row["leader_epoch"], int) and row["leader_epoch"] >= 0, row
+    counted = archive.duckdb().execute(SPEC_QUERY.format(root=archive.url, topic=topic)).fetchone()
+    assert counted == (len(recs), min(r.offset for r in recs), max(r.offset for r in recs)), counted
+    assert_objects_match_manifests(archive, topic, rows, ends_of(recs))
+
+
+def assert_objects_match_manifests(archive, topic: str, rows: list[dict], ends: dict[int, int]) -> None:
+    """Manifests (contiguous entries up to each partition's end) and objects (one run of
+    offsets each, named and dated by its rows) agree, object by object."""
+    listed: dict[str, dict] = {}
+    for p, n in ends.items():
+        m = manifest(archive, topic, p)
+        assert m is not None, f"no manifest for {topic}/{p}"
+        assert (m["topic"], m["partition"], m["next_offset"]) == (topic, p, n), {k: m[k] for k in m if k != "entries"}
+        at = 0
+        for e in m["entries"]:
+            assert e["first_offset"] == at and e["first_offset"] <= e["last_offset"] < e["end_offset"], (at, e)
+            assert e["path"].startswith(f"topic={topic}/partition={p}/date="), e
+            assert e["bytes"] == archive.size(e["path"]) and e["log_bytes"] > 0, e
+            at = e["end_offset"]
+            listed[e["path"]] = e
+        assert at == n, f"partition {p}: the manifest's entries end at {at}, not {n}"
+    by_object: dict[str, list[dict]] = {}
+    for r in rows:
+        assert r["filename"].startswith(archive.url + "/"), r["filename"]
+        by_object.setdefault(r["filename"][len(archive.url) + 1:], []).append(r)
+    assert set(by_object) == set(listed), (f"objects not in a manifest (orphans): {sorted(set(by_object) - set(listed))}; "
+                                           f"listed but unread: {sorted(set(listed) - set(by_object))}")
+    for path, object_rows in by_object.items():
+        e = listed[path]
+        offsets = [r["offset"] for r in object_rows]
+        first, last = offsets[0], offsets[-1]
+        assert offsets == list(range(first, last + 1)), f"{path} is not one run of offsets"
+        assert path.rsplit("/", 1)[1] == f"{first:020}-{last:020}.parquet", path
+        assert f"/partition={object_rows[0]['partition']}/date={utc_date(object_rows[0]['ts'])}/" in path, \
+            "the date folder is the UTC day of the object's first record"
+        stamps = [r["ts"] for r in object_rows]
+        assert (e["first_offset"], e["last_offset"], e["records"], e["min_timestamp"], e["max_timestamp"]) == (
+            first, last, len(object_rows), min(stamps), max(stamps)), e
+
+
+def assert_ls(archive, topic: str, recs: list[Rec]) -> None:
+    """`tern archive ls` reads the same archive: per partition, objects covering 0..n-1."""
+    doc = json.loads(tern_cli("archive", "ls", topic, *archive.flags(), "--json"))
+    assert doc["topic"] == topic, doc
+    parts = {p["partition"]: p for p in doc["partitions"]}
+    ends = ends_of(recs)
+    assert set(parts) == set(ends), doc
+    for p, n in ends.items():
+        objects = parts[p]["objects"]
+        assert parts[p]["next_offset"] == n and sum(o["records"] for o in objects) == n, parts[p]
+        ranges = sorted((o["first_offset"], o["last_offset"]) for o in objects)
+        assert ranges[0][0] == 0 and ranges[-1][1] == n - 1, ranges
+        assert all(b[0] == a[1] + 1 for a, b in zip(ranges, ranges[1:])), f"gaps or overlaps: {ranges}"
+        assert all(o["path"].startswith(f"topic={topic}/partition={p}/") for o in objects), objects
+    assert tern_cli("archive", "ls", topic, *archive.flags()).strip(), "the table is empty"
+
+
+# Parquet leaf columns (list levels dropped) -> physical type, and STRING or not.
+SCHEMA = {
+    "offset": ("INT64", False), "timestamp": ("INT64", False), "timestamp_type": ("BYTE_ARRAY", True),
+    "key": ("BYTE_ARRAY", False), "value": ("BYTE_ARRAY", False),
+    "headers.key": ("BYTE_ARRAY", True), "headers.value": ("BYTE_ARRAY", False),
+    "producer_id": ("INT64", False), "producer_epoch": ("INT32", False), "leader_epoch": ("INT32", False),
+}
+# Also in the files, by the spec; checked only when there (issue 14 may leave them to the
+# hive path, whose values DuckDB takes either way).
+HIVE_COLUMNS = {"topic": ("BYTE_ARRAY", True), "partition": ("INT32", False)}
+
+
+def assert_parquet_schema(path: Path, records: int) -> None:
+    """One object's Parquet schema (as pyarrow reads it): the spec's columns and types,
+    TIMESTAMP(MILLIS, UTC), BLOBs that are not STRING, every column chunk snappy."""
+    pf = pq.ParquetFile(path)
+    columns = {}
+    for i in range(len(pf.schema)):
+        c = pf.schema.column(i)
+        columns[".".join(x for x in c.path.split(".") if x not in ("list", "element", "item"))] = c
+    assert set(SCHEMA) <= set(columns) <= set(SCHEMA) | set(HIVE_COLUMNS), sorted(columns)
+    for name, c in columns.items():
+        physical, string = {**SCHEMA, **HIVE_COLUMNS}[name]
+        assert (c.physical_type, c.logical_type.type == "STRING") == (physical, string), (name, c)
+    ts = json.loads(columns["timestamp"].logical_type.to_json())
+    assert (ts["Type"], ts["isAdjustedToUTC"], ts["timeUnit"]) == ("Timestamp", True, "milliseconds"), ts
+    md = pf.metadata
+    assert md.num_rows == records
+    codecs = {md.row_group(g).column(i).compression for g in range(md.num_row_groups) for i in range(md.num_columns)}
+    assert codecs == {"SNAPPY"}, codecs
+
+
+# ---------------------------------------------------------------------------- the broker
+
+
+def tern_cli(*args, timeout: float = 60.0) -> str:
+    r = subprocess.run([str(tern_bin()), *map(str, args)], capture_output=True, timeout=timeout)
+    assert r.returncode == 0, f"tern {' '.join(map(str, args))} exited {r.returncode}: {r.stderr.decode()[-3000:]}"
+    return r.stdout.decode()
+
+
+def metric(broker: Broker, name: str, topic: str) -> float:
+    """Sum of the samples of `name` with label topic="<topic>" on the broker's /metrics."""
+    port = broker.extra_args[broker.extra_args.index("--metrics") + 1].rsplit(":", 1)[1]
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    total = 0.0
+    for line in text.splitlines():
+        sample, _, value = line.rpartition(" ")
+        if sample.split("{", 1)[0] == name and f'topic="{topic}"' in sample:
+            total += float(value)
+    return total
+
+
+def broker_log(broker: Broker) -> str:
+    return "\n".join(p.read_text(errors="replace") for p in broker.log_paths if p.exists())
+
+
+@pytest.fixture
+def start_broker(tmp_path, request):
+    """start_broker(*flags, name=...) starts a broker with these `tern serve` flags and a
+    metrics port (its data and logs under tmp_path, by name); all are stopped at the end."""
+    started: list[Broker] = []
+
+    def start(*flags: str, name: str = "broker") -> Broker:
+        b = Broker(data_dir=tmp_path / f"data-{name}", log_dir=tmp_path / f"logs-{name}", port=free_port(),
+                   extra_args=["--metrics", f"127.0.0.1:{free_port()}", *flags])
+        request.node._tern_broker = b  # conftest attaches its log to a failure
+        started.append(b)
+        b.start()
+        return b
+
+    yield start
+    errors = []
+    for b in started:
+        try:
+            b.stop()
+        except BrokerError as e:
+            errors.append(str(e))
+    if errors:
+        pytest.fail("\n".join(errors), pytrace=False)
+
+
+@pytest.fixture
+def moto(tmp_path):
+    """moto's S3 server on a free port, not yet started (a test calls .start())."""
+    m = Moto(tmp_path / "logs-moto")
+    try:
+        yield m
+    finally:
+        m.stop()
+
+
+# ---------------------------------------------------------------------------- the tests
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_archive_to_a_directory_is_read_by_duckdb_exactly(start_broker, tmp_path, topic, codec):
+    """Whatever codec the producer's batches have, the archive holds each expired record
+    once, decoded: DuckDB over the directory reads every key, value, header and timestamp
+    as produced, the files have the spec's schema, `tern archive ls` lists contiguous
+    objects, the metrics count the records, and the sentinels stay on the broker."""
+    archive = DirArchive(tmp_path / "archive")
+    b = start_broker(*ENABLED, *archive.flags())
+    create_topic(b.address, topic, config=ARCHIVED_TOPIC)
+    recs = produce_archivable(b.address, topic, 200, config={"compression.type": codec})
+    wait_log_start(b.address, topic, recs)
+    assert_archive_holds(archive, topic, recs)
+    assert_ls(archive, topic, recs)
+    entries = manifest(archive, topic, 0)["entries"]
+    for e in entries:
+        assert_parquet_schema(archive.root / e["path"], e["records"])
+    wait_until(lambda: metric(b, "tern_archive_records_total", topic) >= len(recs), 5,
+               what="tern_archive_records_total")
+    assert metric(b, "tern_archive_objects_total", topic) >= len(entries)
+    assert metric(b, "tern_archive_object_bytes_total", topic) >= sum(e["bytes"] for e in entries)
+    assert metric(b, "tern_archive_bytes_total", topic) >= sum(e["log_bytes"] for e in entries)
+    assert metric(b, "tern_archive_failures_total", topic) == 0
+    wait_until(lambda: metric(b, "tern_archive_lag_seconds", topic) == 0, 5, what="no archive lag")
+    assert_sentinels_readable(b.address, topic, recs)
+
+
+@pytest.mark.timeout(90)
+def test_archive_to_s3(start_broker, moto, topic):
+    """The same archive in an S3 bucket under a prefix (moto's server, path-style, plain
+    HTTP): DuckDB's httpfs globs and reads it exactly, `tern archive ls` reads it with the
+    broker's location flags, and nothing lands outside the prefix."""
+    moto.start().create_bucket(BUCKET)
+    archive = S3Archive(moto)
+    b = start_broker(*ENABLED, *archive.flags())
+    create_topic(b.address, topic, partitions=2, config=ARCHIVED_TOPIC)
+    recs = produce_archivable(b.address, topic, 200, partitions=2, config={"compression.type": "zstd"})
+    wait_log_start(b.address, topic, recs)
+    assert_archive_holds(archive, topic, recs)
+    assert_ls(archive, topic, recs)
+    keys = [o["Key"] for o in moto.s3().list_objects_v2(Bucket=BUCKET)["Contents"]]
+    assert all(k.startswith(f"{archive.prefix}/topic={topic}/partition=") for k in keys), keys
+    wait_until(lambda: metric(b, "tern_archive_records_total", topic) >= len(recs), 5,
+               what="tern_archive_records_total")
+    assert_sentinels_readable(b.address, topic, recs)
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("target", ["dir", "s3"])
+def test_a_down_target_holds_retention_until_it_returns(start_broker, moto, tmp_path, topic, target):
+    """While the archive cannot be written (a file where the topic's folder goes; an S3
+    endpoint nothing listens on yet), retention deletes nothing of an archived topic through
+    many archive intervals and retention checks; the failures are counted and logged, the
+    lag shows; once the target is back, the archive catches up exactly."""
+    if target == "dir":
+        archive = DirArchive(tmp_path / "archive")
+        bring_back = archive.block(topic).unlink
+    else:
+        archive = S3Archive(moto)  # moto has a port but is not started
+
+        def bring_back():
+            moto.start().create_bucket(BUCKET)
+    b = start_broker(*ENABLED, *archive.flags())
+    create_topic(b.address, topic, config=ARCHIVED_TOPIC)
+    recs = produce_archivable(b.address, topic, 100)
+    wait_until(lambda: metric(b, "tern_archive_failures_total", topic) > 0, 30, what="a failed export")
+    failures = metric(b, "tern_archive_failures_total", topic)
+    deadline = time.monotonic() + 3.0  # 10 archive intervals, 15 retention checks
+    while time.monotonic() < deadline:
+        assert low_watermark(b.address, topic, 0) == (0, len(recs) + 2), "retention deleted unarchived records"
+        time.sleep(0.25)
+    wait_until(lambda: metric(b, "tern_archive_failures_total", topic) > failures, 30, what="the exporter to retry")
+    assert metric(b, "tern_archive_lag_seconds", topic) > 0
+    assert metric(b, "tern_archive_pending_bytes", topic) > 0
+    assert any(topic in line and re.search(r"(?i)archiv", line) and re.search(r"(?i)fail|error", line)
+               for line in broker_log(b).splitlines()), "the broker's log does not mention the failed export"
+    bring_back()
+    wait_log_start(b.address, topic, recs, timeout=60)
+    assert_archive_holds(archive, topic, recs)
+    wait_until(lambda: metric(b, "tern_archive_lag_seconds", topic) == 0, 10, what="no archive lag")
+
+
+@pytest.mark.timeout(60)
+def test_archive_on_failure_delete_lets_retention_go_on(start_broker, tmp_path, topic):
+    """archive.on.failure=delete: an export that fails does not hold retention back; the
+    expired segments go unarchived, and tern_archive_skipped_segments_total counts them."""
+    archive = DirArchive(tmp_path / "archive")
+    blocker = archive.block(topic)
+    b = start_broker(*ENABLED, *archive.flags())
+    create_topic(b.address, topic, config={**ARCHIVED_TOPIC, "archive.on.failure": "delete"})
+    recs = produce_archivable(b.address, topic, 100)
+    wait_log_start(b.address, topic, recs)
+    wait_until(lambda: metric(b, "tern_archive_skipped_segments_total", topic) > 0, 5,
+               what="tern_archive_skipped_segments_total")
+    assert metric(b, "tern_archive_failures_total", topic) > 0
+    assert metric(b, "tern_archive_records_total", topic) == 0
+    assert blocker.is_file(), "nothing was archived"
+    assert_sentinels_readable(b.address, topic, recs)
+
+
+@pytest.mark.timeout(180)
+def test_kill9_during_export_leaves_no_gap_and_no_duplicate(start_broker, tmp_path, topic):
+    """kill -9 at random moments of a slow export (many small objects, throttled), three
+    times, each after the export made progress since the restart: retention never runs
+    ahead of the manifest, and once the export has finished the archive holds every
+    record exactly once. An orphan such as an interrupted export leaves (an object written,
+    its manifest entry not) is planted after the first kill: the next export deletes it."""
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    archive = DirArchive(tmp_path / "archive")
+    b = start_broker(*ENABLED, *SLOW_EXPORT, *archive.flags())
+    create_topic(b.address, topic, config=ARCHIVED_TOPIC)
+    n = 2000
+    recs = produce_archivable(b.address, topic, n, value_size=48)
+    killed_at = []
+    for k in range(3):
+        progress = killed_at[-1] if killed_at else 0
+        wait_until(lambda: next_offset(archive, topic) > progress, 60, what=f"export progress past {progress}")
+        time.sleep(rng.uniform(0.0, 0.8))
+        log_start = low_watermark(b.address, topic, 0)[0]
+        listed = next_offset(archive, topic)
+        assert log_start <= listed, f"retention deleted up to {log_start}, the manifest lists up to {listed}"
+        b.kill9()
+        at = next_offset(archive, topic)  # where the manifest stopped
+        assert at < n, f"seed {seed}: the export finished before kill {k + 1}; is the throttle in force?"
+        killed_at.append(at)
+        if k == 0:
+            plant_orphan(archive, topic, recs[at])
+        b.start()
+    print(f"\nseed {seed}: kill -9 with the manifest at {killed_at} of {n} records")
+    wait_until(lambda: next_offset(archive, topic) == n, 90, interval=0.3, what="the export to finish")
+    wait_log_start(b.address, topic, recs)
+    assert_archive_holds(archive, topic, recs)
+    objects = len(manifest(archive, topic, 0)["entries"])
+    assert objects >= 10, f"--archive-memory-bytes 8192 made {objects} objects of ~200 KB of log"
+
+
+@pytest.mark.timeout(180)
+def test_leader_kill9_during_export_in_a_cluster(tmp_path, topic):
+    """Three brokers on etcd share one archive directory; kill -9 of a replicated
+    partition's leader in the middle of its export: the new leader finishes the export,
+    and the archive holds every record exactly once."""
+    archive = DirArchive(tmp_path / "archive")
+    c = Cluster(tmp_path, extra_args=[*ARCHIVE_ARGS, *SLOW_EXPORT, *archive.flags()])
+    try:
+        c.start()
+        c.create_topic(topic, 1, 3, {**ARCHIVED_TOPIC, "archive.enable": "true", "min.insync.replicas": "2"})
+        n = 1000
+        recs = produce_archivable(c.bootstrap(), topic, n, config={"acks": "all"}, value_size=48)
+        wait_until(lambda: next_offset(archive, topic) > 0, 60, what="the export to start")
+        seed = random.randrange(1 << 30)
+        time.sleep(random.Random(seed).uniform(0.0, 1.0))
+        victim = c.brokers[c.leaders(topic)[0]]
+        at = next_offset(archive, topic)
+        assert at < n, "the export finished before the kill; is the throttle in force?"
+        victim.kill9()
+        new_leader = wait_until(lambda: (l := c.leaders(topic)[0]) > 0 and l != victim.node_id and l,
+                                FAILOVER_BOUND_S + 10, what="a new leader")
+        print(f"\nseed {seed}: leader {victim.node_id} kill -9 with the manifest at {at} of {n}; "
+              f"broker {new_leader} leads now")
+        wait_until(lambda: next_offset(archive, topic) == n, 90, interval=0.3, what="the export to finish")
+        wait_log_start(c.bootstrap(), topic, recs)
+        assert_archive_holds(archive, topic, recs)
+        assert metric(c.brokers[new_leader], "tern_archive_records_total", topic) > 0, "the new leader archived"
+    finally:
+        c.stop()
+
+
+@pytest.mark.timeout(90)
+def test_restore_round_trip(start_broker, tmp_path, topic):
+    """`tern archive restore` produces archived records into another topic, each to its
+    partition number, with the key, value, headers and CreateTime it was produced with, in
+    order; --from-offset K starts each partition at K, --from-time at its first record at
+    or after that time."""
+    archive = DirArchive(tmp_path / "archive")
+    b = start_broker(*ENABLED, *archive.flags())
+    create_topic(b.address, topic, partitions=2, config=ARCHIVED_TOPIC)
+    recs = produce_archivable(b.address, topic, 120, partitions=2)
+    wait_log_start(b.address, topic, recs)
+
+    def restore(to: str, *selection: str, as_json: bool = True) -> str:
+        create_topic(b.address, to, partitions=2)
+        return tern_cli("archive", "restore", topic, *selection, "--to-topic", to, "-b", b.address,
+                        *archive.flags(), *(["--json"] if as_json else []))
+
+    def assert_restored(to: str, want: list[Rec]) -> None:
+        messages, errors, _ = ck.consume_all(b.address, to)
+        assert not errors, errors
+        for p in (0, 1):
+            got = [(m.key(), m.value(), tuple(m.headers() or ()), m.timestamp())
+                   for m in messages if m.partition() == p]
+            assert got == [(r.key, r.value, r.headers, (TIMESTAMP_CREATE_TIME, r.timestamp))
+                           for r in want if r.partition == p], f"{to} partition {p}"
+
+    out = restore(f"{topic}-all", "--from-offset", "0", as_json=False)
+    assert f"restored {len(recs)} records" in out, out
+    assert_restored(f"{topic}-all", recs)
+
+    from_offset = [r for r in recs if r.offset >= 25]
+    doc = json.loads(restore(f"{topic}-from-offset", "--from-offset", "25"))
+    assert (doc["restored"], doc["partitions"]) == (len(from_offset), {str(p): n for p, n in ends_of(from_offset).items()})
+    assert_restored(f"{topic}-from-offset", from_offset)
+
+    since = sorted(r.timestamp for r in recs)[70]
+    from_time = [r for r in recs if r.timestamp >= since]
+    doc = json.loads(restore(f"{topic}-from-time", "--from-time", str(since)))
+    assert (doc["restored"], doc["partitions"]) == (len(from_time), {str(p): n for p, n in ends_of(from_time).items()})
+    assert_restored(f"{topic}-from-time", from_time)
+
+
+@pytest.mark.timeout(60)
+def test_message_status_says_archived(start_broker, tmp_path, topic):
+    """GET /message_status of a message that retention deleted after the archive took it:
+    "archived", with the object's path and full location (which exists); of one past
+    retention in a topic without archive: "expired"; a sentinel is still "pending"."""
+    archive = DirArchive(tmp_path / "archive")
+    http_port = free_port()
+    b = start_broker(*ARCHIVE_ARGS, *archive.flags(), "--http", f"127.0.0.1:{http_port}")
+    wait_until(lambda: port_accepts(http_port), 30, what="the HTTP API")
+    h = Http(http_port)
+    plain = f"{topic}-plain"
+    create_topic(b.address, topic, config={**ARCHIVED_TOPIC, "archive.enable": "true"})
+    create_topic(b.address, plain, config=ARCHIVED_TOPIC)  # archive.enable: false by default
+    recs = produce_archivable(b.address, topic, 30)
+    plain_recs = produce_archivable(b.address, plain, 30)
+    wait_log_start(b.address, topic, recs)
+    wait_log_start(b.address, plain, plain_recs)
+    topic_id = h.create_topic(topic)["topic_id"]  # already there: its id
+    entries = manifest(archive, topic, 0)["entries"]
+    for offset in (0, len(recs) - 1):
+        st = h.status(message_id_of(topic_id, 0, offset))
+        assert st["message_status"] == "archived", st
+        (entry,) = [e for e in entries if e["first_offset"] <= offset <= e["last_offset"]]
+        assert st["archive"]["path"] == entry["path"], (st, entry)
+        location = urlparse(st["archive"]["location"])
+        assert location.scheme == "file" and Path(unquote(location.path)) == archive.root / entry["path"], st
+        assert (archive.root / entry["path"]).is_file()
+    assert h.status(message_id_of(topic_id, 0, len(recs)))["message_status"] == "pending"
+    st = h.status(message_id_of(h.create_topic(plain)["topic_id"], 0, 0))
+    assert st["message_status"] == "expired" and not st.get("archive"), st
+
+
+@pytest.mark.timeout(60)
+def test_archive_configs_are_described_and_alterable(start_broker, topic):
+    """archive.enable and archive.on.failure are topic configs: described with their
+    defaults (false, wait; or the broker's --archive-enable / --archive-on-failure), set
+    and deleted by IncrementalAlterConfigs, and an invalid value is refused with
+    INVALID_CONFIG, by IncrementalAlterConfigs and CreateTopics alike."""
+    b = start_broker()
+    admin = admin_for(b)
+    create_topic(b.address, topic)
+    configs = describe(admin, ResourceType.TOPIC, topic)
+    assert value_and_source(configs, "archive.enable") == ("false", ConfigSource.DEFAULT_CONFIG)
+    assert value_and_source(configs, "archive.on.failure") == ("wait", ConfigSource.DEFAULT_CONFIG)
+    assert not configs["archive.enable"].is_read_only and not configs["archive.on.failure"].is_read_only
+    assert incremental(admin, ResourceType.TOPIC, topic, [("archive.enable", AlterConfigOpType.SET, "true"),
+                                                          ("archive.on.failure", AlterConfigOpType.SET, "delete")]) is None
+    configs = describe(admin, ResourceType.TOPIC, topic)
+    assert value_and_source(configs, "archive.enable") == ("true", ConfigSource.DYNAMIC_TOPIC_CONFIG)
+    assert value_and_source(configs, "archive.on.failure") == ("delete", ConfigSource.DYNAMIC_TOPIC_CONFIG)
+    for name in ("archive.on.failure", "archive.enable"):
+        err = incremental(admin, ResourceType.TOPIC, topic, [(name, AlterConfigOpType.SET, "maybe")])
+        assert err is not None and err.code() == KafkaError.INVALID_CONFIG, (name, err)
+    with pytest.raises(KafkaException) as refused:
+        create_topic(b.address, f"{topic}-bad", config={"archive.on.failure": "maybe"})
+    assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG, refused.value
+    assert incremental(admin, ResourceType.TOPIC, topic, [("archive.enable", AlterConfigOpType.DELETE, None)]) is None
+    configs = describe(admin, ResourceType.TOPIC, topic)
+    assert value_and_source(configs, "archive.enable") == ("false", ConfigSource.DEFAULT_CONFIG)
+    assert value_and_source(configs, "archive.on.failure") == ("delete", ConfigSource.DYNAMIC_TOPIC_CONFIG)
+
+    flagged = start_broker("--archive-enable", "true", "--archive-on-failure", "delete", name="flagged")
+    create_topic(flagged.address, topic)
+    configs = describe(admin_for(flagged), ResourceType.TOPIC, topic)
+    assert value_and_source(configs, "archive.enable") == ("true", ConfigSource.STATIC_BROKER_CONFIG)
+    assert value_and_source(configs, "archive.on.failure") == ("delete", ConfigSource.STATIC_BROKER_CONFIG)
