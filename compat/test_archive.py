@@ -17,9 +17,9 @@ retention.ms = 1 h and segment.bytes = 1024, N records stamped two hours ago, th
 fresh sentinels too big to share a segment, so exactly the N old records sit in sealed,
 expired segments. Archived, they leave the broker (ListOffsets earliest == N).
 
-DuckDB reserves the word OFFSET: its queries quote the column ("offset"). Hive keys shadow
-file columns of the same name in DuckDB, so topic and partition are read from the path,
-whether or not the files also hold them. Every wait is bounded.
+DuckDB reserves the word OFFSET: its queries quote the column ("offset"). topic and
+partition come from the Hive path only (the files do not repeat them), so pyarrow and
+pandas read the whole directory too. Every wait is bounded.
 """
 
 from __future__ import annotations
@@ -263,7 +263,7 @@ class S3Archive:
 
 
 def manifest(archive, topic: str, partition: int) -> dict | None:
-    raw = archive.read(f"topic={topic}/partition={partition}/manifest.json")
+    raw = archive.read(f"topic={topic}/partition={partition}/_manifest.json")
     return None if raw is None else json.loads(raw)
 
 
@@ -384,9 +384,10 @@ SCHEMA = {
     "headers.key": ("BYTE_ARRAY", True), "headers.value": ("BYTE_ARRAY", False),
     "producer_id": ("INT64", False), "producer_epoch": ("INT32", False), "leader_epoch": ("INT32", False),
 }
-# Also in the files, by the spec; checked only when there (issue 14 may leave them to the
-# hive path, whose values DuckDB takes either way).
-HIVE_COLUMNS = {"topic": ("BYTE_ARRAY", True), "partition": ("INT32", False)}
+# topic and partition are the Hive path's keys, never file columns: a file column that
+# repeats a path key breaks Spark (duplicate column) and pyarrow/pandas directory reads
+# (the path's dictionary type against the file's). A file names them in its metadata.
+HIVE_KEYS = ("topic", "partition")
 
 
 def assert_parquet_schema(path: Path, records: int) -> None:
@@ -397,14 +398,17 @@ def assert_parquet_schema(path: Path, records: int) -> None:
     for i in range(len(pf.schema)):
         c = pf.schema.column(i)
         columns[".".join(x for x in c.path.split(".") if x not in ("list", "element", "item"))] = c
-    assert set(SCHEMA) <= set(columns) <= set(SCHEMA) | set(HIVE_COLUMNS), sorted(columns)
+    assert set(columns) == set(SCHEMA), sorted(columns)
     for name, c in columns.items():
-        physical, string = {**SCHEMA, **HIVE_COLUMNS}[name]
+        physical, string = SCHEMA[name]
         assert (c.physical_type, c.logical_type.type == "STRING") == (physical, string), (name, c)
     ts = json.loads(columns["timestamp"].logical_type.to_json())
     assert (ts["Type"], ts["isAdjustedToUTC"], ts["timeUnit"]) == ("Timestamp", True, "milliseconds"), ts
     md = pf.metadata
     assert md.num_rows == records
+    kv = {k.decode(): v.decode() for k, v in (md.metadata or {}).items()}
+    topic, partition = (re.search(rf"{k}=([^/]+)", str(path)).group(1) for k in HIVE_KEYS)
+    assert (kv.get("tern.topic"), kv.get("tern.partition")) == (topic, partition), kv
     codecs = {md.row_group(g).column(i).compression for g in range(md.num_row_groups) for i in range(md.num_columns)}
     assert codecs == {"SNAPPY"}, codecs
 
@@ -489,6 +493,10 @@ def test_archive_to_a_directory_is_read_by_duckdb_exactly(start_broker, tmp_path
     entries = manifest(archive, topic, 0)["entries"]
     for e in entries:
         assert_parquet_schema(archive.root / e["path"], e["records"])
+    # pandas' and pyarrow's usual read of a Hive directory: topic and partition from the path.
+    table = pq.read_table(archive.root / f"topic={topic}")
+    assert table.num_rows == len(recs)
+    assert sorted(set(table.column("partition").to_pylist())) == sorted({r.partition for r in recs})
     wait_until(lambda: metric(b, "tern_archive_records_total", topic) >= len(recs), 5,
                what="tern_archive_records_total")
     assert metric(b, "tern_archive_objects_total", topic) >= len(entries)

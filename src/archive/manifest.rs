@@ -135,10 +135,11 @@ pub fn partition_prefix(topic: &str, partition: i32) -> String {
     format!("topic={topic}/partition={partition}")
 }
 
-/// Where the manifest of a partition lives. Not `*.parquet`: globs over the data
-/// never read it.
+/// Where the manifest of a partition lives. Not `*.parquet`, and `_`-prefixed (as
+/// Spark's `_SUCCESS`): globs over the data and directory readers (pyarrow, pandas,
+/// Spark skip `_` and `.` files) never read it.
 pub fn manifest_path(topic: &str, partition: i32) -> String {
-    format!("{}/manifest.json", partition_prefix(topic, partition))
+    format!("{}/_manifest.json", partition_prefix(topic, partition))
 }
 
 /// The object for records `first..=last` whose first record is of `date`
@@ -241,7 +242,10 @@ mod tests {
             "topic=orders/partition=3/date=2026-12-03/00000000000000000005-00000000000000000099.parquet"
         );
         assert_eq!(object_range(&a), Some((5, 99)));
-        assert_eq!(object_range("topic=orders/partition=3/manifest.json"), None);
+        assert_eq!(
+            object_range("topic=orders/partition=3/_manifest.json"),
+            None
+        );
         assert!(object_path("t", 0, "d", 9, 9) < object_path("t", 0, "d", 10, 10));
     }
 
