@@ -73,3 +73,6 @@ bash bench/roll.sh "$ROOT/target/release/tern"
 
 # The log cleaner: throughput and produce latency beside it (bench/compaction.sh).
 bash bench/compaction.sh "$ROOT/target/release/tern"
+
+# The Parquet archive: throughput and produce latency beside it (bench/archive.sh).
+bash bench/archive.sh "$ROOT/target/release/tern"

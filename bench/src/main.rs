@@ -52,6 +52,10 @@ struct Args {
     /// Upper bound on the run, seconds.
     #[arg(long, default_value_t = 60)]
     timeout_s: u64,
+    /// Produce mode: payloads of pseudo-random bytes (incompressible, as real data is
+    /// to a codec or a Parquet encoder) instead of one repeated byte.
+    #[arg(long)]
+    random_payload: bool,
 }
 
 fn now_us() -> u64 {
@@ -97,6 +101,39 @@ fn percentile(sorted: &[u64], p: f64) -> f64 {
     sorted[i] as f64 / 1000.0
 }
 
+/// What produce mode sends, in turn: one repeated-byte payload, or with
+/// `--random-payload` 256 different pseudo-random ones (xorshift; no dependency).
+fn payloads(args: &Args) -> Vec<Vec<u8>> {
+    if !args.random_payload {
+        return vec![vec![b'x'; args.size]];
+    }
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    (0..256)
+        .map(|_| {
+            (0..args.size)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    state as u8
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The `n`th payload: under `--random-payload` every one differs (its first bytes
+/// are `n`), so no encoder can dictionary-code a few distinct values.
+fn payload_of<'a>(args: &Args, payloads: &'a [Vec<u8>], n: u64) -> std::borrow::Cow<'a, [u8]> {
+    let base = &payloads[(n % payloads.len() as u64) as usize];
+    if !args.random_payload || base.len() < 8 {
+        return std::borrow::Cow::Borrowed(base);
+    }
+    let mut unique = base.clone();
+    unique[..8].copy_from_slice(&n.to_le_bytes());
+    std::borrow::Cow::Owned(unique)
+}
+
 /// The key of the `n`th message under `--keys`.
 fn key_of(args: &Args, n: u64) -> Option<String> {
     (args.keys > 0).then(|| format!("k{}", n % args.keys))
@@ -104,14 +141,15 @@ fn key_of(args: &Args, n: u64) -> Option<String> {
 
 fn produce(args: &Args) {
     let producer = producer(args);
-    let payload = vec![b'x'; args.size];
+    let payloads = payloads(args);
     let deadline = Instant::now() + Duration::from_secs(args.timeout_s);
     let start = Instant::now();
     let mut sent = 0u64;
     while sent < args.count && Instant::now() < deadline {
         let key = key_of(args, sent);
+        let payload = payload_of(args, &payloads, sent);
         let record = BaseRecord::with_opaque_to(&args.topic, Box::new(now_us()))
-            .payload(&payload)
+            .payload(payload.as_ref())
             .partition((sent % args.partitions as u64) as i32);
         let record = match &key {
             Some(k) => record.key(k.as_str()),

@@ -66,9 +66,11 @@ async fn visit(archive: &Archive, partition: &Partition) {
     let started = Instant::now();
     match export(archive, partition).await {
         Ok(Some(exported)) => {
-            metrics::histogram!(m::ARCHIVE_EXPORT_SECONDS).record(started.elapsed().as_secs_f64());
+            let elapsed = started.elapsed();
+            metrics::histogram!(m::ARCHIVE_EXPORT_SECONDS).record(elapsed.as_secs_f64());
             tracing::info!(
                 partition = %id,
+                elapsed_ms = elapsed.as_millis() as u64,
                 objects = exported.objects,
                 records = exported.records,
                 log_bytes = exported.log_bytes,

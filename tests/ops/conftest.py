@@ -18,6 +18,12 @@ known traffic, shared by the whole session:
 - RAW_CONNECTIONS plain TCP connections held open until the connection gauge shows them.
 - HTTP API: topic HTTP_TOPIC created over HTTP, one subscriber, HTTP_MESSAGES published and
   read back, and one bad request (400).
+- ARCHIVED (archive.enable=true, segment.bytes=1024, retention.ms=1 h): N_EXPIRED records
+  stamped two hours ago, sealed by two fresh incompressible sentinels: the exporter writes
+  them to the Parquet archive (<data dir>/archive), then retention deletes them.
+- ARCHIVE_BLOCKED (the same, with archive.on.failure=delete): a regular file stands where
+  its archive folder would be, so every export fails (tern_archive_failures_total) and
+  retention deletes the expired segments unarchived (tern_archive_skipped_segments_total).
 """
 
 from __future__ import annotations
@@ -47,9 +53,13 @@ PAYLOAD = 100
 RAW_CONNECTIONS = 3
 HTTP_TOPIC = "ops-http"
 HTTP_MESSAGES = 5
+ARCHIVED = "ops-archived"
+ARCHIVE_BLOCKED = "ops-archive-blocked"
+N_EXPIRED = 20
 
 BROKER_ARGS = (*tern_harness.GROUP_ARGS, "--offsets-topic-num-partitions", str(OFFSETS_PARTITIONS),
-               "--log-cleaner-backoff-ms", "200")
+               "--log-cleaner-backoff-ms", "200",
+               "--archive-interval-ms", "200", "--log-retention-check-interval-ms", "200")
 # Requests whose non-waiting time exceeds 1 ms count as slow (tern_slow_requests_total),
 # so that series exists under the test's traffic. Only where the broker has the option.
 SLOW_REQUEST_ARGS = ("--slow-request-ms", "1")
@@ -221,4 +231,45 @@ def traffic(broker, prometheus):
     status, text = http_get(f"{broker.http_url}/message?consumer_id=1&topic_id={topic_id}&max=100")
     assert status == 200 and len(json.loads(text)["messages"]) == HTTP_MESSAGES, text
     assert post("/publish_message", {"topic_id": topic_id})[0] == 400
+
+    # ARCHIVED and ARCHIVE_BLOCKED: expired records, archived or (blocked) deleted unarchived.
+    (broker.data_dir / "archive").mkdir(parents=True, exist_ok=True)
+    (broker.data_dir / "archive" / f"topic={ARCHIVE_BLOCKED}").write_bytes(b"not a folder")
+    archived = {"archive.enable": "true", "segment.bytes": "1024", "retention.ms": "3600000"}
+    futures = admin.create_topics([
+        NewTopic(ARCHIVED, 1, 1, config=archived),
+        NewTopic(ARCHIVE_BLOCKED, 1, 1, config={**archived, "archive.on.failure": "delete"}),
+    ], operation_timeout=10, request_timeout=15)
+    for name, f in futures.items():
+        f.result(timeout=20)
+    for topic in (ARCHIVED, ARCHIVE_BLOCKED):
+        produce_expired(b, topic)
+    facts["archived_records"] = tern_harness.wait_until(
+        lambda: metric_sum(broker_metrics(broker), "tern_archive_records_total", topic=ARCHIVED) or None,
+        timeout=20, what="the exporter to archive the expired records")
+    facts["skipped_segments"] = tern_harness.wait_until(
+        lambda: metric_sum(broker_metrics(broker), "tern_archive_skipped_segments_total",
+                           topic=ARCHIVE_BLOCKED) or None,
+        timeout=20, what="retention to delete the blocked topic's segments unarchived")
     return facts
+
+
+def produce_expired(bootstrap: str, topic: str) -> None:
+    """N_EXPIRED small records stamped two hours ago, then two fresh sentinels of 900
+    random bytes (a batch bigger than segment.bytes is refused; these fit one segment
+    alone, never beside anything), so the old records are in sealed, expired segments."""
+    import os
+
+    from confluent_kafka import Producer
+
+    errors = []
+    report = lambda err, _msg: err and errors.append(err)  # noqa: E731
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "batch.size": 512})
+    old = int(time.time() * 1000) - 2 * 3600 * 1000
+    for i in range(N_EXPIRED):
+        p.produce(topic, value=f"expired-{i}".encode(), timestamp=old + i, on_delivery=report)
+    p.flush(15)
+    for _ in range(2):
+        p.produce(topic, value=os.urandom(900), on_delivery=report)
+        p.flush(15)
+    assert not errors, errors
