@@ -580,6 +580,24 @@ def test_archive_on_failure_delete_lets_retention_go_on(start_broker, tmp_path, 
     assert_sentinels_readable(b.address, topic, recs)
 
 
+@pytest.mark.timeout(60)
+def test_a_nearly_full_disk_wins_over_waiting_for_the_archive(start_broker, tmp_path, topic):
+    """Disk-full protection wins: with the archive down and archive.on.failure=wait, a data
+    directory below --archive-min-free-bytes (here: any disk, the threshold is 1 EB) still
+    has its expired segments deleted, counted as skipped; with room, the same set-up keeps
+    them (test_a_down_target_holds_retention_until_it_returns)."""
+    archive = DirArchive(tmp_path / "archive")
+    archive.block(topic)
+    b = start_broker(*ENABLED, *archive.flags(), "--archive-min-free-bytes", str(10**18))
+    create_topic(b.address, topic, config=ARCHIVED_TOPIC)
+    recs = produce_archivable(b.address, topic, 100)
+    wait_log_start(b.address, topic, recs)
+    wait_until(lambda: metric(b, "tern_archive_skipped_segments_total", topic) > 0, 5,
+               what="tern_archive_skipped_segments_total")
+    assert metric(b, "tern_archive_records_total", topic) == 0
+    assert_sentinels_readable(b.address, topic, recs)
+
+
 @pytest.mark.timeout(180)
 def test_kill9_during_export_leaves_no_gap_and_no_duplicate(start_broker, tmp_path, topic):
     """kill -9 at random moments of a slow export (many small objects, throttled), three
