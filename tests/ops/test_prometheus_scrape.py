@@ -110,7 +110,8 @@ def test_replication_health_gauges(prometheus, traffic):
     assert prometheus.value("tern_under_replicated_partitions") == 0
     assert prometheus.value("tern_offline_partitions") == 0
     assert prometheus.value("tern_controller_active") == 1
-    led = OFFSETS_PARTITIONS + ORDERS_PARTITIONS + 1 + 1 + 1 + 1  # + ops-compacted, ops-http (1 partition each)
+    # + ops-segments, ops-minisr, ops-compacted, ops-http, ops-archived, ops-archive-blocked (1 partition each)
+    led = OFFSETS_PARTITIONS + ORDERS_PARTITIONS + 6
     assert prometheus.wait_value("tern_leader_partitions", lambda v: v == led, timeout=SAMPLE_WAIT) == led
 
 
