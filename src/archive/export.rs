@@ -201,6 +201,7 @@ async fn export_work(
         let mut builder = ObjectBuilder::new();
         let mut log_bytes = 0u64;
         while position < work.end && builder.data_bytes() < budget {
+            let before = position;
             let chunk = read_chunk(partition, position)?;
             let read = chunk.len() as u64;
             for header in batches(&chunk) {
@@ -217,6 +218,11 @@ async fn export_work(
                 }
             }
             throttle.pay(read).await;
+            if position == before {
+                // A read always starts at the batch holding `position`; one that does not
+                // move on would spin here for ever.
+                return Err(ArchiveError::Log(format!("{id}: no batch at {position}")));
+            }
         }
         if builder.is_empty() {
             // Only control batches: nothing to archive, nothing missing.

@@ -184,7 +184,7 @@ pub async fn message_status(
     } else {
         "pending"
     };
-    Ok(Json(json!({
+    let mut answer = json!({
         "status": "ok",
         "message_id": message_id,
         "topic_id": id.topic_id,
@@ -193,8 +193,11 @@ pub async fn message_status(
         "message_status": message_status,
         "created_at": created_at,
         "num_recipients": recipients,
-        "archive": archived,
-    })))
+    });
+    if let Some(archive) = archived {
+        answer["archive"] = archive;
+    }
+    Ok(Json(answer))
 }
 
 /// Where the archive holds `offset` of the partition, if it does: the object's path
