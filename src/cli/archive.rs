@@ -9,9 +9,8 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use bytes::Bytes;
 use clap::{Args, Subcommand};
-use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{MetadataRequest, ProduceRequest, TopicName};
+use kafka_protocol::messages::{ProduceRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use serde_json::json;
 
@@ -341,32 +340,13 @@ impl Producer {
 
     async fn leader(&mut self, partition: i32) -> anyhow::Result<&mut super::Client> {
         if !self.leaders.contains_key(&partition) {
-            let name = TopicName(StrBytes::from_string(self.topic.clone()));
-            let request = MetadataRequest::default()
-                .with_topics(Some(vec![
-                    MetadataRequestTopic::default().with_name(Some(name))
-                ]))
-                .with_allow_auto_topic_creation(false);
-            let (_, metadata) = self.bootstrap.send(request, 12).await?;
-            let topic = metadata
-                .topics
-                .iter()
-                .find(|t| t.error_code == 0)
+            let leaders = super::client::leaders(&mut self.bootstrap, &self.topic)
+                .await?
                 .with_context(|| format!("topic {} does not exist", self.topic))?;
-            let leader = topic
-                .partitions
-                .iter()
-                .find(|p| p.partition_index == partition)
-                .with_context(|| format!("{} has no partition {partition}", self.topic))?
-                .leader_id
-                .0;
-            let broker = metadata
-                .brokers
-                .iter()
-                .find(|b| b.node_id.0 == leader)
+            let address = leaders
+                .get(&partition)
                 .with_context(|| format!("{}-{partition} has no leader now", self.topic))?;
-            let address = format!("{}:{}", broker.host, broker.port);
-            let client = self.bootstrap.sibling(&address).await?;
+            let client = self.bootstrap.sibling(address).await?;
             self.leaders.insert(partition, client);
         }
         self.leaders

@@ -12,6 +12,39 @@ pub async fn connect(connection: &super::Connection) -> anyhow::Result<Client> {
     Ok(Client::connect_with(&connection.bootstrap, "tern-cli", &security).await?)
 }
 
+/// The address of each partition's leader of `topic`, as `bootstrap`'s Metadata says
+/// (partitions without a live leader are left out); `None` when the topic does not exist.
+pub async fn leaders(
+    bootstrap: &mut Client,
+    topic: &str,
+) -> anyhow::Result<Option<std::collections::BTreeMap<i32, String>>> {
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::{MetadataRequest, TopicName};
+
+    let name = TopicName(StrBytes::from_string(topic.to_string()));
+    let request = MetadataRequest::default()
+        .with_topics(Some(vec![
+            MetadataRequestTopic::default().with_name(Some(name))
+        ]))
+        .with_allow_auto_topic_creation(false);
+    let (_, metadata) = bootstrap.send(request, 12).await?;
+    let addresses: HashMap<i32, String> = metadata
+        .brokers
+        .iter()
+        .map(|b| (b.node_id.0, format!("{}:{}", b.host, b.port)))
+        .collect();
+    let Some(found) = metadata.topics.iter().find(|t| t.error_code == 0) else {
+        return Ok(None);
+    };
+    Ok(Some(
+        found
+            .partitions
+            .iter()
+            .filter_map(|p| Some((p.partition_index, addresses.get(&p.leader_id.0)?.clone())))
+            .collect(),
+    ))
+}
+
 /// Offsets of `partitions` of `topic` at `timestamp` (-1 latest, -2 earliest), each asked
 /// of the partition's leader (found through `bootstrap`): in a cluster only the leader
 /// answers ListOffsets. Partitions without a reachable leader are left out.
@@ -22,35 +55,17 @@ pub async fn offsets_from_leaders(
     timestamp: i64,
 ) -> anyhow::Result<std::collections::BTreeMap<i32, i64>> {
     use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
-    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-    use kafka_protocol::messages::{ListOffsetsRequest, MetadataRequest, TopicName};
+    use kafka_protocol::messages::{ListOffsetsRequest, TopicName};
 
     let name = TopicName(StrBytes::from_string(topic.to_string()));
-    let request = MetadataRequest::default()
-        .with_topics(Some(vec![
-            MetadataRequestTopic::default().with_name(Some(name.clone()))
-        ]))
-        .with_allow_auto_topic_creation(false);
-    let (_, metadata) = bootstrap.send(request, 12).await?;
-    let addresses: HashMap<i32, String> = metadata
-        .brokers
-        .iter()
-        .map(|b| (b.node_id.0, format!("{}:{}", b.host, b.port)))
-        .collect();
-    let mut by_leader: HashMap<i32, Vec<i32>> = HashMap::new();
-    for p in metadata.topics.iter().flat_map(|t| t.partitions.iter()) {
-        if partitions.contains(&p.partition_index) {
-            by_leader
-                .entry(p.leader_id.0)
-                .or_default()
-                .push(p.partition_index);
+    let mut by_leader: HashMap<String, Vec<i32>> = HashMap::new();
+    for (partition, address) in leaders(bootstrap, topic).await?.unwrap_or_default() {
+        if partitions.contains(&partition) {
+            by_leader.entry(address).or_default().push(partition);
         }
     }
     let mut out = std::collections::BTreeMap::new();
-    for (leader, wanted) in by_leader {
-        let Some(address) = addresses.get(&leader) else {
-            continue;
-        };
+    for (address, wanted) in by_leader {
         let request = ListOffsetsRequest::default()
             .with_replica_id((-1).into())
             .with_topics(vec![ListOffsetsTopic::default()
@@ -68,7 +83,7 @@ pub async fn offsets_from_leaders(
         let response = if address == bootstrap.address() {
             bootstrap.send(request, 7).await?.1
         } else {
-            bootstrap.sibling(address).await?.send(request, 7).await?.1
+            bootstrap.sibling(&address).await?.send(request, 7).await?.1
         };
         for p in response.topics.iter().flat_map(|t| t.partitions.iter()) {
             if p.error_code == 0 {

@@ -60,6 +60,13 @@ fn int_at_least(min: i64) -> impl Fn(&str) -> Result<(), String> {
     }
 }
 
+fn boolean(v: &str) -> Result<(), String> {
+    match v.trim() {
+        "true" | "false" => Ok(()),
+        other => Err(format!("'{other}' is not true or false")),
+    }
+}
+
 /// Every topic config tern implements.
 pub static TOPIC_CONFIGS: &[ConfigDef] = &[
     ConfigDef {
@@ -67,10 +74,7 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
         broker_key: "archive.enable",
         kind: ConfigType::Boolean,
         documentation: "Write every segment retention would delete to the Parquet archive (--archive-dir or --archive-url) first; retention waits until the archive has it.",
-        validate: |v| match v.trim() {
-            "true" | "false" => Ok(()),
-            other => Err(format!("'{other}' is not true or false")),
-        },
+        validate: boolean,
     },
     ConfigDef {
         name: "archive.on.failure",
@@ -188,10 +192,7 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
         broker_key: "unclean.leader.election.enable",
         kind: ConfigType::Boolean,
         documentation: "Elect a replica outside the ISR when no in-sync replica is alive: the partition comes back at once, but acknowledged writes may be lost.",
-        validate: |v| match v.trim() {
-            "true" | "false" => Ok(()),
-            other => Err(format!("'{other}' is not true or false")),
-        },
+        validate: boolean,
     },
     ConfigDef {
         name: "retention.bytes",
