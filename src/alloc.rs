@@ -20,8 +20,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-pub use crate::config::limits::GUARDED_ALLOCATION_BYTES as LARGE_BYTES;
-use crate::config::limits::GUARDED_ALLOCATION_SLOTS as SLOTS;
+pub use crate::limits::GUARDED_ALLOCATION_BYTES as LARGE_BYTES;
+use crate::limits::GUARDED_ALLOCATION_SLOTS as SLOTS;
 const PAGE_BYTES: usize = 4096;
 
 thread_local! {
@@ -58,7 +58,7 @@ static LIVE: AtomicUsize = AtomicUsize::new(0);
 static MAX_PROBE: AtomicUsize = AtomicUsize::new(0);
 
 /// Reserved mappings alive now: [`crate::server::frame::decode_untrusted`] refuses to
-/// start a decode above [`GUARDED_ALLOCATION_HIGH_WATER`](crate::config::limits::GUARDED_ALLOCATION_HIGH_WATER),
+/// start a decode above [`GUARDED_ALLOCATION_HIGH_WATER`](crate::limits::GUARDED_ALLOCATION_HIGH_WATER),
 /// which keeps the table from ever filling.
 pub fn live_reservations() -> usize {
     LIVE.load(Ordering::Acquire)

@@ -19,9 +19,10 @@ use crate::cluster::{
     BrokerEndpoint, BrokerInfo, EmbeddedStore, EtcdStore, MetadataError, MetadataEvent,
     MetadataStore,
 };
-use crate::config::{limits, Config, ServerConfig};
+use crate::config::{Config, ServerConfig};
 use crate::group::coordinator::GroupCoordinator;
 use crate::group::offsets::OFFSETS_TOPIC;
+use crate::limits;
 use crate::replication::ReplicaManager;
 use crate::security::listener::SecurityProtocol;
 use crate::security::tls::{ReloadingTls, TlsFiles};

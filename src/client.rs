@@ -22,7 +22,7 @@ use crate::security::sasl_client::{SaslClient, SaslLogin, Step};
 use crate::server::frame::{decode_untrusted, DecodeError};
 use crate::server::ByteStream;
 
-use crate::config::limits::{
+use crate::limits::{
     CLIENT_MAX_RESPONSE_BYTES as MAX_RESPONSE_BYTES, CLIENT_TIMEOUT as TIMEOUT, READ_CHUNK_BYTES,
 };
 

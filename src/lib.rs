@@ -2,7 +2,7 @@
 //!
 //! The `mod` lines below are in reading order, from the edge inwards (see
 //! ARCHITECTURE.md for the invariants of each):
-//! - `config`: flags, environment and TOML merged into one typed `Config`; every limit.
+//! - `config`: flags, environment and TOML merged into one typed `Config`, handed down in slices.
 //! - `broker`: wires the subsystems, runs background tasks, shuts down cleanly.
 //! - `server`: the Kafka TCP edge: framing, pipelining, guarded decoding, dispatch.
 //! - `api`: one file per Kafka API; thin handlers over the domain services.
@@ -16,7 +16,8 @@
 //! - `client`: a small Kafka client, for peers and the CLI. `cli`: the admin commands.
 //! - `metrics`: every metric name and the `/metrics` listener.
 //! - `security`: authentication mechanisms (SASL PLAIN, SCRAM-SHA-256/512) as pure code.
-//! - `model`: shared vocabulary. `alloc`: the allocator guard for untrusted decoding.
+//! - `model`: shared vocabulary. `limits`: every fixed bound, a leaf. `alloc`: the allocator
+//!   guard for untrusted decoding.
 
 pub mod config;
 pub mod broker;
@@ -34,6 +35,7 @@ pub mod cli;
 pub mod metrics;
 pub mod security;
 pub mod model;
+pub mod limits;
 pub mod alloc;
 #[doc(hidden)]
 pub mod fuzzing;

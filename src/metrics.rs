@@ -359,7 +359,7 @@ pub async fn serve(listener: TcpListener, readiness: Arc<Readiness>, shutdown: C
     if let Some(handle) = state.handle.clone() {
         let stop = shutdown.clone();
         tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(crate::config::limits::SAMPLE_INTERVAL);
+            let mut ticker = tokio::time::interval(crate::limits::SAMPLE_INTERVAL);
             loop {
                 tokio::select! {
                     _ = stop.cancelled() => return,

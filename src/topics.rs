@@ -72,8 +72,8 @@ pub struct CreateTopic {
 
 pub use crate::cluster::topic_config::is_internal;
 
-pub use crate::config::limits::MAX_PARTITIONS_PER_TOPIC;
-use crate::config::limits::{PLACEMENT_POLL, PLACEMENT_WAIT};
+pub use crate::limits::MAX_PARTITIONS_PER_TOPIC;
+use crate::limits::{PLACEMENT_POLL, PLACEMENT_WAIT};
 
 #[derive(Debug)]
 pub struct TopicService {

@@ -26,7 +26,7 @@ use super::{
 };
 use crate::metrics as m;
 
-use crate::config::limits::CONTROLLER_RECHECK as RECHECK;
+use crate::limits::CONTROLLER_RECHECK as RECHECK;
 
 /// Campaigns whenever there is no controller, and controls while elected; until shutdown.
 pub async fn run(store: std::sync::Arc<EtcdStore>, shutdown: CancellationToken) {
@@ -50,7 +50,7 @@ pub async fn run(store: std::sync::Arc<EtcdStore>, shutdown: CancellationToken) 
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = events.recv() => {}
-            _ = tokio::time::sleep(crate::config::limits::CONTROLLER_CAMPAIGN_PAUSE) => {}
+            _ = tokio::time::sleep(crate::limits::CONTROLLER_CAMPAIGN_PAUSE) => {}
         }
     }
 }

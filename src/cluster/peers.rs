@@ -31,7 +31,7 @@ pub enum PeerError {
     Client(#[from] ClientError),
 }
 
-use crate::config::limits::CONNECTIONS_PER_PEER;
+use crate::limits::CONNECTIONS_PER_PEER;
 
 type Slot = Arc<tokio::sync::Mutex<Option<Client>>>;
 

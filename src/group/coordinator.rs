@@ -26,7 +26,7 @@ use crate::log::batch;
 use crate::model::{monotonic_ms, now_ms};
 use crate::replication::{Acks, Partition, PartitionError, TopicReplicas};
 
-use crate::config::limits::OFFSET_COMMIT_TIMEOUT;
+use crate::limits::OFFSET_COMMIT_TIMEOUT;
 
 /// Coordinator settings (from the broker config).
 #[derive(Debug, Clone, Copy)]
@@ -268,7 +268,7 @@ impl GroupCoordinator {
             }
         };
         // The group answers within the rebalance timeout; the margin covers the ticker.
-        let wait = rebalance_timeout + crate::config::limits::JOIN_MARGIN;
+        let wait = rebalance_timeout + crate::limits::JOIN_MARGIN;
         match tokio::time::timeout(wait, rx).await {
             Ok(Ok(result)) => result,
             _ => rebalancing(&member_id),

@@ -68,7 +68,7 @@ async fn accept_loop(
             Ok(accepted) => accepted,
             Err(error) => {
                 tracing::warn!(%error, "HTTP API accept failed");
-                tokio::time::sleep(crate::config::limits::ACCEPT_BACKOFF).await;
+                tokio::time::sleep(crate::limits::ACCEPT_BACKOFF).await;
                 continue;
             }
         };

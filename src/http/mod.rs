@@ -54,7 +54,7 @@ use crate::replication::TopicReplicas;
 use crate::security::acl::{AclOperation, ResourceType};
 pub use auth::Caller;
 
-pub use crate::config::limits::HTTP_MAX_BODY_BYTES as MAX_BODY_BYTES;
+pub use crate::limits::HTTP_MAX_BODY_BYTES as MAX_BODY_BYTES;
 /// The OpenAPI document, kept in the repository beside the code it describes.
 const OPENAPI: &str = include_str!("openapi.json");
 
@@ -436,7 +436,7 @@ pub async fn serve(
     }
 }
 
-use crate::config::limits::HTTP_MAX_WAIT as MAX_WAIT;
+use crate::limits::HTTP_MAX_WAIT as MAX_WAIT;
 
 #[cfg(test)]
 mod tests {

@@ -49,9 +49,7 @@ pub struct Read {
     pub next: i64,
 }
 
-use crate::config::limits::{
-    HTTP_MAX_DECOMPRESSED_BYTES as MAX_DECOMPRESSED_BYTES, HTTP_STREAM_WAIT,
-};
+use crate::limits::{HTTP_MAX_DECOMPRESSED_BYTES as MAX_DECOMPRESSED_BYTES, HTTP_STREAM_WAIT};
 
 /// Up to `max` messages of `partition` from offset `from`. Batches Kafka producers
 /// compressed are decompressed here (the log stores them as sent); one that cannot be
@@ -301,7 +299,7 @@ impl HttpApi {
     }
 }
 
-use crate::config::limits::HTTP_REMOTE_POLL as REMOTE_POLL;
+use crate::limits::HTTP_REMOTE_POLL as REMOTE_POLL;
 
 /// What a waiting reader waits on: log-end watches of the partitions of `topic` led
 /// here, taken before a read so that an append between the read and the wait still

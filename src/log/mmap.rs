@@ -23,7 +23,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use memmap2::{MmapOptions, MmapRaw};
 
-use crate::config::limits::SEGMENT_ALLOCATE_CHUNK_BYTES as ALLOCATE_CHUNK_BYTES;
+use crate::limits::SEGMENT_ALLOCATE_CHUNK_BYTES as ALLOCATE_CHUNK_BYTES;
 
 /// How bytes get into a [`MappedFile`]; either way they land in the page cache and
 /// survive a crash of the process (not of the machine) without any flush.

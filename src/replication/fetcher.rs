@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Partition, ReplicaManager};
 use crate::client::{Client, ClientSecurity};
 use crate::cluster::MetadataStore;
-use crate::config::limits::{
+use crate::limits::{
     REPLICA_FETCH_BACKOFF, REPLICA_FETCH_MAX_BYTES, REPLICA_FETCH_PARTITION_MAX_BYTES,
     REPLICA_FETCH_WAIT_MS,
 };

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::dispatch::{self, Reply};
 use crate::api::context::{ConnectionSecurity, Services};
 
-use crate::config::limits::READ_CHUNK_BYTES;
+use crate::limits::READ_CHUNK_BYTES;
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum FrameError {

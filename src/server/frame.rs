@@ -44,7 +44,7 @@ pub fn decode_untrusted<T: Decodable>(
     buf: &mut Bytes,
     version: i16,
 ) -> Result<T, DecodeError> {
-    if crate::alloc::live_reservations() >= crate::config::limits::GUARDED_ALLOCATION_HIGH_WATER {
+    if crate::alloc::live_reservations() >= crate::limits::GUARDED_ALLOCATION_HIGH_WATER {
         metrics::counter!(crate::metrics::DECODES_REFUSED_TOTAL).increment(1);
         return Err(DecodeError {
             api,

@@ -18,7 +18,7 @@ use tokio_util::task::TaskTracker;
 
 use super::connection;
 use crate::api::context::{ConnectionSecurity, Services};
-use crate::config::limits::TLS_HANDSHAKE_TIMEOUT;
+use crate::limits::TLS_HANDSHAKE_TIMEOUT;
 use crate::security::listener::SecurityProtocol;
 use crate::security::principal::SslPrincipalMapper;
 use crate::security::session::SaslSession;
@@ -128,7 +128,7 @@ pub async fn run_listener(
             Err(error) => {
                 // Out of file descriptors and the like: back off instead of spinning.
                 tracing::warn!(%error, "accept failed");
-                tokio::time::sleep(crate::config::limits::ACCEPT_BACKOFF).await;
+                tokio::time::sleep(crate::limits::ACCEPT_BACKOFF).await;
             }
         }
     }

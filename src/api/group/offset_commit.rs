@@ -15,7 +15,7 @@ use super::super::errors;
 use crate::group::coordinator::{CommitError, OffsetCommit};
 use crate::security::acl::AclOperation;
 
-use crate::config::limits::OFFSET_METADATA_MAX_BYTES;
+use crate::limits::OFFSET_METADATA_MAX_BYTES;
 
 pub async fn handle(ctx: &RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse {
     let services = &ctx.services;

@@ -30,7 +30,7 @@ pub enum Owner<T> {
     Broker(i32),
 }
 
-use crate::config::limits::{HTTP_RETRY_BACKOFF, HTTP_RETRY_FOR as RETRY_FOR};
+use crate::limits::{HTTP_RETRY_BACKOFF, HTTP_RETRY_FOR as RETRY_FOR};
 
 fn topic_name(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_string()))

@@ -45,7 +45,7 @@ const OFFSET_OUT_OF_RANGE: i16 = 1;
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 
-use crate::config::limits::{
+use crate::limits::{
     HTTP_FORWARD_PRODUCE_TIMEOUT_MS as PRODUCE_TIMEOUT_MS, HTTP_READ_BYTES as READ_BYTES,
     HTTP_READ_BYTES_PER_MESSAGE, HTTP_READ_MIN_BYTES,
 };
