@@ -21,8 +21,8 @@ use crate::cluster::{
 };
 use crate::config::{Config, ServerConfig};
 use crate::group::coordinator::GroupCoordinator;
-use crate::group::offsets::OFFSETS_TOPIC;
 use crate::limits;
+use crate::model::OFFSETS_TOPIC;
 use crate::replication::ReplicaManager;
 use crate::security::listener::SecurityProtocol;
 use crate::security::tls::{ReloadingTls, TlsFiles};

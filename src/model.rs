@@ -29,6 +29,16 @@ impl fmt::Display for TopicPartition {
     }
 }
 
+/// The internal topic holding committed offsets and group metadata (Kafka's name).
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+/// Topics the broker keeps for itself: hidden from clients that don't name them, flagged
+/// `is_internal` in Metadata, and never produced to, deleted, resized or trimmed
+/// (DeleteRecords) by clients. The one rule; `topics::TopicService` enforces it.
+pub fn is_internal(name: &str) -> bool {
+    name == OFFSETS_TOPIC
+}
+
 /// Milliseconds since the Unix epoch, as Kafka timestamps are.
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()

@@ -9,9 +9,9 @@ use parking_lot::Mutex;
 
 use crate::cluster::broker_config::{self, BrokerConfigError};
 use crate::cluster::reassignment;
+use crate::cluster::topic_config::TopicDefaults;
 use crate::cluster::topic_config::{self, ConfigError};
 use crate::cluster::{MetadataError, MetadataStore, NewTopic, TopicSpec};
-use crate::config::TopicsConfig;
 use crate::model::validate_topic_name;
 use crate::replication::{ReplicaManager, TopicReplicas};
 
@@ -70,7 +70,7 @@ pub struct CreateTopic {
     pub configs: BTreeMap<String, String>,
 }
 
-pub use crate::cluster::topic_config::is_internal;
+pub use crate::model::is_internal;
 
 pub use crate::limits::MAX_PARTITIONS_PER_TOPIC;
 use crate::limits::{PLACEMENT_POLL, PLACEMENT_WAIT};
@@ -503,4 +503,14 @@ impl ProducerIdAllocator {
         *block = (first + 1, first + PRODUCER_ID_BLOCK);
         Ok(first)
     }
+}
+
+/// Topic creation defaults and the static defaults of every topic config (built-in and
+/// operator-set); `ReplicaManager` puts the dynamic broker configs on top of them.
+#[derive(Debug, Clone)]
+pub struct TopicsConfig {
+    pub auto_create: bool,
+    pub num_partitions: i32,
+    pub default_replication_factor: i16,
+    pub defaults: TopicDefaults,
 }

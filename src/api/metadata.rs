@@ -174,7 +174,7 @@ fn describe(ctx: &RequestContext, spec: &TopicSpec) -> MetadataResponseTopic {
     MetadataResponseTopic::default()
         .with_name(Some(topic_name(spec.name.clone())))
         .with_topic_id(spec.topic_id)
-        .with_is_internal(spec.name.starts_with("__"))
+        .with_is_internal(crate::topics::is_internal(&spec.name))
         .with_partitions(partitions)
         .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
 }

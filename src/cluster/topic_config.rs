@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 
 use crate::log::{CleanupPolicy, LogConfig};
+use crate::model::is_internal;
 
 /// Kafka's config types, with their DescribeConfigs v3+ wire values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -532,12 +533,6 @@ pub fn unclean_leader_election(
         .is_some_and(|v| v.trim() == "true")
 }
 
-/// Topics the broker keeps for itself: hidden from clients that don't name them, and
-/// never produced to, deleted, resized or trimmed (DeleteRecords) by clients.
-pub fn is_internal(name: &str) -> bool {
-    name == crate::group::offsets::OFFSETS_TOPIC
-}
-
 /// The configs `__consumer_offsets` is created with, Kafka's: `cleanup.policy=compact`
 /// (the log cleaner keeps each group's and each committed partition's latest record),
 /// `compression.type=producer`, 100 MiB segments (`offsets.topic.segment.bytes`).
@@ -714,7 +709,7 @@ mod tests {
         });
         // Even with retention overrides that validation would refuse (an old store).
         let configs = map(&[("retention.ms", "1000"), ("retention.bytes", "10")]);
-        let log = d.log_config_for(crate::group::offsets::OFFSETS_TOPIC, &configs);
+        let log = d.log_config_for(crate::model::OFFSETS_TOPIC, &configs);
         assert_eq!((log.retention_ms, log.retention_bytes), (-1, -1));
         let user = d.log_config_for("orders", &BTreeMap::new());
         assert_eq!((user.retention_ms, user.retention_bytes), (1, 1));
@@ -722,7 +717,7 @@ mod tests {
 
     #[test]
     fn the_offsets_topic_keeps_compact_and_no_retention() {
-        let topic = crate::group::offsets::OFFSETS_TOPIC;
+        let topic = crate::model::OFFSETS_TOPIC;
         let pinned = with_offsets_topic_configs(map(&[("segment.bytes", "1048576")]));
         assert_eq!(validate_for_topic(topic, &pinned), Ok(()));
         assert_eq!(

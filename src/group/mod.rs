@@ -4,3 +4,12 @@
 pub mod coordinator;
 pub mod offsets;
 pub mod state;
+
+/// Consumer-group coordinator settings.
+#[derive(Debug, Clone, Copy)]
+pub struct GroupsConfig {
+    pub coordinator: coordinator::CoordinatorConfig,
+    pub offsets_topic_partitions: i32,
+    /// Replicas per offsets partition; the ring places min(this, live brokers).
+    pub offsets_topic_replication_factor: i16,
+}

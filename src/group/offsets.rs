@@ -24,8 +24,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::log::batch::testing::{encode_batch, TestRecord};
 
-/// The internal topic holding committed offsets and group metadata.
-pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+pub use crate::model::OFFSETS_TOPIC;
 
 /// One committed offset.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -438,6 +438,15 @@ pub async fn serve(
 
 use crate::limits::HTTP_MAX_WAIT as MAX_WAIT;
 
+/// How the HTTP API listener is secured.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HttpSecurity {
+    /// HTTPS with the broker's certificate (`--http-tls`).
+    pub tls: bool,
+    /// Calls without credentials are refused with 401 (`--http-auth required`).
+    pub require_auth: bool,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

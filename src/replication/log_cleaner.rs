@@ -14,9 +14,9 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use super::{Partition, ReplicaManager};
-use crate::config::CleanerConfig;
 use crate::log::compaction::PassOutcome;
 use crate::model::{now_ms, TopicPartition};
+use std::time::Duration;
 
 /// Runs the cleaner threads until `shutdown`.
 pub async fn run(
@@ -149,4 +149,16 @@ fn report(partition: &Partition, outcome: &PassOutcome, started: Instant) {
         cleaned_mb_per_s = format!("{mb_per_s:.1}"),
         "log cleaner pass"
     );
+}
+
+/// The log cleaner's settings: Kafka's `log.cleaner.*` broker configs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CleanerConfig {
+    pub enable: bool,
+    pub threads: usize,
+    /// Per thread: the shared buffer divided among them, as Kafka divides it.
+    pub dedupe_buffer_bytes: u64,
+    /// Per thread, likewise; `None` for no limit.
+    pub io_max_bytes_per_second: Option<f64>,
+    pub backoff: Duration,
 }

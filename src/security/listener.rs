@@ -141,6 +141,16 @@ pub fn parse_endpoints(list: &str) -> Result<Vec<Endpoint>, ListenerError> {
     Ok(endpoints)
 }
 
+/// One Kafka listener: where it binds, what it tells clients, what it demands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerConfig {
+    pub protocol: SecurityProtocol,
+    pub bind: SocketAddr,
+    pub advertised_host: String,
+    /// 0 until the listener is bound to an ephemeral port, then that port.
+    pub advertised_port: i32,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,3 +30,26 @@ pub mod listener;
 pub mod principal;
 pub mod session;
 pub mod tls;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use self::principal::SslPrincipalMapper;
+use self::sasl_client::SaslLogin;
+use self::session::SaslPolicy;
+use self::tls::TlsFiles;
+
+/// TLS, principals and SASL, for every listener.
+#[derive(Debug, Clone)]
+pub struct SecurityConfig {
+    /// Certificate, key and (mTLS) client CA; required when a listener uses TLS.
+    pub tls: Option<TlsFiles>,
+    /// Trust anchors for a peer's TLS listener.
+    pub peer_ca: Option<PathBuf>,
+    /// Who this broker logs in to its peers as, when the inter-broker listener is SASL.
+    pub inter_broker_login: Option<SaslLogin>,
+    pub principal_mapper: SslPrincipalMapper,
+    pub sasl: Arc<SaslPolicy>,
+    pub failed_authentication_delay: Duration,
+}
