@@ -351,7 +351,7 @@ fn correct_exchange(
         .map(|(k, s)| k ^ s)
         .collect();
     let client_final = format!("{without_proof},p={}", b64.encode(proof));
-    if client_final.len() > crate::security::SASL_MESSAGE_BYTES_MAX {
+    if client_final.len() > crate::limits::SASL_MESSAGE_BYTES_MAX {
         // A client-first near the bound carries a nonce too long for any client-final
         // within it: the bound refuses that one, rightly.
         let refused = server.client_final(client_final.as_bytes()).is_err();

@@ -23,6 +23,13 @@ pub const GUARDED_ALLOCATION_HIGH_WATER: usize = GUARDED_ALLOCATION_SLOTS / 2;
 /// response in the client): a frame's memory grows only as its bytes arrive, never
 /// to the size a peer merely claims.
 pub const READ_CHUNK_BYTES: usize = 256 * 1024;
+/// The largest client SASL token any mechanism here accepts, in bytes.
+///
+/// Why: a SCRAM or PLAIN message is a user name, a nonce, a password or a proof and a few
+/// separators; real clients send well under 300 bytes. Refusing anything longer before parsing
+/// bounds the work an unauthenticated peer can cause (Kafka's own bound is its 512 KiB
+/// `sasl.server.max.receive.size`, far above any legitimate token).
+pub const SASL_MESSAGE_BYTES_MAX: usize = 4096;
 /// Pause after a failed accept (out of file descriptors), instead of spinning.
 pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 /// Longest a TLS handshake may take: a client that opens a TLS connection and says

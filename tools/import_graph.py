@@ -43,7 +43,7 @@ def module_files() -> dict[tuple[str, ...], str]:
             rel = os.path.relpath(full, SRC)[:-3].split(os.sep)
             if rel[-1] == "mod":
                 rel = rel[:-1]
-            if rel == ["main"]:
+            if rel == ["main"] or "tests" in rel:
                 continue  # the binary crate: it imports the library, never the reverse
             if rel == ["lib"]:
                 rel = []

@@ -20,8 +20,9 @@ use parquet::file::writer::SerializedFileWriter;
 use parquet::record::{Field, Row};
 use parquet::schema::parser::parse_message_type;
 
-use crate::log::batch::{BatchHeader, RecordView};
+use crate::log::batch::BatchHeader;
 use crate::log::compression;
+use crate::log::records::RecordView;
 
 /// The file schema. `headers` is the standard three-level LIST of structs; a record's
 /// `timestamp` is what a consumer sees (the batch's time for LogAppendTime topics).
@@ -392,7 +393,7 @@ mod tests {
         let mut batch = encode_batch(records, timestamp, (7, 3, 0));
         if codec != 0 {
             let header = BatchHeader::parse_checked(&batch).expect("valid batch");
-            batch = crate::log::cleaner::recompress(&header, codec, None).expect("recompressed");
+            batch = crate::log::records::recompress(&header, codec, None).expect("recompressed");
         }
         assign_offsets(&mut batch, base, 4, None);
         batch

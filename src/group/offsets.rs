@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use crate::log::batch::testing::{encode_batch, TestRecord};
+use crate::log::records::BatchBuilder;
 
 pub use crate::model::OFFSETS_TOPIC;
 
@@ -281,39 +281,32 @@ fn decode_group(raw: &[u8]) -> Option<GroupRecord> {
 
 /// Encodes changes as one uncompressed record batch.
 pub fn encode_changes(changes: &[Change], now_ms: i64) -> Vec<u8> {
-    let records: Vec<TestRecord> = changes
-        .iter()
-        .map(|change| {
-            let (key, value) = match change {
-                Change::Offset {
-                    group,
-                    topic,
-                    partition,
-                    value,
-                } => (
-                    encode_key(&RecordKey::Offset {
-                        group: group.clone(),
-                        topic: topic.clone(),
-                        partition: *partition,
-                    }),
-                    value.as_ref().map(encode_offset),
-                ),
-                Change::Group { group, value } => (
-                    encode_key(&RecordKey::Group {
-                        group: group.clone(),
-                    }),
-                    value.as_ref().map(encode_group),
-                ),
-            };
-            TestRecord {
-                key: Some(key),
+    let mut batch = BatchBuilder::new();
+    for change in changes {
+        let (key, value) = match change {
+            Change::Offset {
+                group,
+                topic,
+                partition,
                 value,
-                headers: Vec::new(),
-                timestamp_delta: 0,
-            }
-        })
-        .collect();
-    encode_batch(&records, now_ms, (-1, -1, -1))
+            } => (
+                encode_key(&RecordKey::Offset {
+                    group: group.clone(),
+                    topic: topic.clone(),
+                    partition: *partition,
+                }),
+                value.as_ref().map(encode_offset),
+            ),
+            Change::Group { group, value } => (
+                encode_key(&RecordKey::Group {
+                    group: group.clone(),
+                }),
+                value.as_ref().map(encode_group),
+            ),
+        };
+        batch.push(now_ms, Some(&key), value.as_deref(), &[]);
+    }
+    batch.build()
 }
 
 /// The state of the groups in one offsets partition, rebuilt by replay.

@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::bodies::{status_query, CreateTopicBody, PublishBody};
 use super::{params, ApiError, ApiResult, ApiState, Caller, MessageId, Params};
-use crate::log::batch::testing::{encode_batch, TestRecord};
+use crate::log::records::BatchBuilder;
 use crate::model::now_ms;
 use crate::security::acl::{AclOperation, ResourceType};
 use crate::topics::{CreateTopic, TopicError};
@@ -97,14 +97,14 @@ pub async fn publish_message(
         }
     };
     let now = now_ms();
-    let record = TestRecord {
-        key: key.map(String::into_bytes),
-        value: Some(content.into_bytes()),
-        headers: Vec::new(),
-        timestamp_delta: 0,
-    };
-    let batch = encode_batch(&[record], now, (-1, -1, -1));
-    let batch = bytes::Bytes::from(batch);
+    let mut batch = BatchBuilder::new();
+    batch.push(
+        now,
+        key.as_deref().map(str::as_bytes),
+        Some(content.as_bytes()),
+        &[],
+    );
+    let batch = bytes::Bytes::from(batch.build());
     let base_offset = api
         .retrying(|| api.append(&topic, index, batch.clone(), now))
         .await?;

@@ -193,33 +193,15 @@ impl<'a> BatchHeader<'a> {
     pub fn record_count(&self) -> i32 {
         i32_at(self.bytes, 57)
     }
+    /// The records section after the header, as stored (compressed or not).
+    pub fn records_section(&self) -> &'a [u8] {
+        self.bytes.get(HEADER_BYTES..).unwrap_or_default()
+    }
+
     /// Whether the producer asked for idempotent deduplication of this batch.
     pub fn has_producer_id(&self) -> bool {
         self.producer_id() >= 0
     }
-
-    /// Offset and timestamp of each record, read without decompressing; `None` for a
-    /// compressed batch (the broker never decompresses) or a malformed record.
-    pub fn record_timestamps(&self) -> Option<Vec<(i64, i64)>> {
-        Some(
-            self.records()?
-                .into_iter()
-                .map(|r| (r.offset, r.timestamp))
-                .collect(),
-        )
-    }
-}
-
-/// Reads a zig-zag varint (as Kafka records use); returns the value and bytes consumed.
-pub(crate) fn read_varint(buf: &[u8]) -> Option<(i64, usize)> {
-    let mut raw: u64 = 0;
-    for (i, byte) in buf.iter().enumerate().take(10) {
-        raw |= u64::from(byte & 0x7f) << (7 * i);
-        if byte & 0x80 == 0 {
-            return Some((((raw >> 1) as i64) ^ -((raw & 1) as i64), i + 1));
-        }
-    }
-    None
 }
 
 /// Rewrites the fields the log owns in a batch about to be appended: the base offset
@@ -282,88 +264,11 @@ pub fn batches(mut buf: &[u8]) -> impl Iterator<Item = Result<BatchHeader<'_>, B
     })
 }
 
-/// One record of an uncompressed batch, as [`BatchHeader::records`] reads it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecordView<'a> {
-    pub offset: i64,
-    pub timestamp: i64,
-    pub key: Option<&'a [u8]>,
-    pub value: Option<&'a [u8]>,
-    /// Header keys (UTF-8 by Kafka's contract, not checked here) and values.
-    pub headers: Vec<(&'a [u8], Option<&'a [u8]>)>,
-}
-
-fn read_bytes<'a>(buf: &'a [u8], at: &mut usize) -> Option<Option<&'a [u8]>> {
-    let (len, n) = read_varint(buf.get(*at..)?)?;
-    *at += n;
-    if len < 0 {
-        return Some(None);
-    }
-    let len = usize::try_from(len).ok()?;
-    let bytes = buf.get(*at..*at + len)?;
-    *at += len;
-    Some(Some(bytes))
-}
-
-impl<'a> BatchHeader<'a> {
-    /// Every record's offset, timestamp, key and value; `None` for a compressed or
-    /// malformed batch. Used for the broker's own internal logs, which it writes
-    /// uncompressed; never on the produce path.
-    pub fn records(&self) -> Option<Vec<RecordView<'a>>> {
-        if self.compression() != 0 {
-            return None;
-        }
-        let bytes: &'a [u8] = self.bytes;
-        self.parse_records(bytes.get(HEADER_BYTES..)?)
-    }
-
-    /// The records section after the header, as stored (compressed or not).
-    pub fn records_section(&self) -> &'a [u8] {
-        self.bytes.get(HEADER_BYTES..).unwrap_or_default()
-    }
-
-    /// Parses this batch's records from `body`: the records section itself when the
-    /// batch is uncompressed, or its decompressed form.
-    pub fn parse_records<'b>(&self, body: &'b [u8]) -> Option<Vec<RecordView<'b>>> {
-        let mut out = Vec::with_capacity(self.record_count().clamp(0, 4096) as usize);
-        let mut at = 0;
-        for _ in 0..self.record_count() {
-            let (length, n) = read_varint(body.get(at..)?)?;
-            at += n;
-            let end = at + usize::try_from(length).ok()?;
-            let record = body.get(..end)?;
-            let mut cursor = at + 1; // attributes
-            let (timestamp_delta, n) = read_varint(record.get(cursor..)?)?;
-            cursor += n;
-            let (offset_delta, n) = read_varint(record.get(cursor..)?)?;
-            cursor += n;
-            let key = read_bytes(record, &mut cursor)?;
-            let value = read_bytes(record, &mut cursor)?;
-            let (count, n) = read_varint(record.get(cursor..)?)?;
-            cursor += n;
-            // No capacity from the claimed count: each header takes at least two
-            // bytes of the record, so the vector grows only as bytes are there.
-            let mut headers = Vec::new();
-            for _ in 0..count.max(0) {
-                let name = read_bytes(record, &mut cursor)??;
-                headers.push((name, read_bytes(record, &mut cursor)?));
-            }
-            out.push(RecordView {
-                offset: self.base_offset() + offset_delta,
-                timestamp: self.base_timestamp() + timestamp_delta,
-                key,
-                value,
-                headers,
-            });
-            at = end;
-        }
-        Some(out)
-    }
-}
-
-/// Builds uncompressed magic-2 batches: the broker's own writes (internal topics)
-/// and the tests' reference encoder.
+/// The tests' reference encoder, on [`super::records::BatchBuilder`].
+#[doc(hidden)]
 pub mod testing {
+    use super::super::records::BatchBuilder;
+
     /// One record: key, value, headers, timestamp delta from the batch base.
     #[derive(Debug, Clone, Default)]
     pub struct TestRecord {
@@ -373,65 +278,29 @@ pub mod testing {
         pub timestamp_delta: i64,
     }
 
-    fn put_varint(out: &mut Vec<u8>, value: i64) {
-        let mut raw = ((value << 1) ^ (value >> 63)) as u64;
-        while raw >= 0x80 {
-            out.push((raw as u8) | 0x80);
-            raw >>= 7;
-        }
-        out.push(raw as u8);
-    }
-
-    fn put_bytes(out: &mut Vec<u8>, bytes: Option<&[u8]>) {
-        match bytes {
-            None => put_varint(out, -1),
-            Some(b) => {
-                put_varint(out, b.len() as i64);
-                out.extend_from_slice(b);
-            }
-        }
-    }
-
     /// Encodes records into a batch with base offset 0 and the given producer fields.
     pub fn encode_batch(
         records: &[TestRecord],
         base_timestamp: i64,
         producer: (i64, i16, i32),
     ) -> Vec<u8> {
-        let mut body = Vec::new();
-        for (i, record) in records.iter().enumerate() {
-            let mut r = vec![0u8];
-            put_varint(&mut r, record.timestamp_delta);
-            put_varint(&mut r, i as i64);
-            put_bytes(&mut r, record.key.as_deref());
-            put_bytes(&mut r, record.value.as_deref());
-            put_varint(&mut r, record.headers.len() as i64);
-            for (k, v) in &record.headers {
-                put_bytes(&mut r, Some(k.as_bytes()));
-                put_bytes(&mut r, v.as_deref());
-            }
-            put_varint(&mut body, r.len() as i64);
-            body.extend_from_slice(&r);
+        let mut builder = BatchBuilder::new()
+            .with_base_timestamp(base_timestamp)
+            .idempotent(producer.0, producer.1, producer.2);
+        for record in records {
+            let headers: Vec<(&[u8], Option<&[u8]>)> = record
+                .headers
+                .iter()
+                .map(|(k, v)| (k.as_bytes(), v.as_deref()))
+                .collect();
+            builder.push(
+                base_timestamp + record.timestamp_delta,
+                record.key.as_deref(),
+                record.value.as_deref(),
+                &headers,
+            );
         }
-        let max_delta = records.iter().map(|r| r.timestamp_delta).max().unwrap_or(0);
-        let mut after_crc = Vec::new();
-        after_crc.extend_from_slice(&0i16.to_be_bytes());
-        after_crc.extend_from_slice(&(records.len() as i32 - 1).max(0).to_be_bytes());
-        after_crc.extend_from_slice(&base_timestamp.to_be_bytes());
-        after_crc.extend_from_slice(&(base_timestamp + max_delta).to_be_bytes());
-        after_crc.extend_from_slice(&producer.0.to_be_bytes());
-        after_crc.extend_from_slice(&producer.1.to_be_bytes());
-        after_crc.extend_from_slice(&producer.2.to_be_bytes());
-        after_crc.extend_from_slice(&(records.len() as i32).to_be_bytes());
-        after_crc.extend_from_slice(&body);
-        let mut batch = Vec::new();
-        batch.extend_from_slice(&0i64.to_be_bytes());
-        batch.extend_from_slice(&((after_crc.len() + 9) as i32).to_be_bytes());
-        batch.extend_from_slice(&0i32.to_be_bytes());
-        batch.push(2);
-        batch.extend_from_slice(&crc32c::crc32c(&after_crc).to_be_bytes());
-        batch.extend_from_slice(&after_crc);
-        batch
+        builder.build()
     }
 
     /// A batch of `count` small records with no producer id.
@@ -540,25 +409,23 @@ mod record_tests {
         assign_offsets(&mut batch, 10, 0, None);
         let header = BatchHeader::parse_checked(&batch).expect("valid");
         let read = header.records().expect("uncompressed");
+        let summary = |r: &super::super::records::RecordView<'_>| {
+            (
+                r.offset,
+                r.timestamp,
+                r.key.map(<[u8]>::to_vec),
+                r.value.map(<[u8]>::to_vec),
+            )
+        };
         assert_eq!(
-            read[0],
-            RecordView {
-                offset: 10,
-                timestamp: 103,
-                key: Some(b"k"),
-                value: Some(b"v"),
-                headers: Vec::new(),
-            }
+            summary(&read[0]),
+            (10, 103, Some(b"k".to_vec()), Some(b"v".to_vec()))
         );
+        assert_eq!(summary(&read[1]), (11, 104, Some(b"gone".to_vec()), None));
+        assert!(read[0].headers.is_empty());
         assert_eq!(
-            read[1],
-            RecordView {
-                offset: 11,
-                timestamp: 104,
-                key: Some(b"gone"),
-                value: None,
-                headers: vec![(b"h".as_slice(), Some(b"x".as_slice()))],
-            }
+            read[1].headers,
+            vec![(b"h".as_slice(), Some(b"x".as_slice()))]
         );
     }
 }

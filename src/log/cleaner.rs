@@ -18,13 +18,13 @@
 //! `Log::cleaning_job` hands out the segments, `Log::install_cleaned` swaps the
 //! result in, `replication::cleaner` chooses the partition and runs the pass.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 
 use sha2::{Digest, Sha256};
 
-use super::batch::{read_varint, BatchHeader, HEADER_BYTES};
+use super::batch::BatchHeader;
 use super::compression::{self, DecompressError};
+use super::records::{self, put_varint, HeaderChanges, RecordError, RecordView};
 
 /// Attribute bit 6: the batch's base timestamp is its delete horizon (KIP-534).
 pub const DELETE_HORIZON_FLAG: i16 = 1 << 6;
@@ -35,17 +35,21 @@ const TIMESTAMP_TYPE_BIT: i16 = 1 << 3;
 /// Kafka's `SkimpyOffsetMap` counts them, plus the hash table's own overhead.
 pub const OFFSET_MAP_ENTRY_BYTES: u64 = 48;
 
-/// Most bytes a batch's records may decompress to in the cleaner and in the key
-/// check of a compacted topic's produce (the same limit, so that whatever produce
-/// accepted the cleaner can read).
-pub const MAX_DECOMPRESSED_BATCH_BYTES: usize = 64 * 1024 * 1024;
-
 #[derive(Debug, thiserror::Error)]
 pub enum CleanError {
     #[error(transparent)]
     Decompress(#[from] DecompressError),
     #[error("batch at offset {offset} holds a malformed record")]
     Malformed { offset: i64 },
+}
+
+impl From<RecordError> for CleanError {
+    fn from(error: RecordError) -> Self {
+        match error {
+            RecordError::Decompress(e) => Self::Decompress(e),
+            RecordError::Malformed { offset } => Self::Malformed { offset },
+        }
+    }
 }
 
 /// A key's identity in the map: the first 16 bytes of its SHA-256. A collision would
@@ -100,8 +104,8 @@ impl OffsetMap {
         if header.is_control() {
             return Ok(());
         }
-        let body = records_body(header)?;
-        for record in raw_records(header, &body)? {
+        let body = records::records_body(header)?;
+        for record in records::decode(header, &body)? {
             if let Some(key) = record.key {
                 self.put(key, record.offset);
             }
@@ -143,8 +147,8 @@ pub fn clean_batch(
     if header.is_control() {
         return Ok(Cleaned::Unchanged);
     }
-    let body = records_body(header)?;
-    let records = raw_records(header, &body)?;
+    let body = records::records_body(header)?;
+    let records = records::decode(header, &body)?;
     let horizon = delete_horizon(header);
     let tombstones_expired = horizon.is_some_and(|h| tombstones.now_ms >= h);
     let mut kept = Vec::with_capacity(records.len());
@@ -155,7 +159,7 @@ pub fn clean_batch(
         if map.latest(key).is_some_and(|latest| latest > record.offset) {
             continue;
         }
-        if record.tombstone && tombstones_expired {
+        if record.value.is_none() && tombstones_expired {
             continue;
         }
         kept.push(record);
@@ -164,7 +168,7 @@ pub fn clean_batch(
     if kept.is_empty() {
         return Ok(Cleaned::Dropped { records: dropped });
     }
-    let keeps_tombstones = kept.iter().any(|r| r.tombstone);
+    let keeps_tombstones = kept.iter().any(|r| r.value.is_none());
     let stamp_horizon = horizon.is_none() && keeps_tombstones;
     if dropped == 0 && !stamp_horizon {
         return Ok(Cleaned::Unchanged);
@@ -184,95 +188,11 @@ pub fn clean_batch(
     Ok(Cleaned::Rewritten { batch, dropped })
 }
 
-/// The batch's records section, decompressed when it is compressed.
-fn records_body<'a>(header: &BatchHeader<'a>) -> Result<Cow<'a, [u8]>, CleanError> {
-    Ok(compression::decompress(
-        header.compression(),
-        header.records_section(),
-        MAX_DECOMPRESSED_BATCH_BYTES,
-    )?)
-}
-
-/// One record as stored, split where the cleaner may need to re-encode it.
-#[derive(Debug)]
-struct RawRecord<'a> {
-    offset: i64,
-    timestamp: i64,
-    key: Option<&'a [u8]>,
-    tombstone: bool,
-    attributes: u8,
-    /// The record from its offset delta to its end (offset delta, key, value,
-    /// headers): copied verbatim into a rebuilt batch.
-    tail: &'a [u8],
-}
-
-fn read_bytes<'a>(buf: &'a [u8], at: &mut usize) -> Option<Option<&'a [u8]>> {
-    let (len, n) = read_varint(buf.get(*at..)?)?;
-    *at += n;
-    if len < 0 {
-        return Some(None);
-    }
-    let len = usize::try_from(len).ok()?;
-    let bytes = buf.get(*at..at.checked_add(len)?)?;
-    *at += len;
-    Some(Some(bytes))
-}
-
-fn raw_records<'b>(
-    header: &BatchHeader<'_>,
-    body: &'b [u8],
-) -> Result<Vec<RawRecord<'b>>, CleanError> {
-    let malformed = || CleanError::Malformed {
-        offset: header.base_offset(),
-    };
-    let count = usize::try_from(header.record_count()).map_err(|_| malformed())?;
-    let mut out = Vec::with_capacity(count.min(4096));
-    let mut at = 0usize;
-    for _ in 0..count {
-        let record = (|| {
-            let (length, n) = read_varint(body.get(at..)?)?;
-            let start = at + n;
-            let end = start.checked_add(usize::try_from(length).ok()?)?;
-            let bytes = body.get(start..end)?;
-            let attributes = *bytes.first()?;
-            let mut cursor = 1;
-            let (timestamp_delta, n) = read_varint(bytes.get(cursor..)?)?;
-            cursor += n;
-            let tail_start = cursor;
-            let (offset_delta, n) = read_varint(bytes.get(cursor..)?)?;
-            cursor += n;
-            let key = read_bytes(bytes, &mut cursor)?;
-            let value = read_bytes(bytes, &mut cursor)?;
-            at = end;
-            Some(RawRecord {
-                offset: header.base_offset().checked_add(offset_delta)?,
-                timestamp: header.base_timestamp().checked_add(timestamp_delta)?,
-                key,
-                tombstone: value.is_none(),
-                attributes,
-                tail: bytes.get(tail_start..)?,
-            })
-        })()
-        .ok_or_else(malformed)?;
-        out.push(record);
-    }
-    Ok(out)
-}
-
-fn put_varint(out: &mut Vec<u8>, value: i64) {
-    let mut raw = ((value << 1) ^ (value >> 63)) as u64;
-    while raw >= 0x80 {
-        out.push((raw as u8) | 0x80);
-        raw >>= 7;
-    }
-    out.push(raw as u8);
-}
-
 /// A batch holding `kept` of `original`'s records: the original header's offsets,
 /// producer fields, epoch and codec; the count, timestamps and CRC of what stays.
 fn rebuild(
     original: &BatchHeader<'_>,
-    kept: &[&RawRecord<'_>],
+    kept: &[&RecordView<'_>],
     horizon: Option<i64>,
 ) -> Result<Vec<u8>, CleanError> {
     let first_timestamp = kept
@@ -301,60 +221,23 @@ fn rebuild(
     if horizon.is_some() {
         attributes |= DELETE_HORIZON_FLAG;
     }
-    let mut out = Vec::with_capacity(HEADER_BYTES + records.len());
-    out.extend_from_slice(&original.bytes()[..HEADER_BYTES]);
-    out.extend_from_slice(&records);
-    let length = (out.len() - 12) as i32;
-    out[8..12].copy_from_slice(&length.to_be_bytes());
-    out[21..23].copy_from_slice(&attributes.to_be_bytes());
-    out[27..35].copy_from_slice(&base_timestamp.to_be_bytes());
-    out[35..43].copy_from_slice(&max_timestamp.to_be_bytes());
-    out[57..61].copy_from_slice(&(kept.len() as i32).to_be_bytes());
-    let crc = crc32c::crc32c(&out[21..]);
-    out[17..21].copy_from_slice(&crc.to_be_bytes());
-    Ok(out)
-}
-
-/// The batch with its records compressed with `codec` instead (a topic whose
-/// `compression.type` is not `producer`, as Kafka's `LogValidator` recompresses):
-/// every header field but the codec bits, the length and the CRC stays.
-pub fn recompress(
-    header: &BatchHeader<'_>,
-    codec: i16,
-    level: Option<u32>,
-) -> Result<Vec<u8>, CleanError> {
-    let body = records_body(header)?;
-    let records = compression::compress(codec, &body, level)?;
-    let mut out = Vec::with_capacity(HEADER_BYTES + records.len());
-    out.extend_from_slice(&header.bytes()[..HEADER_BYTES]);
-    out.extend_from_slice(&records);
-    let length = (out.len() - 12) as i32;
-    out[8..12].copy_from_slice(&length.to_be_bytes());
-    let attributes = (header.attributes() & !0x07) | (codec & 0x07);
-    out[21..23].copy_from_slice(&attributes.to_be_bytes());
-    let crc = crc32c::crc32c(&out[21..]);
-    out[17..21].copy_from_slice(&crc.to_be_bytes());
-    Ok(out)
-}
-
-/// The positions in the batch of its records without a key: a compacted topic
-/// refuses a batch that has any (Kafka's `LogValidator.validateKey`).
-pub fn keyless_records(header: &BatchHeader<'_>) -> Result<Vec<usize>, CleanError> {
-    if header.is_control() {
-        return Ok(Vec::new());
-    }
-    let body = records_body(header)?;
-    Ok(raw_records(header, &body)?
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| r.key.is_none())
-        .map(|(i, _)| i)
-        .collect())
+    Ok(records::with_records(
+        original,
+        &records,
+        HeaderChanges {
+            attributes,
+            base_timestamp,
+            max_timestamp,
+            record_count: kept.len() as i32,
+        },
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::batch::testing::{encode_batch, TestRecord};
+    use super::super::batch::HEADER_BYTES;
+    use super::super::records::{keyless_records, records_body};
     use super::*;
 
     /// A batch of `records` at base offset `base` (outside the CRC, as the log assigns it).

@@ -18,12 +18,37 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use bytes::Bytes;
+
 use super::throttle::Throttle;
 
 use super::batch::BatchHeader;
 use super::cleaner::{self, CleanError, Cleaned, OffsetMap, TombstonePolicy};
+use super::files::{write_atomically, CLEANER_CHECKPOINT_FILE};
 use super::segment::{self, Segment, SegmentSizes};
-use super::{write_atomically, CleaningJob, CLEANER_CHECKPOINT_FILE};
+
+/// One segment of a [`CleaningJob`]: a view of its committed bytes.
+#[derive(Debug)]
+pub struct CleanableSegment {
+    pub base: i64,
+    /// The next segment's base: where this one's offsets end.
+    pub end: i64,
+    pub size: u64,
+    pub data: Bytes,
+}
+
+/// A compacted log's cleanable section, handed out for a pass that runs off the
+/// log's lock ([`super::Log::cleaning_job`], then [`super::Log::install_cleaned`]).
+#[derive(Debug)]
+pub struct CleaningJob {
+    pub dir: PathBuf,
+    pub(super) generation: u64,
+    pub first_dirty: i64,
+    pub segments: Vec<CleanableSegment>,
+    pub sizes: SegmentSizes,
+    /// The log's `delete.retention.ms` when the job was made.
+    pub delete_retention_ms: i64,
+}
 
 const CLEANING_DIR: &str = "cleaning";
 const SWAP_SUFFIX: &str = ".swap";

@@ -1,7 +1,7 @@
 //! One partition replica: its log, its durability and the wake-ups of long-polling
 //! fetchers. The log sits behind a short, synchronous lock; nothing slow happens while
 //! it is held: no fsync (a roll, DeleteRecords and retention leave theirs to the next
-//! flush, see `log::FlushPlan`), no unlink of a removed segment, no waiting.
+//! flush, see `log::flush::FlushPlan`), no unlink of a removed segment, no waiting.
 //!
 //! Every durability failure (an fsync of data, of a retired segment, of a snapshot, of
 //! the log start or of the directory) takes the partition offline for writes, as Kafka
@@ -21,10 +21,12 @@ use super::follower;
 use super::leader::{AckCheck, IsrProposal, LeaderState};
 use crate::cluster::PartitionAssignment;
 use crate::log::cleaner::TombstonePolicy;
+use crate::log::cleaning::Dirtiness;
 use crate::log::compaction::{self, PassError, PassOutcome, PassSettings};
+use crate::log::retention::{ArchiveWork, RetentionCounts};
+use crate::log::truncate::Doomed;
 use crate::log::{
-    AppendError, AppendInfo, ArchiveGate, ArchiveWork, CleanupPolicy, Dirtiness, Doomed, Log,
-    LogConfig, OffsetOutOfRange, RetentionCounts,
+    AppendError, AppendInfo, ArchiveGate, CleanupPolicy, Log, LogConfig, OffsetOutOfRange,
 };
 use crate::model::TopicPartition;
 

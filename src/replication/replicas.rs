@@ -22,7 +22,8 @@ use super::partition::Partition;
 use crate::cluster::broker_config::LOG_FLUSH_INTERVAL_MS;
 use crate::cluster::topic_config::{DynamicBrokerConfigs, TopicDefaults};
 use crate::cluster::{TopicAssignment, TopicSpec};
-use crate::log::{write_atomically, Log, OpenMode, RetentionCounts};
+use crate::log::retention::RetentionCounts;
+use crate::log::{write_atomically, Log, OpenMode};
 use crate::model::{now_ms, TopicPartition};
 
 const CLEAN_SHUTDOWN_FILE: &str = ".clean-shutdown";

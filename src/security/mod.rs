@@ -19,13 +19,6 @@ pub mod credentials;
 pub mod acl;
 pub mod access;
 
-/// The largest client SASL token any mechanism here accepts, in bytes.
-///
-/// Why: a SCRAM or PLAIN message is a user name, a nonce, a password or a proof and a few
-/// separators; real clients send well under 300 bytes. Refusing anything longer before parsing
-/// bounds the work an unauthenticated peer can cause (Kafka's own bound is its 512 KiB
-/// `sasl.server.max.receive.size`, far above any legitimate token).
-pub const SASL_MESSAGE_BYTES_MAX: usize = 4096;
 pub mod listener;
 pub mod principal;
 pub mod session;

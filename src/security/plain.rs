@@ -5,7 +5,7 @@
 //! the wiring should offer it only on TLS listeners.
 
 use super::credentials::ScramCredential;
-use super::SASL_MESSAGE_BYTES_MAX;
+use crate::limits::SASL_MESSAGE_BYTES_MAX;
 
 /// Why a PLAIN authentication failed; the connection is closed after answering
 /// SASL_AUTHENTICATION_FAILED with [`PlainError::client_message`].

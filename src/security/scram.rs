@@ -16,8 +16,8 @@ use base64::Engine as _;
 use subtle::ConstantTimeEq;
 
 pub use super::credentials::{ScramCredential, ScramMechanism};
-use super::scram_messages::{parse_client_final, parse_client_first, valid_nonce};
-use super::SASL_MESSAGE_BYTES_MAX;
+use super::scram_messages::{parse_client_final, parse_client_first, valid_nonce, MessageError};
+use crate::limits::SASL_MESSAGE_BYTES_MAX;
 
 /// Why a SCRAM exchange failed. Every variant ends the exchange; the connection must then be
 /// closed after answering SASL_AUTHENTICATION_FAILED. The `Display` text is for the broker's
@@ -68,6 +68,19 @@ pub enum ScramError {
         message: &'static str,
         state: &'static str,
     },
+}
+
+impl From<MessageError> for ScramError {
+    fn from(error: MessageError) -> Self {
+        match error {
+            MessageError::Malformed { part } => Self::Malformed { part },
+            MessageError::BadBase64 { part } => Self::BadBase64 { part },
+            MessageError::ChannelBindingNotSupported { flag } => {
+                Self::ChannelBindingNotSupported { flag }
+            }
+            MessageError::MandatoryExtension => Self::MandatoryExtension,
+        }
+    }
 }
 
 impl ScramError {

@@ -12,7 +12,20 @@
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 
-use super::scram::ScramError;
+/// Why a client message does not parse; `scram::ScramError` carries each on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MessageError {
+    #[error("malformed SCRAM {part}")]
+    Malformed { part: &'static str },
+    #[error("{part} is not valid base64")]
+    BadBase64 { part: &'static str },
+    /// `p=` (the client wants channel binding) or `y` (it could, and thinks we cannot).
+    #[error("SCRAM channel binding is not supported (gs2 flag {flag:?})")]
+    ChannelBindingNotSupported { flag: String },
+    /// RFC 5802: an `m=` attribute "MUST cause authentication failure".
+    #[error("SCRAM mandatory extension (m=) is not supported")]
+    MandatoryExtension,
+}
 
 /// The parts of a client-first message, borrowed from it where they are used verbatim.
 #[derive(Debug, PartialEq, Eq)]
@@ -41,12 +54,12 @@ pub struct ClientFinal<'a> {
     pub proof: Vec<u8>,
 }
 
-fn malformed(part: &'static str) -> ScramError {
-    ScramError::Malformed { part }
+fn malformed(part: &'static str) -> MessageError {
+    MessageError::Malformed { part }
 }
 
 /// Parses a client-first message.
-pub fn parse_client_first(message: &str) -> Result<ClientFirst<'_>, ScramError> {
+pub fn parse_client_first(message: &str) -> Result<ClientFirst<'_>, MessageError> {
     let (flag, rest) = message.split_once(',').ok_or(malformed("gs2 header"))?;
     if flag != "n" {
         return Err(gs2_flag_error(flag));
@@ -63,7 +76,7 @@ pub fn parse_client_first(message: &str) -> Result<ClientFirst<'_>, ScramError> 
     let mut attrs = bare.split(',');
     let mut attr = attrs.next().unwrap_or_default();
     if attr.starts_with("m=") {
-        return Err(ScramError::MandatoryExtension);
+        return Err(MessageError::MandatoryExtension);
     }
     let user = decode_saslname(
         attr.strip_prefix("n=")
@@ -86,9 +99,9 @@ pub fn parse_client_first(message: &str) -> Result<ClientFirst<'_>, ScramError> 
 }
 
 /// The error for a gs2 flag other than `n`.
-fn gs2_flag_error(flag: &str) -> ScramError {
+fn gs2_flag_error(flag: &str) -> MessageError {
     if flag == "y" || flag.starts_with("p=") {
-        ScramError::ChannelBindingNotSupported {
+        MessageError::ChannelBindingNotSupported {
             flag: flag.to_string(),
         }
     } else {
@@ -99,7 +112,7 @@ fn gs2_flag_error(flag: &str) -> ScramError {
 /// Checks the `key=value` extensions after the nonce and reports whether `tokenauth` is true
 /// (compared as Java's `Boolean.parseBoolean`, ignoring case). Others are ignored, as Kafka
 /// does, but must be well formed and not repeated.
-fn parse_extensions<'a>(attrs: impl Iterator<Item = &'a str>) -> Result<bool, ScramError> {
+fn parse_extensions<'a>(attrs: impl Iterator<Item = &'a str>) -> Result<bool, MessageError> {
     let mut seen: Vec<&str> = Vec::new();
     let mut token_auth = false;
     for attr in attrs {
@@ -117,7 +130,7 @@ fn parse_extensions<'a>(attrs: impl Iterator<Item = &'a str>) -> Result<bool, Sc
 
 /// One extension: letters, `=`, then a non-empty ASCII value without NUL or `,` (Kafka's
 /// `ALPHA "=" VALUE`).
-fn parse_extension(attr: &str) -> Result<(&str, &str), ScramError> {
+fn parse_extension(attr: &str) -> Result<(&str, &str), MessageError> {
     let (key, value) = attr.split_once('=').ok_or(malformed("extension"))?;
     let key_ok = !key.is_empty() && key.bytes().all(|b| b.is_ascii_alphabetic());
     let value_ok = !value.is_empty() && value.bytes().all(|b| (0x01..=0x7f).contains(&b));
@@ -129,7 +142,7 @@ fn parse_extension(attr: &str) -> Result<(&str, &str), ScramError> {
 }
 
 /// Parses a client-final message.
-pub fn parse_client_final(message: &str) -> Result<ClientFinal<'_>, ScramError> {
+pub fn parse_client_final(message: &str) -> Result<ClientFinal<'_>, MessageError> {
     let (without_proof, proof_attr) = message
         .rsplit_once(',')
         .ok_or(malformed("client-final message"))?;
@@ -160,13 +173,13 @@ pub fn parse_client_final(message: &str) -> Result<ClientFinal<'_>, ScramError> 
 }
 
 /// Canonical, padded standard base64; an empty value is refused (no attribute here is empty).
-fn decode_base64(value: &str, part: &'static str) -> Result<Vec<u8>, ScramError> {
+fn decode_base64(value: &str, part: &'static str) -> Result<Vec<u8>, MessageError> {
     if value.is_empty() {
-        return Err(ScramError::BadBase64 { part });
+        return Err(MessageError::BadBase64 { part });
     }
     BASE64
         .decode(value)
-        .map_err(|_| ScramError::BadBase64 { part })
+        .map_err(|_| MessageError::BadBase64 { part })
 }
 
 /// A nonce is one or more printable ASCII characters other than `,` (RFC 5802 `printable`).
@@ -180,7 +193,7 @@ pub fn valid_nonce(nonce: &str) -> bool {
 /// Unescapes a `saslname` (RFC 5802 §5.1): `=2C` is `,` and `=3D` is `=`; any other `=`,
 /// a NUL, or an empty name is refused. Non-ASCII UTF-8 is accepted, as the RFC says (Kafka's
 /// pattern admits ASCII only; no Kafka client escapes differently for it).
-pub fn decode_saslname(name: &str) -> Result<String, ScramError> {
+pub fn decode_saslname(name: &str) -> Result<String, MessageError> {
     if name.is_empty() || name.contains('\0') {
         return Err(malformed("user name"));
     }
@@ -270,7 +283,7 @@ mod tests {
             let message = format!("{flag},,n=user,r=abc");
             assert_eq!(
                 parse_client_first(&message),
-                Err(ScramError::ChannelBindingNotSupported {
+                Err(MessageError::ChannelBindingNotSupported {
                     flag: flag.to_string()
                 })
             );
