@@ -23,7 +23,7 @@ use crate::config::{Config, ServerConfig};
 use crate::group::coordinator::GroupCoordinator;
 use crate::limits;
 use crate::model::OFFSETS_TOPIC;
-use crate::replication::ReplicaManager;
+use crate::replication::{LeaderLease, ReplicaManager};
 use crate::security::listener::SecurityProtocol;
 use crate::security::tls::{ReloadingTls, TlsFiles};
 use crate::server::{run_listener, KafkaListener, PerAddress};
@@ -232,6 +232,10 @@ impl Broker {
             config.node_id,
             defaults,
             config.durability,
+            {
+                let store = Arc::clone(&store);
+                LeaderLease::new(move || store.may_lead())
+            },
         )?;
         let replicas = Arc::new(replicas);
         let topics = TopicService::new(

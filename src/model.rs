@@ -1,6 +1,156 @@
-//! Shared vocabulary used across modules.
+//! Shared vocabulary used across modules: partitions, the newtypes that must not be
+//! mixed up (offsets, leader epochs, broker and producer ids), internal topics, clocks.
 
 use std::fmt;
+use std::ops::{Add, Sub};
+
+use serde::{Deserialize, Serialize};
+
+/// An offset in a partition's log (Kafka's `long offset`). Arithmetic with plain
+/// integers is a count of records; two offsets subtract to a count.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
+#[serde(transparent)]
+pub struct Offset(pub i64);
+
+impl Offset {
+    pub const ZERO: Offset = Offset(0);
+    /// Kafka's `UNDEFINED_EPOCH_OFFSET` (and "no offset" on the wire).
+    pub const UNDEFINED: Offset = Offset(-1);
+
+    /// The offset after this one.
+    pub fn next(self) -> Offset {
+        Offset(self.0.saturating_add(1))
+    }
+    pub fn value(self) -> i64 {
+        self.0
+    }
+}
+
+impl Add<i64> for Offset {
+    type Output = Offset;
+    fn add(self, records: i64) -> Offset {
+        Offset(self.0.saturating_add(records))
+    }
+}
+
+impl Sub<Offset> for Offset {
+    type Output = i64;
+    fn sub(self, other: Offset) -> i64 {
+        self.0.saturating_sub(other.0)
+    }
+}
+
+impl fmt::Display for Offset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A partition's leader epoch: bumped by the controller at every leader change, stamped on
+/// every batch a leader appends, checked on every replica fetch (KIP-101, KIP-320).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
+#[serde(transparent)]
+pub struct LeaderEpoch(pub i32);
+
+impl LeaderEpoch {
+    /// Kafka's `UNDEFINED_EPOCH`: no epoch (an empty epoch cache, an answer it cannot give).
+    pub const UNDEFINED: LeaderEpoch = LeaderEpoch(-1);
+
+    pub fn value(self) -> i32 {
+        self.0
+    }
+    pub fn is_defined(self) -> bool {
+        self.0 >= 0
+    }
+}
+
+impl fmt::Display for LeaderEpoch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A broker's id (`node.id`); `-1` (NONE) where Kafka says "no broker" (no leader).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
+#[serde(transparent)]
+pub struct BrokerId(pub i32);
+
+impl BrokerId {
+    pub const NONE: BrokerId = BrokerId(-1);
+
+    pub fn value(self) -> i32 {
+        self.0
+    }
+    pub fn is_some(self) -> bool {
+        self.0 >= 0
+    }
+}
+
+impl fmt::Display for BrokerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// An idempotent or transactional producer's id; `-1` for none.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
+#[serde(transparent)]
+pub struct ProducerId(pub i64);
+
+impl ProducerId {
+    pub const NONE: ProducerId = ProducerId(-1);
+}
+
+/// A producer id's epoch, bumped to fence an older session of the same producer.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
+#[serde(transparent)]
+pub struct ProducerEpoch(pub i16);
+
+/// A replica's three offsets, read together.
+///
+/// Invariant: `log_start <= high_watermark <= log_end` (checked at construction).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionOffsets {
+    log_start: Offset,
+    high_watermark: Offset,
+    log_end: Offset,
+}
+
+impl PartitionOffsets {
+    /// The high watermark is clamped into `[log_start, log_end]`: a follower may know a
+    /// leader's high watermark past its own log end, and a reset may leave a stale one
+    /// below the log start; what a reader may use is inside the log.
+    pub fn new(log_start: Offset, high_watermark: Offset, log_end: Offset) -> Self {
+        assert!(
+            log_start <= log_end,
+            "log start {log_start} is past the log end {log_end}"
+        );
+        Self {
+            log_start,
+            high_watermark: high_watermark.clamp(log_start, log_end),
+            log_end,
+        }
+    }
+    pub fn log_start(&self) -> Offset {
+        self.log_start
+    }
+    pub fn high_watermark(&self) -> Offset {
+        self.high_watermark
+    }
+    pub fn log_end(&self) -> Offset {
+        self.log_end
+    }
+}
 
 /// A partition of a topic, by name and index.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -84,6 +234,21 @@ pub fn validate_topic_name(name: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn partition_offsets_keep_the_high_watermark_inside_the_log() {
+        let o = PartitionOffsets::new(Offset(5), Offset(20), Offset(10));
+        assert_eq!(o.high_watermark(), Offset(10));
+        let o = PartitionOffsets::new(Offset(5), Offset(0), Offset(10));
+        assert_eq!(o.high_watermark(), Offset(5));
+        assert_eq!((o.log_start(), o.log_end()), (Offset(5), Offset(10)));
+    }
+
+    #[test]
+    #[should_panic(expected = "past the log end")]
+    fn partition_offsets_refuse_a_log_start_past_the_end() {
+        let _ = PartitionOffsets::new(Offset(11), Offset(11), Offset(10));
+    }
 
     #[test]
     fn topic_names_follow_kafka_rules() {

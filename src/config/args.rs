@@ -156,8 +156,6 @@ serve_args! {
     replica_lag_time_max_ms: u64 = 30_000, "TERN_REPLICA_LAG_TIME_MAX_MS";
     /// Default flush.messages: a write is fsynced before it is acknowledged (and a follower fsyncs before fetching on) once this many messages are unflushed; 1 fsyncs every write on every in-sync replica, the default leaves it to log.flush.interval.ms (log.flush.interval.messages) [default: 9223372036854775807]
     log_flush_interval_messages: i64 = i64::MAX, "TERN_LOG_FLUSH_INTERVAL_MESSAGES";
-    /// Fault-injection tests only: after an unclean stop, drop every log's tail past its recovery checkpoint, as a machine losing power would lose what was not fsynced [default: false]
-    test_drop_unflushed_on_start: bool = false, "TERN_TEST_DROP_UNFLUSHED_ON_START";
     /// Delay before a new group's first rebalance, ms (group.initial.rebalance.delay.ms) [default: 3000]
     group_initial_rebalance_delay_ms: i32 = 3000, "TERN_GROUP_INITIAL_REBALANCE_DELAY_MS";
     /// Shortest session timeout a member may ask for, ms (group.min.session.timeout.ms) [default: 6000]

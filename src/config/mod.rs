@@ -286,9 +286,6 @@ impl Config {
                         .unwrap_or_else(defaults::log_flush_interval_ms)
                         .max(1),
                 ),
-                drop_unflushed_on_start: a
-                    .test_drop_unflushed_on_start
-                    .unwrap_or_else(defaults::test_drop_unflushed_on_start),
             },
             retention_check_interval: Duration::from_millis(
                 a.log_retention_check_interval_ms

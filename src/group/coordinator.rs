@@ -875,8 +875,9 @@ mod tests {
             log,
             0,
             1,
+            crate::replication::LeaderLease::always(),
         );
-        partition.become_leader(
+        partition.apply_assignment(
             &crate::cluster::TopicAssignment::all_on(
                 &crate::cluster::TopicSpec {
                     name: offsets::OFFSETS_TOPIC.into(),
@@ -890,6 +891,7 @@ mod tests {
                 0,
             )
             .partitions[0],
+            None,
             0,
         );
         Ok(Arc::new(partition))

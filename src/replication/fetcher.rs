@@ -4,11 +4,11 @@
 //! the partition's leader epoch and the epoch of its last batch) and long-polling
 //! until the leader has something new.
 //!
-//! What comes back is appended unchanged (`Partition::append_replicated`), so a
-//! replica's log is byte-identical to its leader's. A `diverging_epoch` answer (the
-//! follower holds a tail the leader does not: it led or followed a deposed leader)
-//! truncates that tail by `follower::truncation_offset`; a fetch offset below the
-//! leader's log start starts the replica over there.
+//! What comes back goes to `Partition::apply_fetch_answer`, whose replica state decides
+//! what it means: batches are appended unchanged, so a replica's log is byte-identical to
+//! its leader's; a `diverging_epoch` answer (the follower holds a tail the leader does
+//! not: it led or followed a deposed leader) truncates that tail; a fetch offset below
+//! the leader's log start starts the replica over there. This file only speaks Fetch.
 //!
 //! The set of tasks follows the replicas' roles: whenever a reconcile changes them
 //! (`ReplicaManager::watch_roles`), tasks start for new leaders and stop for leaders
@@ -23,6 +23,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use tokio_util::sync::CancellationToken;
 
+use super::replica::FetchAnswer;
 use super::{Partition, ReplicaManager};
 use crate::client::{Client, ClientSecurity};
 use crate::cluster::MetadataStore;
@@ -30,6 +31,7 @@ use crate::limits::{
     REPLICA_FETCH_BACKOFF, REPLICA_FETCH_MAX_BYTES, REPLICA_FETCH_PARTITION_MAX_BYTES,
     REPLICA_FETCH_WAIT_MS,
 };
+use crate::model::{LeaderEpoch, Offset};
 
 /// The fetch version followers send: v12 has `last_fetched_epoch` and
 /// `diverging_epoch` (KIP-595's truncation on fetch) and still names topics.
@@ -163,14 +165,13 @@ impl ReplicaFetchers {
     fn request(&self, partitions: &[Arc<Partition>]) -> FetchRequest {
         let mut topics: Vec<FetchTopic> = Vec::new();
         for partition in partitions {
-            let (fetch_offset, last_epoch) = partition.fetch_position();
-            let (log_start, _, _) = partition.offsets();
+            let position = partition.fetch_position();
             let wanted = FetchPartition::default()
                 .with_partition(partition.id().partition)
-                .with_current_leader_epoch(partition.leader_epoch())
-                .with_fetch_offset(fetch_offset)
-                .with_last_fetched_epoch(last_epoch.unwrap_or(-1))
-                .with_log_start_offset(log_start)
+                .with_current_leader_epoch(position.current_leader_epoch.0)
+                .with_fetch_offset(position.fetch_offset.0)
+                .with_last_fetched_epoch(position.last_fetched_epoch.map_or(-1, |e| e.0))
+                .with_log_start_offset(position.log_start.0)
                 .with_partition_max_bytes(REPLICA_FETCH_PARTITION_MAX_BYTES);
             let name = &partition.id().topic;
             match topics.iter_mut().find(|t| t.topic.0.as_str() == name) {
@@ -224,52 +225,35 @@ impl ReplicaFetchers {
         progressed
     }
 
-    /// Applies one partition's answer; `Ok(true)` when the replica's log changed.
+    /// Applies one partition's answer (`ReplicaState::apply_fetch_answer` decides what it
+    /// means); `Ok(true)` when the next fetch asks something else.
     async fn apply_partition(
         &self,
         leader: i32,
         partition: &Partition,
         data: &kafka_protocol::messages::fetch_response::PartitionData,
     ) -> Result<bool, super::PartitionError> {
-        match ResponseError::try_from_code(data.error_code) {
-            None => {}
-            Some(ResponseError::OffsetOutOfRange) => {
-                let (fetch_offset, _) = partition.fetch_position();
-                if data.high_watermark >= 0 && fetch_offset > data.high_watermark {
-                    // Ahead of what the leader can place (an unclean election): keep
-                    // only what it has committed, and ask again from there.
-                    partition.truncate_to(data.high_watermark).await?;
-                } else {
-                    // Below the leader's log start, or an epoch it no longer knows:
-                    // start over from its log start.
-                    partition.reset_to(data.log_start_offset.max(0)).await?;
+        let answer = match ResponseError::try_from_code(data.error_code) {
+            None if data.diverging_epoch.epoch >= 0 || data.diverging_epoch.end_offset >= 0 => {
+                FetchAnswer::Diverging {
+                    epoch: LeaderEpoch(data.diverging_epoch.epoch),
+                    end_offset: Offset(data.diverging_epoch.end_offset),
                 }
-                return Ok(true);
             }
+            None => FetchAnswer::Records {
+                records: data.records.as_deref().unwrap_or_default(),
+                high_watermark: Offset(data.high_watermark),
+                log_start: Offset(data.log_start_offset),
+            },
+            Some(ResponseError::OffsetOutOfRange) => FetchAnswer::OutOfRange {
+                high_watermark: Offset(data.high_watermark),
+                log_start: Offset(data.log_start_offset),
+            },
             Some(error) => {
                 tracing::debug!(partition = %partition.id(), leader, ?error, "replica fetch refused for partition");
                 return Ok(false);
             }
-        }
-        if data.diverging_epoch.epoch >= 0 || data.diverging_epoch.end_offset >= 0 {
-            let diverging = (data.diverging_epoch.epoch, data.diverging_epoch.end_offset);
-            let decision = partition.truncation_point(diverging);
-            let before = partition.fetch_position();
-            partition
-                .truncate_to(decision.offset(partition.high_watermark()))
-                .await?;
-            // Progress only if the next fetch asks something else: the same question
-            // would get the same answer, and asking it in a tight loop helps no one.
-            return Ok(partition.fetch_position() != before);
-        }
-        let records = data.records.as_deref().unwrap_or_default();
-        let Some(appended) = partition.append_replicated(records, data.high_watermark)? else {
-            return Ok(false);
         };
-        if partition.flush_due(appended.last_offset) {
-            // Before the next fetch tells the leader we have it (`flush.messages`).
-            partition.wait_durable(appended.last_offset).await?;
-        }
-        Ok(true)
+        partition.apply_fetch_answer(answer).await
     }
 }

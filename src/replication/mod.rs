@@ -9,6 +9,7 @@ pub mod follower;
 pub mod leader;
 pub mod log_cleaner;
 mod partition;
+pub mod replica;
 mod replicas;
 #[cfg(test)]
 pub(crate) mod sim;
@@ -16,5 +17,5 @@ pub(crate) mod sim;
 pub use fetcher::ReplicaFetchers;
 pub use follower::{diverging_epoch, truncation_offset, TruncationDecision};
 pub use leader::{AckCheck, IsrProposal, LeaderState};
-pub use partition::{Acks, Partition, PartitionError, ReadResult, ReplicaRead};
+pub use partition::{Acks, LeaderLease, Partition, PartitionError, ReadResult, ReplicaRead};
 pub use replicas::{Durability, NotServed, ReplicaManager, TopicReplicas};

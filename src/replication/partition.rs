@@ -1,7 +1,9 @@
-//! One partition replica: its log, its durability and the wake-ups of long-polling
-//! fetchers. The log sits behind a short, synchronous lock; nothing slow happens while
-//! it is held: no fsync (a roll, DeleteRecords and retention leave theirs to the next
-//! flush, see `log::flush::FlushPlan`), no unlink of a removed segment, no waiting.
+//! One partition replica as the broker runs it: its [`ReplicaState`] (role and log, the
+//! decisions) behind one short, synchronous lock, and around it what is not a decision:
+//! the `watch`es that wake waiting fetches and acknowledgements, durability (group-commit
+//! flushes off the lock), and the disposal of removed files. Nothing slow happens while
+//! the lock is held: no fsync (a roll, DeleteRecords and retention leave theirs to the
+//! next flush, see `log::flush::FlushPlan`), no unlink of a removed segment, no waiting.
 //!
 //! Every durability failure (an fsync of data, of a retired segment, of a snapshot, of
 //! the log start or of the directory) takes the partition offline for writes, as Kafka
@@ -10,7 +12,7 @@
 //! block allocation (a full disk) is not such a failure: nothing was acknowledged and
 //! nothing dropped, so that produce gets KAFKA_STORAGE_ERROR and the next may succeed.
 
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -18,7 +20,11 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 use super::follower;
-use super::leader::{AckCheck, IsrProposal, LeaderState};
+use super::leader::IsrProposal;
+pub use super::replica::Acks;
+use super::replica::{
+    Acknowledgement, Assigned, FetchAnswer, FetchPosition, ReplicaError, ReplicaLog, ReplicaState,
+};
 use crate::cluster::PartitionAssignment;
 use crate::log::cleaner::TombstonePolicy;
 use crate::log::cleaning::Dirtiness;
@@ -28,7 +34,7 @@ use crate::log::truncate::Doomed;
 use crate::log::{
     AppendError, AppendInfo, ArchiveGate, CleanupPolicy, Log, LogConfig, OffsetOutOfRange,
 };
-use crate::model::TopicPartition;
+use crate::model::{BrokerId, LeaderEpoch, Offset, TopicPartition};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PartitionError {
@@ -66,13 +72,31 @@ pub enum PartitionError {
     TimedOut(TopicPartition),
 }
 
-/// How much a producer asked to be acknowledged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Acks {
-    /// acks=0 and acks=1: in the leader's log.
-    Leader,
-    /// acks=all: in every in-sync replica's log, with at least min.insync.replicas of them.
-    All,
+impl PartitionError {
+    fn of(partition: &TopicPartition, error: ReplicaError) -> Self {
+        let partition = partition.clone();
+        match error {
+            ReplicaError::Append(e) => Self::Append(e),
+            ReplicaError::OutOfRange(e) => Self::OutOfRange(e),
+            ReplicaError::NotLeader => Self::NotLeader(partition),
+            ReplicaError::NotFollower => Self::NotFollower(partition),
+            ReplicaError::FencedLeaderEpoch { requested, current } => Self::FencedLeaderEpoch {
+                partition,
+                requested: requested.0,
+                current: current.0,
+            },
+            ReplicaError::UnknownLeaderEpoch { requested, current } => Self::UnknownLeaderEpoch {
+                partition,
+                requested: requested.0,
+                current: current.0,
+            },
+            ReplicaError::NotEnoughReplicas { isr, min } => Self::NotEnoughReplicas {
+                partition,
+                isr,
+                min,
+            },
+        }
+    }
 }
 
 /// What a fetch found in one partition.
@@ -96,31 +120,95 @@ pub struct ReplicaRead {
     pub proposal: Option<IsrProposal>,
 }
 
-/// This replica's part in replicating the partition.
-#[derive(Debug)]
-enum Role {
-    /// Neither leader nor follower (not assigned here, or no leader yet).
-    Idle,
-    Leader(Box<LeaderState>),
-    Follower {
-        leader: i32,
-    },
+/// The real log as a replica's storage.
+impl ReplicaLog for Log {
+    type Removed = Doomed;
+
+    fn log_start(&self) -> Offset {
+        Offset(self.log_start_offset())
+    }
+    fn log_end(&self) -> Offset {
+        Offset(self.log_end_offset())
+    }
+    fn leader_epoch(&self) -> LeaderEpoch {
+        LeaderEpoch(Log::leader_epoch(self))
+    }
+    fn set_leader_epoch(&mut self, epoch: LeaderEpoch) {
+        Log::set_leader_epoch(self, epoch.0);
+    }
+    fn start_leader_epoch(&mut self, epoch: LeaderEpoch) -> Result<(), AppendError> {
+        Log::start_leader_epoch(self, epoch.0)
+    }
+    fn latest_epoch(&self) -> Option<LeaderEpoch> {
+        Log::latest_epoch(self).map(LeaderEpoch)
+    }
+    fn end_offset_for_epoch(&self, epoch: LeaderEpoch) -> (LeaderEpoch, Offset) {
+        let (epoch, offset) = Log::end_offset_for_epoch(self, epoch.0);
+        (LeaderEpoch(epoch), Offset(offset))
+    }
+    fn append(&mut self, records: &[u8], now_ms: i64) -> Result<AppendInfo, AppendError> {
+        Log::append(self, records, now_ms)
+    }
+    fn append_replicated(&mut self, records: &[u8]) -> Result<AppendInfo, AppendError> {
+        Log::append_replicated(self, records)
+    }
+    fn truncate_to(&mut self, offset: Offset) -> Result<Doomed, AppendError> {
+        Log::truncate_to(self, offset.0)
+    }
+    fn reset_to(&mut self, offset: Offset) -> Result<Doomed, AppendError> {
+        Log::reset_to(self, offset.0)
+    }
+    fn raise_log_start(&mut self, offset: Offset) -> Result<Doomed, AppendError> {
+        Log::delete_records_before(self, offset.0).map(|(_, doomed)| doomed)
+    }
+    fn read(
+        &self,
+        offset: Offset,
+        max_bytes: u64,
+        min_one: bool,
+        upper: Offset,
+    ) -> Result<Option<Bytes>, OffsetOutOfRange> {
+        self.read_below(offset.0, max_bytes, min_one, upper.0)
+    }
+}
+
+/// Whether this broker's cluster session lets it act as a leader now
+/// (`MetadataStore::may_lead`): a broker whose lease may have lapsed appends nothing, so
+/// that a partition is never written by two leaders at once.
+#[derive(Clone)]
+pub struct LeaderLease(std::sync::Arc<dyn Fn() -> bool + Send + Sync>);
+
+impl LeaderLease {
+    pub fn new(may_lead: impl Fn() -> bool + Send + Sync + 'static) -> Self {
+        Self(std::sync::Arc::new(may_lead))
+    }
+    /// Always good: a single broker, or a test.
+    pub fn always() -> Self {
+        Self::new(|| true)
+    }
+    pub fn may_lead(&self) -> bool {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for LeaderLease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("LeaderLease")
+            .field(&self.may_lead())
+            .finish()
+    }
 }
 
 #[derive(Debug)]
 pub struct Partition {
     id: TopicPartition,
     topic_id: Uuid,
-    node_id: i32,
-    /// Lock order: `role`, then `log`. The role is held across a leader's append, so
-    /// that no append lands after this replica stopped leading.
-    role: Mutex<Role>,
-    log: Mutex<Log>,
-    /// The log end offset, published after each append for waiting replica fetches.
+    /// The replica's decisions and its log, under one short lock.
+    state: Mutex<ReplicaState<Log>>,
+    /// The log end offset, published after each change for waiting replica fetches.
     log_end: watch::Sender<i64>,
-    /// The high watermark: every in-sync replica has what lies below it, so consumers
-    /// read only below it and acks=all waits for it to pass the write. Never goes back
-    /// while this replica leads.
+    /// The high watermark, published after each change: consumers wait on it, and so do
+    /// acks=all writes (a step down marks it changed to wake them).
     high_watermark: watch::Sender<i64>,
     /// Everything below this offset is on disk.
     durable_offset: AtomicI64,
@@ -128,15 +216,9 @@ pub struct Partition {
     flush_lock: tokio::sync::Mutex<()>,
     /// Set after an fsync error: Linux may have dropped the pages, so we stop writing.
     failed: AtomicBool,
-    min_insync_replicas: AtomicI32,
-    /// The leader epoch in which this replica's current run of leadership began: a new
-    /// epoch taken while already leading keeps it (the log was never truncated in
-    /// between), following or idling ends the run. Written under `role`.
-    leading_since_epoch: AtomicI32,
     /// `flush.messages`: see [`Self::flush_due`].
     flush_messages: AtomicI64,
-    /// Tests only: where each flush records the offset it made durable.
-    fsynced_record: std::sync::OnceLock<std::path::PathBuf>,
+    lease: LeaderLease,
 }
 
 impl Partition {
@@ -149,28 +231,29 @@ impl Partition {
         log: Log,
         high_watermark: i64,
         min_insync_replicas: i32,
+        lease: LeaderLease,
     ) -> Self {
-        let log_end_offset = log.log_end_offset();
-        let (log_end, _) = watch::channel(log_end_offset);
-        let hw = high_watermark.clamp(log.log_start_offset(), log_end_offset);
-        let (high_watermark, _) = watch::channel(hw);
         let durable = log.recovery_point();
         let flush_messages = AtomicI64::new(log.config().flush_messages);
+        let state = ReplicaState::new(
+            BrokerId(node_id),
+            log,
+            Offset(high_watermark),
+            min_insync_replicas,
+        );
+        let (log_end, _) = watch::channel(state.log().log_end_offset());
+        let (high_watermark, _) = watch::channel(state.high_watermark().0);
         Self {
             id,
             topic_id,
-            node_id,
-            role: Mutex::new(Role::Idle),
-            log: Mutex::new(log),
+            state: Mutex::new(state),
             log_end,
             high_watermark,
             durable_offset: AtomicI64::new(durable),
             flush_lock: tokio::sync::Mutex::new(()),
             failed: AtomicBool::new(false),
-            min_insync_replicas: AtomicI32::new(min_insync_replicas),
-            leading_since_epoch: AtomicI32::new(i32::MAX),
             flush_messages,
-            fsynced_record: std::sync::OnceLock::new(),
+            lease,
         }
     }
 
@@ -181,92 +264,47 @@ impl Partition {
         self.topic_id
     }
     pub fn min_insync_replicas(&self) -> i32 {
-        self.min_insync_replicas.load(Ordering::Relaxed)
+        self.state.lock().min_insync_replicas()
     }
     /// The committed in-sync replicas while this replica leads; empty otherwise.
     pub fn isr(&self) -> Vec<i32> {
-        match &*self.role.lock() {
-            Role::Leader(state) => state.isr().to_vec(),
-            _ => Vec::new(),
-        }
+        self.state.lock().isr()
     }
     /// How many replicas are in sync (0 unless this replica leads).
     pub fn isr_size(&self) -> i32 {
         self.isr().len() as i32
     }
     pub fn is_leader(&self) -> bool {
-        matches!(&*self.role.lock(), Role::Leader(_))
+        self.state.lock().is_leader()
     }
     /// The broker this replica follows, if it is a follower.
     pub fn following(&self) -> Option<i32> {
-        match &*self.role.lock() {
-            Role::Follower { leader } => Some(*leader),
-            _ => None,
-        }
-    }
-
-    /// Tests only (emulated power loss): every flush from now on writes the offset it
-    /// made durable to `path`.
-    pub fn record_fsynced_offsets_in(&self, path: std::path::PathBuf) {
-        let _ = self.fsynced_record.set(path);
+        self.state.lock().following().map(|b| b.0)
     }
 
     pub fn set_config(&self, config: LogConfig, min_insync_replicas: i32) {
         self.flush_messages
             .store(config.flush_messages, Ordering::Relaxed);
-        self.log.lock().set_config(config);
-        self.min_insync_replicas
-            .store(min_insync_replicas, Ordering::Relaxed);
+        let mut state = self.state.lock();
+        state.log_mut().set_config(config);
+        state.set_min_insync_replicas(min_insync_replicas);
     }
 
-    /// Leads under `state`'s leader epoch. A new epoch starts a fresh leader state from
-    /// the log end; the same epoch only takes the store's newer replicas and ISR.
-    pub fn become_leader(&self, state: &PartitionAssignment, now_ms: i64) {
-        let mut role = self.role.lock();
-        let epoch = state.leader_epoch;
-        let same_epoch =
-            matches!(&*role, Role::Leader(_)) && self.log.lock().leader_epoch() == epoch;
-        if same_epoch {
-            if let Role::Leader(leader) = &mut *role {
-                leader.update_from_store(
-                    state.replicas.clone(),
-                    state.in_sync(),
-                    state.partition_epoch,
-                );
-            }
-        } else {
-            if !matches!(&*role, Role::Leader(_)) {
-                self.leading_since_epoch.store(epoch, Ordering::Relaxed);
-            }
-            let log_end = {
-                let mut log = self.log.lock();
-                log.set_leader_epoch(epoch);
-                // Kafka's makeLeader → maybeAssignEpochStartOffset: the epoch starts at
-                // the log end now, not at its first batch, so that a follower whose tail
-                // diverges before any write in this epoch is still told where.
-                if let Err(error) = log.start_leader_epoch(epoch) {
-                    tracing::warn!(partition = %self.id, epoch, %error, "could not record the leader epoch start");
-                }
-                log.log_end_offset()
-            };
-            let high_watermark = (*self.high_watermark.borrow()).min(log_end);
-            tracing::debug!(partition = %self.id, epoch, log_end, high_watermark, "leading partition");
-            *role = Role::Leader(Box::new(LeaderState::new(
-                self.node_id,
-                epoch,
-                state.partition_epoch,
-                state.replicas.clone(),
-                state.in_sync(),
-                log_end,
-                high_watermark,
-                log_end,
-                now_ms,
-            )));
-        }
-        if let Role::Leader(leader) = &mut *role {
-            leader.on_leader_append(*self.log_end.borrow());
-            self.publish_high_watermark(leader);
-        }
+    /// Publishes what changed under the lock: the log end for replica fetches, the high
+    /// watermark for consumers and acknowledgements.
+    fn publish(&self, state: &ReplicaState<Log>) {
+        let log_end = state.log().log_end_offset();
+        self.log_end.send_if_modified(|end| {
+            let moved = *end != log_end;
+            *end = log_end;
+            moved
+        });
+        let high_watermark = state.high_watermark().0;
+        self.high_watermark.send_if_modified(|hw| {
+            let moved = *hw != high_watermark;
+            *hw = high_watermark;
+            moved
+        });
     }
 
     /// Wakes every [`Self::wait_acknowledged`] to look at the role again: the high
@@ -275,49 +313,48 @@ impl Partition {
         self.high_watermark.send_modify(|_| {});
     }
 
-    /// Publishes the leader's high watermark if it moved (an ISR change or the store's
-    /// update may move it without an append).
-    fn publish_high_watermark(&self, leader: &LeaderState) {
-        let high_watermark = leader.high_watermark();
-        self.high_watermark.send_if_modified(|hw| {
-            let moved = high_watermark > *hw;
-            if moved {
-                *hw = high_watermark;
-            }
-            moved
-        });
-    }
-
-    /// Follows `leader` under `leader_epoch`: appends come only from its fetcher.
-    pub fn become_follower(&self, leader: i32, leader_epoch: i32) {
-        let mut role = self.role.lock();
-        let mut log = self.log.lock();
-        if !matches!(&*role, Role::Follower { leader: l } if *l == leader)
-            || log.leader_epoch() != leader_epoch
-        {
-            tracing::debug!(partition = %self.id, leader, leader_epoch, "following partition");
+    /// Takes the role the store's `state` gives this replica (see
+    /// `ReplicaState::apply_assignment`); `incarnation` is this process's in a cluster.
+    pub fn apply_assignment(
+        &self,
+        state: &PartitionAssignment,
+        incarnation: Option<i64>,
+        now_ms: i64,
+    ) -> Assigned {
+        let mut replica = self.state.lock();
+        let was = replica.following();
+        let (assigned, leadership_ended) = replica.apply_assignment(state, incarnation, now_ms);
+        self.publish(&replica);
+        drop(replica);
+        if leadership_ended {
+            self.wake_acknowledgement_waiters();
         }
-        log.set_leader_epoch(leader_epoch);
-        self.step_down(&mut role, Role::Follower { leader });
+        match assigned {
+            Assigned::Leader { new_epoch: true } => {
+                tracing::debug!(partition = %self.id, epoch = state.leader_epoch, "leading partition");
+            }
+            Assigned::Follower { leader } if was != Some(leader) => {
+                tracing::debug!(partition = %self.id, %leader, epoch = state.leader_epoch, "following partition");
+            }
+            Assigned::IdleElectedForAnotherRun => {
+                tracing::info!(partition = %self.id, "elected for a previous run of this broker: waiting for the controller");
+            }
+            _ => {}
+        }
+        assigned
     }
 
     /// Neither leads nor follows any more (the partition moved away or has no leader).
     pub fn become_idle(&self) {
-        self.step_down(&mut self.role.lock(), Role::Idle);
-    }
-
-    /// Takes a non-leading role; a leader stepping down wakes its acks=all waits.
-    fn step_down(&self, role: &mut Role, next: Role) {
-        let was_leader = matches!(role, Role::Leader(_));
-        *role = next;
-        if was_leader {
+        let ended = self.state.lock().become_idle();
+        if ended {
             self.wake_acknowledgement_waiters();
         }
     }
 
-    /// Validates and appends a producer's record set as the leader. acks=all is refused
-    /// before anything is written when the ISR is below min.insync.replicas (Kafka's
-    /// NOT_ENOUGH_REPLICAS).
+    /// Validates and appends a producer's record set as the leader, while this broker's
+    /// lease lets it lead (see `ReplicaState::append`): the one append path of Produce,
+    /// the HTTP API and the group coordinator.
     pub fn append(
         &self,
         records: &[u8],
@@ -327,27 +364,11 @@ impl Partition {
         if self.failed.load(Ordering::Acquire) {
             return Err(PartitionError::StorageFailed(self.id.clone()));
         }
-        let mut role = self.role.lock();
-        let Role::Leader(leader) = &mut *role else {
-            return Err(PartitionError::NotLeader(self.id.clone()));
-        };
-        let min = self.min_insync_replicas();
-        if acks == Acks::All && !leader.has_min_isr(min) {
-            return Err(PartitionError::NotEnoughReplicas {
-                partition: self.id.clone(),
-                isr: leader.isr().len() as i32,
-                min,
-            });
-        }
-        let (info, log_end) = {
-            let mut log = self.log.lock();
-            let info = log.append(records, now_ms)?;
-            (info, log.log_end_offset())
-        };
-        self.log_end.send_replace(log_end);
-        if leader.on_leader_append(log_end) {
-            self.publish_high_watermark(leader);
-        }
+        let mut state = self.state.lock();
+        let info = state
+            .append(records, now_ms, acks, self.lease.may_lead())
+            .map_err(|e| PartitionError::of(&self.id, e))?;
+        self.publish(&state);
         Ok(info)
     }
 
@@ -363,54 +384,39 @@ impl Partition {
         last_offset.saturating_add(1) - self.durable_offset() >= every
     }
 
-    /// Returns once a write ending at `last_offset` is acknowledged at `acks`: for
-    /// acks=all, once the high watermark has passed it (every in-sync replica has it)
-    /// with at least min.insync.replicas in sync; and once it is on disk here when
-    /// [`Self::flush_due`]. The caller bounds the wait (the request's timeout).
-    ///
-    /// This replica must have led without a break since the write's append (in
-    /// `written.leader_epoch`; a later epoch taken while leading keeps its log intact):
-    /// once it followed, its tail may have been truncated and rewritten, and should it
-    /// lead again, a high watermark passing the same offsets would be passing someone
-    /// else's data. Stepping down wakes the wait, so it fails at once with
-    /// NOT_LEADER_OR_FOLLOWER (Kafka completes its delayed produces when a leader
-    /// becomes a follower) instead of holding the connection's later requests until the
-    /// timeout.
+    /// Returns once a write ending at `written.last_offset` is acknowledged at `acks`:
+    /// for acks=all, once the high watermark has passed it (every in-sync replica has it)
+    /// with at least min.insync.replicas in sync, by this run of leadership (see
+    /// `ReplicaState::acknowledgement`); and once it is on disk here when
+    /// [`Self::flush_due`]. The caller bounds the wait (the request's timeout). Stepping
+    /// down wakes the wait, so it fails at once with NOT_LEADER_OR_FOLLOWER (Kafka
+    /// completes its delayed produces when a leader becomes a follower) instead of
+    /// holding the connection's later requests until the timeout.
     pub async fn wait_acknowledged(
         &self,
         written: &AppendInfo,
         acks: Acks,
     ) -> Result<(), PartitionError> {
-        let last_offset = written.last_offset;
-        if acks == Acks::All {
-            let mut high_watermark = self.high_watermark.subscribe();
-            loop {
-                let check = match &*self.role.lock() {
-                    Role::Leader(leader)
-                        if self.leading_since_epoch.load(Ordering::Relaxed)
-                            <= written.leader_epoch =>
-                    {
-                        leader.ack_check(last_offset, self.min_insync_replicas())
-                    }
-                    _ => return Err(PartitionError::NotLeader(self.id.clone())),
-                };
-                match check {
-                    AckCheck::Done => break,
-                    AckCheck::NotEnoughReplicasAfterAppend => {
-                        return Err(PartitionError::NotEnoughReplicasAfterAppend(
-                            self.id.clone(),
-                        ))
-                    }
-                    AckCheck::Wait => {
-                        if high_watermark.changed().await.is_err() {
-                            return Err(PartitionError::NotLeader(self.id.clone()));
-                        }
-                    }
+        let mut high_watermark = self.high_watermark.subscribe();
+        loop {
+            match self.state.lock().acknowledgement(written, acks) {
+                Acknowledgement::Done => break,
+                Acknowledgement::NotLeader => {
+                    return Err(PartitionError::NotLeader(self.id.clone()))
                 }
+                Acknowledgement::NotEnoughReplicasAfterAppend => {
+                    return Err(PartitionError::NotEnoughReplicasAfterAppend(
+                        self.id.clone(),
+                    ))
+                }
+                Acknowledgement::Wait => {}
+            }
+            if high_watermark.changed().await.is_err() {
+                return Err(PartitionError::NotLeader(self.id.clone()));
             }
         }
-        if self.flush_due(last_offset) {
-            self.wait_durable(last_offset).await?;
+        if self.flush_due(written.last_offset) {
+            self.wait_durable(written.last_offset).await?;
         }
         Ok(())
     }
@@ -433,85 +439,56 @@ impl Partition {
         }
     }
 
-    /// A follower appends what its leader sent, unchanged, and learns the leader's
-    /// high watermark.
-    pub fn append_replicated(
+    /// What a follower's next fetch asks.
+    pub fn fetch_position(&self) -> FetchPosition {
+        self.state.lock().fetch_position()
+    }
+
+    /// A follower applies its leader's answer (see `ReplicaState::apply_fetch_answer`):
+    /// files a cut removed are unlinked after the lock is released and the cut is
+    /// flushed, appended batches are flushed first when `flush.messages` says so (before
+    /// the next fetch tells the leader this replica has them). Returns whether the next
+    /// fetch asks something else.
+    pub async fn apply_fetch_answer(
         &self,
-        records: &[u8],
-        leader_high_watermark: i64,
-    ) -> Result<Option<AppendInfo>, PartitionError> {
+        answer: FetchAnswer<'_>,
+    ) -> Result<bool, PartitionError> {
         if self.failed.load(Ordering::Acquire) {
             return Err(PartitionError::StorageFailed(self.id.clone()));
         }
-        let role = self.role.lock();
-        if !matches!(&*role, Role::Follower { .. }) {
-            return Err(PartitionError::NotFollower(self.id.clone()));
+        let before = self.fetch_position();
+        let applied = {
+            let mut state = self.state.lock();
+            let applied = state
+                .apply_fetch_answer(answer)
+                .map_err(|e| PartitionError::of(&self.id, e))?;
+            if applied.removed.is_some() {
+                // What was durable may have been cut: bring it inside the log.
+                let log = state.log();
+                let durable = self
+                    .durable_offset
+                    .load(Ordering::Acquire)
+                    .clamp(log.log_start_offset(), log.log_end_offset());
+                self.durable_offset.store(durable, Ordering::Release);
+            }
+            self.publish(&state);
+            applied
+        };
+        if let Some(removed) = applied.removed {
+            let after = self.fetch_position();
+            if after.fetch_offset < before.fetch_offset {
+                tracing::info!(partition = %self.id, from = %before.fetch_offset, to = %after.fetch_offset, "truncated divergent log tail");
+            } else if after.log_start > before.log_start {
+                tracing::debug!(partition = %self.id, log_start = %after.log_start, "log start raised to the leader's");
+            }
+            self.discard(removed).await?;
         }
-        let (info, log_end) = {
-            let mut log = self.log.lock();
-            let info = if records.is_empty() {
-                None
-            } else {
-                Some(log.append_replicated(records)?)
-            };
-            (info, log.log_end_offset())
-        };
-        self.log_end.send_replace(log_end);
-        let high_watermark = leader_high_watermark.min(log_end);
-        self.high_watermark.send_if_modified(|hw| {
-            let moved = high_watermark > *hw;
-            if moved {
-                *hw = high_watermark;
+        if let Some(appended) = applied.appended {
+            if self.flush_due(appended.last_offset) {
+                self.wait_durable(appended.last_offset).await?;
             }
-            moved
-        });
-        Ok(info)
-    }
-
-    /// A follower drops its divergent tail from `offset` on (the leader's answer to its
-    /// last fetched epoch). Removed segments are unlinked after the lock is released.
-    pub async fn truncate_to(&self, offset: i64) -> Result<(), PartitionError> {
-        self.rewind(|log| log.truncate_to(offset)).await?;
-        tracing::info!(partition = %self.id, offset, "truncated divergent log tail");
-        Ok(())
-    }
-
-    /// A follower whose log ends below its leader's log start starts over at `offset`.
-    pub async fn reset_to(&self, offset: i64) -> Result<(), PartitionError> {
-        self.rewind(|log| log.reset_to(offset)).await?;
-        tracing::info!(partition = %self.id, offset, "log reset to the leader's log start");
-        Ok(())
-    }
-
-    /// Cuts a follower's log with `cut`, then brings what is published about it (log
-    /// end, high watermark, durable offset) back inside the log's new bounds.
-    async fn rewind(
-        &self,
-        cut: impl FnOnce(&mut Log) -> Result<Doomed, AppendError>,
-    ) -> Result<(), PartitionError> {
-        let doomed = {
-            let role = self.role.lock();
-            if !matches!(&*role, Role::Follower { .. }) {
-                return Err(PartitionError::NotFollower(self.id.clone()));
-            }
-            let mut log = self.log.lock();
-            let doomed = cut(&mut log)?;
-            let (start, end) = (log.log_start_offset(), log.log_end_offset());
-            self.log_end.send_replace(end);
-            self.high_watermark.send_if_modified(|hw| {
-                let bounded = (*hw).clamp(start, end);
-                let moved = bounded != *hw;
-                *hw = bounded;
-                moved
-            });
-            let durable = self
-                .durable_offset
-                .load(Ordering::Acquire)
-                .clamp(start, end);
-            self.durable_offset.store(durable, Ordering::Release);
-            doomed
-        };
-        self.discard(doomed).await
+        }
+        Ok(applied.progressed)
     }
 
     async fn discard(&self, doomed: Doomed) -> Result<(), PartitionError> {
@@ -520,21 +497,15 @@ impl Partition {
         self.flush().await
     }
 
-    /// What a follower's fetch sends: `(fetch offset, last fetched epoch)`.
-    pub fn fetch_position(&self) -> (i64, Option<i32>) {
-        let log = self.log.lock();
-        (log.log_end_offset(), log.latest_epoch())
-    }
-
-    /// Our own `(epoch, end offset)` for `epoch` (OffsetForLeaderEpoch, truncation).
+    /// Our own `(epoch, end offset)` for `epoch` (OffsetForLeaderEpoch).
     pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
-        self.log.lock().end_offset_for_epoch(epoch)
+        self.state.lock().log().end_offset_for_epoch(epoch)
     }
 
-    /// Where a follower should truncate to after its leader said it diverges at
-    /// `diverging`.
+    /// Where a follower would truncate after its leader said it diverges at `diverging`.
     pub fn truncation_point(&self, diverging: (i32, i64)) -> follower::TruncationDecision {
-        let log = self.log.lock();
+        let state = self.state.lock();
+        let log = state.log();
         follower::truncation_offset(
             diverging,
             log.end_offset_for_epoch(diverging.0),
@@ -542,10 +513,7 @@ impl Partition {
         )
     }
 
-    /// Serves a follower's fetch as the leader: checks the follower's leader epoch
-    /// and its last fetched epoch (divergence), reads up to the log end, and records
-    /// the follower's progress, which may advance the high watermark.
-    #[allow(clippy::too_many_arguments)]
+    /// Serves a follower's fetch as the leader (see `ReplicaState::serve_follower`).
     pub fn read_for_follower(
         &self,
         follower: i32,
@@ -555,119 +523,49 @@ impl Partition {
         max_bytes: u64,
         now_ms: i64,
     ) -> Result<ReplicaRead, PartitionError> {
-        let mut role = self.role.lock();
-        let Role::Leader(leader) = &mut *role else {
-            return Err(PartitionError::NotLeader(self.id.clone()));
-        };
-        let log = self.log.lock();
-        self.check_epoch(log.leader_epoch(), current_leader_epoch)?;
-        let log_end = log.log_end_offset();
-        let log_start = log.log_start_offset();
-        if fetch_offset < log_start || fetch_offset > log_end {
-            return Err(OffsetOutOfRange {
-                offset: fetch_offset,
-                log_start,
-                log_end,
-            }
-            .into());
-        }
-        let validation = match last_fetched_epoch.filter(|&epoch| epoch >= 0) {
-            Some(epoch) => follower::validate_follower_fetch(
-                fetch_offset,
-                epoch,
-                log.end_offset_for_epoch(epoch),
-            ),
-            None => follower::FetchValidation::Consistent,
-        };
-        let diverging = match validation {
-            follower::FetchValidation::Consistent => None,
-            follower::FetchValidation::Diverging { epoch, end_offset } => Some((epoch, end_offset)),
-            follower::FetchValidation::OffsetOutOfRange => {
-                return Err(OffsetOutOfRange {
-                    offset: fetch_offset,
-                    log_start,
-                    log_end,
-                }
-                .into())
-            }
-        };
-        if let Some(diverging) = diverging {
-            return Ok(ReplicaRead {
-                read: ReadResult {
-                    records: None,
-                    high_watermark: leader.high_watermark(),
-                    log_start_offset: log_start,
-                },
-                diverging: Some(diverging),
-                log_end_offset: log_end,
-                proposal: None,
-            });
-        }
-        let records = log.read(fetch_offset, max_bytes, true)?;
-        drop(log);
-        let (moved, proposal) = leader.on_follower_fetch(follower, fetch_offset, log_end, now_ms);
-        if moved {
-            self.publish_high_watermark(leader);
-        }
+        let mut state = self.state.lock();
+        let (served, proposal) = state
+            .serve_follower(
+                BrokerId(follower),
+                Offset(fetch_offset),
+                LeaderEpoch(current_leader_epoch),
+                last_fetched_epoch.map(LeaderEpoch),
+                max_bytes,
+                now_ms,
+            )
+            .map_err(|e| PartitionError::of(&self.id, e))?;
+        self.publish(&state);
         Ok(ReplicaRead {
             read: ReadResult {
-                records,
-                high_watermark: leader.high_watermark(),
-                log_start_offset: log_start,
+                records: served.records,
+                high_watermark: served.high_watermark.0,
+                log_start_offset: served.log_start.0,
             },
-            diverging: None,
-            log_end_offset: log_end,
+            diverging: served.diverging.map(|(epoch, end)| (epoch.0, end.0)),
+            log_end_offset: served.log_end.0,
             proposal,
         })
-    }
-
-    fn check_epoch(&self, current: i32, requested: i32) -> Result<(), PartitionError> {
-        if requested < 0 || requested == current {
-            Ok(())
-        } else if requested < current {
-            Err(PartitionError::FencedLeaderEpoch {
-                partition: self.id.clone(),
-                requested,
-                current,
-            })
-        } else {
-            Err(PartitionError::UnknownLeaderEpoch {
-                partition: self.id.clone(),
-                requested,
-                current,
-            })
-        }
     }
 
     /// Periodic ISR maintenance as leader: a shrink to propose for followers that
     /// have not caught up within `lag_max_ms`.
     pub fn maintain_isr(&self, now_ms: i64, lag_max_ms: i64) -> Option<IsrProposal> {
-        let mut role = self.role.lock();
-        let Role::Leader(leader) = &mut *role else {
-            return None;
-        };
-        leader.tick(now_ms, lag_max_ms, *self.log_end.borrow())
+        self.state.lock().maintain_isr(now_ms, lag_max_ms)
     }
 
     /// The store's answer to `proposal`: `Some(state)` committed, `None` refused.
     pub fn isr_outcome(&self, proposal: &IsrProposal, committed: Option<&PartitionAssignment>) {
-        let mut role = self.role.lock();
-        let Role::Leader(leader) = &mut *role else {
-            return;
-        };
-        leader.proposal_answered(
+        let mut state = self.state.lock();
+        state.isr_outcome(
             proposal,
             committed.map(|state| (state.in_sync(), state.partition_epoch)),
         );
-        self.publish_high_watermark(leader);
+        self.publish(&state);
     }
 
     /// `(follower, fetch offset, last caught-up time)` of each follower while leading.
     pub fn follower_progress(&self) -> Vec<(i32, i64, i64)> {
-        match &*self.role.lock() {
-            Role::Leader(leader) => leader.followers().collect(),
-            _ => Vec::new(),
-        }
+        self.state.lock().follower_progress()
     }
 
     pub fn high_watermark(&self) -> i64 {
@@ -700,12 +598,13 @@ impl Partition {
         if self.failed.load(Ordering::Acquire) {
             return Err(PartitionError::StorageFailed(self.id.clone()));
         }
-        let plan = self.log.lock().flush_plan();
+        let plan = self.state.lock().log().flush_plan();
         let up_to = plan.up_to_offset();
         let outcome = tokio::task::spawn_blocking(move || plan.run().map(|()| plan)).await;
         match outcome {
             Ok(Ok(plan)) => {
-                let mut log = self.log.lock();
+                let mut state = self.state.lock();
+                let log = state.log_mut();
                 // A plan made before a truncation covers offsets that no longer exist:
                 // only the log's own recovery point says what is durable then.
                 let durable = if log.mark_flushed(&plan) {
@@ -713,16 +612,8 @@ impl Partition {
                 } else {
                     log.recovery_point()
                 };
-                let durable = self
-                    .durable_offset
-                    .fetch_max(durable, Ordering::AcqRel)
-                    .max(durable);
-                drop(log);
-                if let Some(path) = self.fsynced_record.get() {
-                    if let Err(error) = std::fs::write(path, durable.to_string()) {
-                        tracing::warn!(partition = %self.id, %error, "test: cannot record the fsynced offset");
-                    }
-                }
+                self.durable_offset.fetch_max(durable, Ordering::AcqRel);
+                drop(state);
                 Ok(())
             }
             Ok(Err(error)) => {
@@ -745,8 +636,9 @@ impl Partition {
     /// What the recovery checkpoint may record for this partition (see
     /// `Log::checkpoint_offset`).
     pub fn checkpoint_offset(&self) -> i64 {
-        self.log
+        self.state
             .lock()
+            .log()
             .checkpoint_offset()
             .min(self.durable_offset())
     }
@@ -757,7 +649,7 @@ impl Partition {
     }
 
     pub fn unflushed_bytes(&self) -> u64 {
-        self.log.lock().unflushed_bytes()
+        self.state.lock().log().unflushed_bytes()
     }
 
     /// What a consumer may read: whole batches below the high watermark.
@@ -767,13 +659,12 @@ impl Partition {
         max_bytes: u64,
         min_one: bool,
     ) -> Result<ReadResult, PartitionError> {
-        let high_watermark = self.high_watermark();
-        let log = self.log.lock();
-        let records = log.read_below(offset, max_bytes, min_one, high_watermark)?;
+        let state = self.state.lock();
+        let records = state.read(Offset(offset), max_bytes, min_one)?;
         Ok(ReadResult {
             records,
-            high_watermark,
-            log_start_offset: log.log_start_offset(),
+            high_watermark: state.high_watermark().0,
+            log_start_offset: state.log().log_start_offset(),
         })
     }
 
@@ -785,8 +676,9 @@ impl Partition {
         max_bytes: u64,
         min_one: bool,
     ) -> Result<ReadResult, PartitionError> {
-        let high_watermark = self.high_watermark();
-        let log = self.log.lock();
+        let state = self.state.lock();
+        let high_watermark = state.high_watermark().0;
+        let log = state.log();
         let records = log.read(offset, max_bytes, min_one)?;
         Ok(ReadResult {
             records,
@@ -820,30 +712,33 @@ impl Partition {
 
     /// `(log start, high watermark, log end)`.
     pub fn offsets(&self) -> (i64, i64, i64) {
-        let high_watermark = self.high_watermark();
-        let log = self.log.lock();
+        let state = self.state.lock();
+        let log = state.log();
         (
             log.log_start_offset(),
-            high_watermark.min(log.log_end_offset()),
+            state
+                .high_watermark()
+                .0
+                .clamp(log.log_start_offset(), log.log_end_offset()),
             log.log_end_offset(),
         )
     }
 
     pub fn leader_epoch(&self) -> i32 {
-        self.log.lock().leader_epoch()
+        self.state.lock().log().leader_epoch()
     }
 
     pub fn offset_for_timestamp(&self, timestamp: i64) -> Option<(i64, i64)> {
-        self.log.lock().offset_for_timestamp(timestamp)
+        self.state.lock().log().offset_for_timestamp(timestamp)
     }
 
     /// See `Log::legacy_offset_points` (ListOffsets v0).
     pub fn legacy_offset_points(&self, now_ms: i64) -> Vec<(i64, i64)> {
-        self.log.lock().legacy_offset_points(now_ms)
+        self.state.lock().log().legacy_offset_points(now_ms)
     }
 
     pub fn max_timestamp(&self) -> Option<(i64, i64)> {
-        self.log.lock().max_timestamp()
+        self.state.lock().log().max_timestamp()
     }
 
     /// Moves the log start to `offset`, which must lie within `[log start, high
@@ -855,17 +750,12 @@ impl Partition {
             return Err(PartitionError::StorageFailed(self.id.clone()));
         }
         let (log_start, doomed) = {
-            let mut log = self.log.lock();
-            let (log_start, log_end) = (log.log_start_offset(), log.log_end_offset());
-            if offset < 0 || offset > log_end {
-                return Err(OffsetOutOfRange {
-                    offset,
-                    log_start,
-                    log_end,
-                }
-                .into());
-            }
-            log.delete_records_before(offset)?
+            let mut state = self.state.lock();
+            let doomed = state
+                .delete_records_before(Offset(offset))
+                .map_err(|e| PartitionError::of(&self.id, e))?;
+            self.publish(&state);
+            (state.log().log_start_offset(), doomed)
         };
         let id = self.id.clone();
         let _ = tokio::task::spawn_blocking(move || delete_segments(&id, doomed)).await;
@@ -876,7 +766,11 @@ impl Partition {
     /// Removes segments past retention (see [`Log::apply_retention`]). Blocking
     /// (file deletion): call it off the async runtime.
     pub fn apply_retention(&self, now_ms: i64, disk_low: bool) -> std::io::Result<RetentionCounts> {
-        let retention = self.log.lock().apply_retention(now_ms, disk_low)?;
+        let retention = self
+            .state
+            .lock()
+            .log_mut()
+            .apply_retention(now_ms, disk_low)?;
         let counts = retention.counts();
         retention.doomed.delete()?;
         Ok(counts)
@@ -886,33 +780,37 @@ impl Partition {
     /// everything below `archived_below`.
     pub fn archive_work(&self, now_ms: i64, archived_below: i64) -> Option<ArchiveWork> {
         let upper = self.high_watermark();
-        self.log.lock().archive_work(now_ms, archived_below, upper)
+        self.state
+            .lock()
+            .log()
+            .archive_work(now_ms, archived_below, upper)
     }
 
     pub fn set_archive_gate(&self, gate: ArchiveGate) {
-        self.log.lock().set_archive_gate(gate);
+        self.state.lock().log_mut().set_archive_gate(gate);
     }
 
     pub fn archive_gate(&self) -> ArchiveGate {
-        self.log.lock().archive_gate()
+        self.state.lock().log().archive_gate()
     }
 
     /// Whether the topic archives, and whether a failed export lets retention go on.
     pub fn archive_settings(&self) -> (bool, bool) {
-        let log = self.log.lock();
-        (log.config().archive, log.config().archive_failure_deletes)
+        let state = self.state.lock();
+        let config = state.log().config();
+        (config.archive, config.archive_failure_deletes)
     }
 
     /// The log's `cleanup.policy`.
     pub fn cleanup_policy(&self) -> CleanupPolicy {
-        self.log.lock().config().cleanup
+        self.state.lock().log().config().cleanup
     }
 
     /// How dirty this replica's log is (`None` unless compacted); cleaned only below
     /// the high watermark, which no leader change can truncate.
     pub fn dirtiness(&self, now_ms: i64) -> Option<Dirtiness> {
         let upper = self.high_watermark();
-        self.log.lock().dirtiness(upper, now_ms)
+        self.state.lock().log().dirtiness(upper, now_ms)
     }
 
     /// One cleaning pass if one is due: the job is taken and installed under the log
@@ -925,7 +823,7 @@ impl Partition {
         now_ms: i64,
     ) -> Result<Option<PassOutcome>, PassError> {
         let upper = self.high_watermark();
-        let Some(job) = self.log.lock().cleaning_job(upper, now_ms) else {
+        let Some(job) = self.state.lock().log().cleaning_job(upper, now_ms) else {
             return Ok(None);
         };
         let settings = PassSettings {
@@ -937,19 +835,23 @@ impl Partition {
             },
         };
         let outcome = compaction::run_pass(&job, &settings)?;
-        let (_, emptied) = self.log.lock().install_cleaned(&job, &outcome)?;
+        let (_, emptied) = self
+            .state
+            .lock()
+            .log_mut()
+            .install_cleaned(&job, &outcome)?;
         emptied.delete()?;
         Ok(Some(outcome))
     }
 
     pub fn size_bytes(&self) -> u64 {
-        self.log.lock().size_bytes()
+        self.state.lock().log().size_bytes()
     }
 
     /// `(bytes, segments)` of the log, read under one lock.
     pub fn size_and_segments(&self) -> (u64, usize) {
-        let log = self.log.lock();
-        (log.size_bytes(), log.segment_count())
+        let state = self.state.lock();
+        (state.log().size_bytes(), state.log().segment_count())
     }
 
     /// A receiver that changes whenever the log end moves (replica fetches wait on it).
@@ -964,7 +866,7 @@ impl Partition {
 
     /// Flushes and seals the log for a clean restart.
     pub fn close(&self) -> std::io::Result<()> {
-        self.log.lock().close()
+        self.state.lock().log_mut().close()
     }
 }
 
@@ -994,8 +896,16 @@ mod tests {
             recovery_point: 0,
         };
         let log = Log::open(dir, config, mode)?;
-        let partition = Partition::new(TopicPartition::new("t", 0), Uuid::nil(), 0, log, 0, 1);
-        partition.become_leader(&led_by_0(0, vec![0]), 0);
+        let partition = Partition::new(
+            TopicPartition::new("t", 0),
+            Uuid::nil(),
+            0,
+            log,
+            0,
+            1,
+            LeaderLease::always(),
+        );
+        partition.apply_assignment(&led_by_0(0, vec![0]), None, 0);
         Ok(partition)
     }
 
@@ -1014,12 +924,20 @@ mod tests {
         }
     }
 
+    /// Node 1 leads in `leader_epoch`.
+    fn led_by_1(leader_epoch: i32) -> PartitionAssignment {
+        PartitionAssignment {
+            leader: 1,
+            ..led_by_0(leader_epoch, vec![1])
+        }
+    }
+
     #[tokio::test]
     async fn an_acks_all_wait_fails_at_once_when_the_leader_steps_down(
     ) -> Result<(), Box<dyn std::error::Error>> {
         let dir = tempfile::tempdir()?;
         let partition = std::sync::Arc::new(partition_in(dir.path())?);
-        partition.become_leader(&led_by_0(1, vec![0, 1]), 0);
+        partition.apply_assignment(&led_by_0(1, vec![0, 1]), None, 0);
         let written = partition.append(&simple_batch(2, 0), 0, Acks::All)?;
         let waiting = {
             let partition = std::sync::Arc::clone(&partition);
@@ -1027,7 +945,7 @@ mod tests {
         };
         tokio::task::yield_now().await;
         assert!(!waiting.is_finished(), "node 1 has not fetched the write");
-        partition.become_follower(1, 2);
+        partition.apply_assignment(&led_by_1(2), None, 0);
         // Bounded far below any produce timeout: the wait must not sleep until one.
         let outcome = tokio::time::timeout(std::time::Duration::from_secs(5), waiting).await??;
         assert!(
@@ -1042,12 +960,12 @@ mod tests {
     ) -> Result<(), Box<dyn std::error::Error>> {
         let dir = tempfile::tempdir()?;
         let partition = partition_in(dir.path())?;
-        partition.become_leader(&led_by_0(1, vec![0, 1]), 0);
+        partition.apply_assignment(&led_by_0(1, vec![0, 1]), None, 0);
         let old = partition.append(&simple_batch(2, 0), 0, Acks::All)?;
-        partition.become_follower(1, 2);
+        partition.apply_assignment(&led_by_1(2), None, 0);
         // Leading again with node 1 out of the ISR: the high watermark passes `old`'s
         // offsets at once, but in epoch 3 those offsets may hold another write.
-        partition.become_leader(&led_by_0(3, vec![0]), 0);
+        partition.apply_assignment(&led_by_0(3, vec![0]), None, 0);
         assert!(partition.high_watermark() > old.last_offset);
         assert!(matches!(
             partition.wait_acknowledged(&old, Acks::All).await,
@@ -1064,11 +982,11 @@ mod tests {
     ) -> Result<(), Box<dyn std::error::Error>> {
         let dir = tempfile::tempdir()?;
         let partition = partition_in(dir.path())?;
-        partition.become_leader(&led_by_0(1, vec![0, 1]), 0);
+        partition.apply_assignment(&led_by_0(1, vec![0, 1]), None, 0);
         let written = partition.append(&simple_batch(2, 0), 0, Acks::All)?;
         // A reassignment's end bumps the leader epoch with the same leader, and here drops
         // node 1 from the ISR: nothing was truncated, so the write counts once committed.
-        partition.become_leader(&led_by_0(2, vec![0]), 0);
+        partition.apply_assignment(&led_by_0(2, vec![0]), None, 0);
         partition.wait_acknowledged(&written, Acks::All).await?;
         Ok(())
     }

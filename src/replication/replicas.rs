@@ -18,7 +18,9 @@ use parking_lot::RwLock;
 use uuid::Uuid;
 
 use super::leader::IsrProposal;
+use super::partition::LeaderLease;
 use super::partition::Partition;
+use super::replica::Assigned;
 use crate::cluster::broker_config::LOG_FLUSH_INTERVAL_MS;
 use crate::cluster::topic_config::{DynamicBrokerConfigs, TopicDefaults};
 use crate::cluster::{TopicAssignment, TopicSpec};
@@ -28,10 +30,6 @@ use crate::model::{now_ms, TopicPartition};
 
 const CLEAN_SHUTDOWN_FILE: &str = ".clean-shutdown";
 const RECOVERY_CHECKPOINT_FILE: &str = "recovery-point-offset-checkpoint";
-/// Tests only (`--test-drop-unflushed-on-start`): each partition's last fsynced offset,
-/// rewritten after every flush, so that an emulated power loss drops exactly what was
-/// never fsynced (the recovery checkpoint lags flushes by up to a flush interval).
-const TEST_FSYNCED_FILE: &str = "test-fsynced-offset";
 /// Kafka's name for the file of high watermarks.
 const HIGH_WATERMARK_CHECKPOINT_FILE: &str = "replication-offset-checkpoint";
 
@@ -55,9 +53,6 @@ fn read_checkpoint(path: &Path) -> io::Result<HashMap<String, i64>> {
 pub struct Durability {
     /// Everything is flushed at least this often (`log.flush.interval.ms`).
     pub flush_interval: Duration,
-    /// Tests only: an unclean start loses each log's tail past its recovery checkpoint,
-    /// emulating a power loss (what was only in the page cache is gone).
-    pub drop_unflushed_on_start: bool,
 }
 
 /// A topic's partitions as this broker sees them, indexed by partition number.
@@ -159,6 +154,8 @@ pub struct ReplicaManager {
     isr_changes: tokio::sync::mpsc::UnboundedSender<(Arc<Partition>, IsrProposal)>,
     /// Bumped whenever replicas change role, for the fetchers to re-plan.
     roles: tokio::sync::watch::Sender<u64>,
+    /// Whether this broker may lead now; every partition appends only while it may.
+    lease: LeaderLease,
 }
 
 impl ReplicaManager {
@@ -169,6 +166,7 @@ impl ReplicaManager {
         node_id: i32,
         defaults: Arc<TopicDefaults>,
         durability: Durability,
+        lease: LeaderLease,
     ) -> io::Result<(Self, IsrChanges)> {
         std::fs::create_dir_all(data_dir)?;
         let marker = data_dir.join(CLEAN_SHUTDOWN_FILE);
@@ -194,6 +192,7 @@ impl ReplicaManager {
                 node_id,
                 isr_changes,
                 roles: tokio::sync::watch::channel(0).0,
+                lease,
             },
             isr_proposals,
         ))
@@ -312,18 +311,8 @@ impl ReplicaManager {
                         )?);
                     }
                     if let Some(partition) = slot {
-                        let ours = incarnation.is_none_or(|i| i == state.leader_incarnation);
-                        if state.leader == self.node_id && ours {
-                            partition.become_leader(state, now);
-                            leading[index] = true;
-                        } else if state.leader == self.node_id {
-                            tracing::info!(partition = %partition.id(), "elected for a previous run of this broker: waiting for the controller");
-                            partition.become_idle();
-                        } else if state.leader >= 0 {
-                            partition.become_follower(state.leader, state.leader_epoch);
-                        } else {
-                            partition.become_idle();
-                        }
+                        let assigned = partition.apply_assignment(state, incarnation, now);
+                        leading[index] = matches!(assigned, Assigned::Leader { .. });
                     }
                 }
                 // Placed elsewhere: this replica was dropped from the partition.
@@ -400,18 +389,7 @@ impl ReplicaManager {
                 .copied()
                 .unwrap_or(0),
         };
-        let mut log = Log::open(&dir, log_config.clone(), mode)?;
-        let fsynced_record = dir.join(TEST_FSYNCED_FILE);
-        if self.durability.drop_unflushed_on_start && !mode.clean {
-            let fsynced = std::fs::read_to_string(&fsynced_record)
-                .ok()
-                .and_then(|text| text.trim().parse::<i64>().ok())
-                .unwrap_or(0)
-                .max(mode.recovery_point);
-            let doomed = log.truncate_to(fsynced).map_err(io::Error::other)?;
-            tracing::warn!(partition = %id, fsynced, "test: dropped the unflushed tail");
-            doomed.delete()?;
-        }
+        let log = Log::open(&dir, log_config.clone(), mode)?;
         write_partition_metadata(&dir, spec.topic_id)?;
         let high_watermark = self
             .high_watermarks
@@ -425,10 +403,8 @@ impl ReplicaManager {
             log,
             high_watermark,
             min_isr,
+            self.lease.clone(),
         );
-        if self.durability.drop_unflushed_on_start {
-            partition.record_fsynced_offsets_in(fsynced_record);
-        }
         Ok(Arc::new(partition))
     }
 
@@ -630,9 +606,8 @@ mod tests {
         let defaults = Arc::new(TopicDefaults::new(&builtin, &BTreeMap::new()));
         let durability = Durability {
             flush_interval: Duration::from_secs(1),
-            drop_unflushed_on_start: false,
         };
-        Ok(ReplicaManager::new(dir, 0, defaults, durability)?.0)
+        Ok(ReplicaManager::new(dir, 0, defaults, durability, LeaderLease::always())?.0)
     }
 
     #[test]

@@ -1,0 +1,613 @@
+//! One partition replica's decisions, as a state machine over its log: which role it
+//! plays (leader, follower, idle) for which state of the store, what a leader accepts and
+//! when it acknowledges, how it serves a follower's fetch, and what a follower does with
+//! its leader's answer (append, truncate, start over). No clock, no network, no locks:
+//! callers pass `now_ms` and the facts they observed, and carry out what comes back
+//! (publishing offsets, waking waiters, unlinking removed files, proposing ISR changes).
+//!
+//! `Partition` wraps it around the real `Log`; `sim` drives it around an in-memory log
+//! that a simulated power loss cuts back to what was flushed. Both run this code: the
+//! simulator checks the decisions that run in production, not a model of them.
+//!
+//! ```text
+//!            apply_assignment (leader = me, elected for this run)
+//!   Idle ───────────────────────────────────────────────────────▶ Leader(epoch)
+//!    ▲  ◀── apply_assignment (not placed here / no leader) ──────  │  │
+//!    │                                                              │  │ a newer epoch
+//!    │    apply_assignment (leader = another)                       │  ▼ keeps leading
+//!    └──────────────────────────────────────────▶ Follower(leader) ◀┘
+//! ```
+//!
+//! **Only the run of leadership that appended a write acknowledges it**: a write carries
+//! the epoch of its append, and is acknowledged only while this replica has led without a
+//! break since (`leading_since`). A replica that followed meanwhile may have truncated and
+//! rewritten its tail; a high watermark passing the same offsets later would be passing
+//! another leader's data.
+
+use bytes::Bytes;
+
+use super::follower::{self, FetchValidation};
+use super::leader::{AckCheck, IsrProposal, LeaderState};
+use crate::cluster::PartitionAssignment;
+use crate::log::{AppendError, AppendInfo, OffsetOutOfRange};
+use crate::model::{BrokerId, LeaderEpoch, Offset};
+
+/// The storage a replica's decisions act on: the partition's `Log`, or the simulator's
+/// in-memory log. Offsets and epochs as the log keeps them; `Removed` is what a cut takes
+/// out, to be disposed of after the caller's lock is released.
+pub trait ReplicaLog {
+    type Removed: Default;
+
+    fn log_start(&self) -> Offset;
+    fn log_end(&self) -> Offset;
+    /// The epoch stamped on batches appended from now on.
+    fn leader_epoch(&self) -> LeaderEpoch;
+    fn set_leader_epoch(&mut self, epoch: LeaderEpoch);
+    /// Becoming leader in `epoch`: the epoch cache records that it starts at the log end
+    /// now, before any batch (Kafka's `maybeAssignEpochStartOffset`).
+    fn start_leader_epoch(&mut self, epoch: LeaderEpoch) -> Result<(), AppendError>;
+    /// The epoch of the newest batch (or the newest started epoch).
+    fn latest_epoch(&self) -> Option<LeaderEpoch>;
+    /// Kafka's `LeaderEpochFileCache.endOffsetFor`; `(UNDEFINED, UNDEFINED)` when it
+    /// cannot answer.
+    fn end_offset_for_epoch(&self, epoch: LeaderEpoch) -> (LeaderEpoch, Offset);
+    /// A leader's append of a producer's record set.
+    fn append(&mut self, records: &[u8], now_ms: i64) -> Result<AppendInfo, AppendError>;
+    /// A follower's append of its leader's batches, unchanged.
+    fn append_replicated(&mut self, records: &[u8]) -> Result<AppendInfo, AppendError>;
+    fn truncate_to(&mut self, offset: Offset) -> Result<Self::Removed, AppendError>;
+    fn reset_to(&mut self, offset: Offset) -> Result<Self::Removed, AppendError>;
+    /// Raises the log start to `offset` (DeleteRecords, or a follower following its
+    /// leader's log start); nothing below the current log start.
+    fn raise_log_start(&mut self, offset: Offset) -> Result<Self::Removed, AppendError>;
+    /// Whole batches from the one holding `offset`, whose base is below `upper`.
+    fn read(
+        &self,
+        offset: Offset,
+        max_bytes: u64,
+        min_one: bool,
+        upper: Offset,
+    ) -> Result<Option<Bytes>, OffsetOutOfRange>;
+}
+
+/// How much a producer asked to be acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acks {
+    /// acks=0 and acks=1: in the leader's log.
+    Leader,
+    /// acks=all: in every in-sync replica's log, with at least min.insync.replicas of them.
+    All,
+}
+
+/// Why a replica refused an operation; `Partition` names the partition in its errors.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplicaError {
+    #[error(transparent)]
+    Append(#[from] AppendError),
+    #[error(transparent)]
+    OutOfRange(#[from] OffsetOutOfRange),
+    #[error("not the leader")]
+    NotLeader,
+    #[error("not a follower")]
+    NotFollower,
+    #[error("leader epoch {requested} is older than the current {current}")]
+    FencedLeaderEpoch {
+        requested: LeaderEpoch,
+        current: LeaderEpoch,
+    },
+    #[error("leader epoch {requested} is newer than the current {current}")]
+    UnknownLeaderEpoch {
+        requested: LeaderEpoch,
+        current: LeaderEpoch,
+    },
+    #[error("{isr} in-sync replicas, below min.insync.replicas {min}")]
+    NotEnoughReplicas { isr: i32, min: i32 },
+}
+
+/// Where an acknowledgement stands (see [`ReplicaState::acknowledgement`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acknowledgement {
+    /// Acknowledged (durability aside: `flush.messages` is the caller's).
+    Done,
+    /// The high watermark has not passed it yet.
+    Wait,
+    /// This replica stopped leading since the append: NOT_LEADER_OR_FOLLOWER.
+    NotLeader,
+    /// The high watermark passed it but the ISR is below min.insync.replicas.
+    NotEnoughReplicasAfterAppend,
+}
+
+/// What the role a new store state gives this replica turned out to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Assigned {
+    /// Leads in a new epoch (`true`) or goes on leading in the same one (`false`).
+    Leader {
+        new_epoch: bool,
+    },
+    Follower {
+        leader: BrokerId,
+    },
+    Idle,
+    /// Named leader by a state elected for a previous run of this broker, which may have
+    /// held data this run lost: idles until the controller elects again.
+    IdleElectedForAnotherRun,
+}
+
+/// What a follower's fetch found at its leader.
+#[derive(Debug, Clone)]
+pub struct ServedFetch {
+    pub records: Option<Bytes>,
+    pub high_watermark: Offset,
+    pub log_start: Offset,
+    pub log_end: Offset,
+    /// The follower's log diverges: `(epoch, end offset)` to truncate by (Fetch v12+
+    /// `diverging_epoch`); no records then.
+    pub diverging: Option<(LeaderEpoch, Offset)>,
+}
+
+/// The leader's answer to a follower's fetch, as the follower applies it.
+#[derive(Debug, Clone, Copy)]
+pub enum FetchAnswer<'a> {
+    /// Batches (possibly none) at the follower's position, with the leader's high
+    /// watermark and log start.
+    Records {
+        records: &'a [u8],
+        high_watermark: Offset,
+        log_start: Offset,
+    },
+    /// The follower's tail from some point is not the leader's.
+    Diverging {
+        epoch: LeaderEpoch,
+        end_offset: Offset,
+    },
+    /// OFFSET_OUT_OF_RANGE, with the leader's high watermark (`UNDEFINED` if unknown)
+    /// and log start.
+    OutOfRange {
+        high_watermark: Offset,
+        log_start: Offset,
+    },
+}
+
+/// What applying a fetch answer did.
+#[derive(Debug, Default)]
+pub struct FetchApplied<R> {
+    /// Batches appended.
+    pub appended: Option<AppendInfo>,
+    /// What a truncation, reset or log start raise took out.
+    pub removed: Option<R>,
+    /// The next fetch asks something else (append, truncation, reset): no backoff.
+    pub progressed: bool,
+}
+
+/// A follower's next fetch: where, in which leader epoch, with which last epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchPosition {
+    pub fetch_offset: Offset,
+    pub last_fetched_epoch: Option<LeaderEpoch>,
+    pub current_leader_epoch: LeaderEpoch,
+    pub log_start: Offset,
+}
+
+#[derive(Debug)]
+enum Role {
+    Idle,
+    Leader(Box<LeaderState>),
+    Follower { leader: BrokerId },
+}
+
+/// One replica of one partition: its role and its log. See the module doc.
+#[derive(Debug)]
+pub struct ReplicaState<L> {
+    node: BrokerId,
+    role: Role,
+    log: L,
+    /// The high watermark this replica serves below: the leader's while it leads, what
+    /// the leader last said (capped at the log end) while it follows. Never goes back
+    /// while leading.
+    high_watermark: Offset,
+    /// The leader epoch in which this replica's current run of leadership began: a new
+    /// epoch taken while already leading keeps it (the log was never truncated in
+    /// between); following or idling ends the run (`LeaderEpoch(i32::MAX)`).
+    leading_since: LeaderEpoch,
+    min_insync_replicas: i32,
+}
+
+const NOT_LEADING: LeaderEpoch = LeaderEpoch(i32::MAX);
+
+impl<L: ReplicaLog> ReplicaState<L> {
+    /// A replica on `node` over `log`, neither leading nor following yet; `high_watermark`
+    /// is the last one checkpointed (capped to the log).
+    pub fn new(node: BrokerId, log: L, high_watermark: Offset, min_insync_replicas: i32) -> Self {
+        let high_watermark = high_watermark.clamp(log.log_start(), log.log_end());
+        Self {
+            node,
+            role: Role::Idle,
+            log,
+            high_watermark,
+            leading_since: NOT_LEADING,
+            min_insync_replicas,
+        }
+    }
+
+    pub fn log(&self) -> &L {
+        &self.log
+    }
+    /// The log, for what is not replication's business (flushes, retention, cleaning):
+    /// none of it may move the log end or the epochs.
+    pub fn log_mut(&mut self) -> &mut L {
+        &mut self.log
+    }
+    pub fn into_log(self) -> L {
+        self.log
+    }
+
+    pub fn high_watermark(&self) -> Offset {
+        match &self.role {
+            Role::Leader(leader) => Offset(leader.high_watermark()),
+            _ => self.high_watermark,
+        }
+    }
+    pub fn min_insync_replicas(&self) -> i32 {
+        self.min_insync_replicas
+    }
+    pub fn set_min_insync_replicas(&mut self, min: i32) {
+        self.min_insync_replicas = min;
+    }
+    pub fn is_leader(&self) -> bool {
+        matches!(self.role, Role::Leader(_))
+    }
+    /// The broker this replica follows, if it is a follower.
+    pub fn following(&self) -> Option<BrokerId> {
+        match self.role {
+            Role::Follower { leader } => Some(leader),
+            _ => None,
+        }
+    }
+    /// The committed ISR while leading; empty otherwise.
+    pub fn isr(&self) -> Vec<i32> {
+        match &self.role {
+            Role::Leader(leader) => leader.isr().to_vec(),
+            _ => Vec::new(),
+        }
+    }
+    /// `(follower, fetch offset, last caught-up time)` of each follower while leading.
+    pub fn follower_progress(&self) -> Vec<(i32, i64, i64)> {
+        match &self.role {
+            Role::Leader(leader) => leader.followers().collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Takes the role `state` (the store's, for this partition, which places a replica
+    /// here) gives this replica. `incarnation` is this process's in the cluster (`None`
+    /// without one): it leads only a state stamped with it. Returns what it became and
+    /// whether a leadership ended (acks=all waits must look again).
+    pub fn apply_assignment(
+        &mut self,
+        state: &PartitionAssignment,
+        incarnation: Option<i64>,
+        now_ms: i64,
+    ) -> (Assigned, bool) {
+        let leader = BrokerId(state.leader);
+        if leader == self.node {
+            if incarnation.is_none_or(|i| i == state.leader_incarnation) {
+                let new_epoch = self.become_leader(state, now_ms);
+                (Assigned::Leader { new_epoch }, false)
+            } else {
+                (
+                    Assigned::IdleElectedForAnotherRun,
+                    self.step_down(Role::Idle),
+                )
+            }
+        } else if leader.is_some() {
+            self.log.set_leader_epoch(LeaderEpoch(state.leader_epoch));
+            let ended = self.step_down(Role::Follower { leader });
+            (Assigned::Follower { leader }, ended)
+        } else {
+            (Assigned::Idle, self.step_down(Role::Idle))
+        }
+    }
+
+    /// Neither leads nor follows any more (the partition moved away). Returns whether a
+    /// leadership ended.
+    pub fn become_idle(&mut self) -> bool {
+        self.step_down(Role::Idle)
+    }
+
+    /// Leads under `state`'s leader epoch. A new epoch starts a fresh leader state from
+    /// the log end; the same epoch only takes the store's newer replicas and ISR.
+    /// Returns whether the epoch is new.
+    fn become_leader(&mut self, state: &PartitionAssignment, now_ms: i64) -> bool {
+        let epoch = LeaderEpoch(state.leader_epoch);
+        if let Role::Leader(leader) = &mut self.role {
+            if self.log.leader_epoch() == epoch {
+                leader.update_from_store(
+                    state.replicas.clone(),
+                    state.in_sync(),
+                    state.partition_epoch,
+                );
+                return false;
+            }
+        } else {
+            self.leading_since = epoch;
+        }
+        self.log.set_leader_epoch(epoch);
+        if let Err(error) = self.log.start_leader_epoch(epoch) {
+            tracing::warn!(%epoch, %error, "could not record the leader epoch start");
+        }
+        let log_end = self.log.log_end();
+        let high_watermark = self.high_watermark.min(log_end);
+        let mut leader = LeaderState::new(
+            self.node.0,
+            epoch.0,
+            state.partition_epoch,
+            state.replicas.clone(),
+            state.in_sync(),
+            log_end.0,
+            high_watermark.0,
+            log_end.0,
+            now_ms,
+        );
+        leader.on_leader_append(log_end.0);
+        self.role = Role::Leader(Box::new(leader));
+        true
+    }
+
+    /// Takes a non-leading role, keeping what the leader's high watermark reached.
+    fn step_down(&mut self, next: Role) -> bool {
+        let was_leader = matches!(self.role, Role::Leader(_));
+        self.high_watermark = self.high_watermark();
+        self.role = next;
+        self.leading_since = NOT_LEADING;
+        was_leader
+    }
+
+    /// Validates and appends a producer's record set as the leader. Refused unless this
+    /// replica leads and `may_lead` (its cluster session is good for leading); acks=all
+    /// is refused before anything is written when the ISR is below min.insync.replicas
+    /// (Kafka's NOT_ENOUGH_REPLICAS).
+    pub fn append(
+        &mut self,
+        records: &[u8],
+        now_ms: i64,
+        acks: Acks,
+        may_lead: bool,
+    ) -> Result<AppendInfo, ReplicaError> {
+        let Role::Leader(leader) = &mut self.role else {
+            return Err(ReplicaError::NotLeader);
+        };
+        if !may_lead {
+            return Err(ReplicaError::NotLeader);
+        }
+        let min = self.min_insync_replicas;
+        if acks == Acks::All && !leader.has_min_isr(min) {
+            return Err(ReplicaError::NotEnoughReplicas {
+                isr: leader.isr().len() as i32,
+                min,
+            });
+        }
+        let info = self.log.append(records, now_ms)?;
+        leader.on_leader_append(self.log.log_end().0);
+        Ok(info)
+    }
+
+    /// Where the acknowledgement of `written` stands at `acks` (see the module doc for
+    /// the epoch rule). acks=1 is done once appended.
+    pub fn acknowledgement(&self, written: &AppendInfo, acks: Acks) -> Acknowledgement {
+        if acks == Acks::Leader {
+            return Acknowledgement::Done;
+        }
+        match &self.role {
+            Role::Leader(leader) if self.leading_since <= LeaderEpoch(written.leader_epoch) => {
+                match leader.ack_check(written.last_offset, self.min_insync_replicas) {
+                    AckCheck::Done => Acknowledgement::Done,
+                    AckCheck::Wait => Acknowledgement::Wait,
+                    AckCheck::NotEnoughReplicasAfterAppend => {
+                        Acknowledgement::NotEnoughReplicasAfterAppend
+                    }
+                }
+            }
+            _ => Acknowledgement::NotLeader,
+        }
+    }
+
+    /// Serves a follower's fetch as the leader: checks the follower's leader epoch and
+    /// its last fetched epoch (divergence), reads up to the log end, and records the
+    /// follower's progress, which may advance the high watermark and make an ISR
+    /// expansion due (returned, for the store).
+    pub fn serve_follower(
+        &mut self,
+        follower: BrokerId,
+        fetch_offset: Offset,
+        current_leader_epoch: LeaderEpoch,
+        last_fetched_epoch: Option<LeaderEpoch>,
+        max_bytes: u64,
+        now_ms: i64,
+    ) -> Result<(ServedFetch, Option<IsrProposal>), ReplicaError> {
+        let Role::Leader(leader) = &mut self.role else {
+            return Err(ReplicaError::NotLeader);
+        };
+        check_epoch(self.log.leader_epoch(), current_leader_epoch)?;
+        let (log_start, log_end) = (self.log.log_start(), self.log.log_end());
+        let out_of_range = || OffsetOutOfRange {
+            offset: fetch_offset.0,
+            log_start: log_start.0,
+            log_end: log_end.0,
+        };
+        if fetch_offset < log_start || fetch_offset > log_end {
+            return Err(out_of_range().into());
+        }
+        let validation = match last_fetched_epoch.filter(|e| e.is_defined()) {
+            Some(epoch) => {
+                let (end_epoch, end_offset) = self.log.end_offset_for_epoch(epoch);
+                follower::validate_follower_fetch(
+                    fetch_offset.0,
+                    epoch.0,
+                    (end_epoch.0, end_offset.0),
+                )
+            }
+            None => FetchValidation::Consistent,
+        };
+        let mut served = ServedFetch {
+            records: None,
+            high_watermark: Offset(leader.high_watermark()),
+            log_start,
+            log_end,
+            diverging: None,
+        };
+        match validation {
+            FetchValidation::Consistent => {}
+            FetchValidation::Diverging { epoch, end_offset } => {
+                served.diverging = Some((LeaderEpoch(epoch), Offset(end_offset)));
+                return Ok((served, None));
+            }
+            FetchValidation::OffsetOutOfRange => return Err(out_of_range().into()),
+        }
+        served.records = self.log.read(fetch_offset, max_bytes, true, log_end)?;
+        let (_, proposal) = leader.on_follower_fetch(follower.0, fetch_offset.0, log_end.0, now_ms);
+        served.high_watermark = Offset(leader.high_watermark());
+        Ok((served, proposal))
+    }
+
+    /// What a follower's next fetch asks.
+    pub fn fetch_position(&self) -> FetchPosition {
+        FetchPosition {
+            fetch_offset: self.log.log_end(),
+            last_fetched_epoch: self.log.latest_epoch(),
+            current_leader_epoch: self.log.leader_epoch(),
+            log_start: self.log.log_start(),
+        }
+    }
+
+    /// A follower applies its leader's answer to the fetch it sent from
+    /// [`Self::fetch_position`]: appends the batches and learns the high watermark and
+    /// log start (Kafka's `processPartitionData`, `maybeIncrementLogStartOffset`),
+    /// truncates a divergent tail (`follower::truncation_offset`), or, told its position is
+    /// out of range, keeps only what the leader committed (when ahead of it: an unclean
+    /// election) or starts over at the leader's log start (when behind it).
+    pub fn apply_fetch_answer(
+        &mut self,
+        answer: FetchAnswer<'_>,
+    ) -> Result<FetchApplied<L::Removed>, ReplicaError> {
+        if !matches!(self.role, Role::Follower { .. }) {
+            return Err(ReplicaError::NotFollower);
+        }
+        let before = self.fetch_position();
+        let mut applied = FetchApplied::default();
+        match answer {
+            FetchAnswer::Records {
+                records,
+                high_watermark,
+                log_start,
+            } => {
+                if !records.is_empty() {
+                    let info = self.log.append_replicated(records)?;
+                    if info.last_offset >= info.base_offset {
+                        applied.appended = Some(info);
+                    }
+                }
+                let log_end = self.log.log_end();
+                self.high_watermark = self.high_watermark.max(high_watermark.min(log_end));
+                // The leader's log start moved (DeleteRecords, retention): follow it, as
+                // far as this log and the high watermark reach, so that a failover does
+                // not bring deleted records back.
+                let raise_to = log_start.min(self.high_watermark);
+                if raise_to > self.log.log_start() {
+                    applied.removed = Some(self.log.raise_log_start(raise_to)?);
+                }
+            }
+            FetchAnswer::Diverging { epoch, end_offset } => {
+                let (local_epoch, local_end) = self.log.end_offset_for_epoch(epoch);
+                let decision = follower::truncation_offset(
+                    (epoch.0, end_offset.0),
+                    (local_epoch.0, local_end.0),
+                    self.log.log_end().0,
+                );
+                let to = Offset(decision.offset(self.high_watermark.0));
+                applied.removed = Some(self.cut(|log| log.truncate_to(to))?);
+            }
+            FetchAnswer::OutOfRange {
+                high_watermark,
+                log_start,
+            } => {
+                let removed =
+                    if high_watermark >= Offset::ZERO && before.fetch_offset > high_watermark {
+                        self.cut(|log| log.truncate_to(high_watermark))?
+                    } else {
+                        self.cut(|log| log.reset_to(log_start.max(Offset::ZERO)))?
+                    };
+                applied.removed = Some(removed);
+            }
+        }
+        applied.progressed = applied.appended.is_some() || self.fetch_position() != before;
+        Ok(applied)
+    }
+
+    /// Cuts a follower's log with `cut`, keeping the high watermark inside it.
+    fn cut(
+        &mut self,
+        cut: impl FnOnce(&mut L) -> Result<L::Removed, AppendError>,
+    ) -> Result<L::Removed, ReplicaError> {
+        let removed = cut(&mut self.log)?;
+        self.high_watermark = self
+            .high_watermark
+            .clamp(self.log.log_start(), self.log.log_end());
+        Ok(removed)
+    }
+
+    /// Periodic ISR maintenance as leader: a shrink to propose for followers that have
+    /// not caught up within `lag_max_ms`.
+    pub fn maintain_isr(&mut self, now_ms: i64, lag_max_ms: i64) -> Option<IsrProposal> {
+        let log_end = self.log.log_end();
+        match &mut self.role {
+            Role::Leader(leader) => leader.tick(now_ms, lag_max_ms, log_end.0),
+            _ => None,
+        }
+    }
+
+    /// The store's answer to `proposal`: `Some(state)` committed, `None` refused.
+    pub fn isr_outcome(&mut self, proposal: &IsrProposal, committed: Option<(Vec<i32>, i32)>) {
+        if let Role::Leader(leader) = &mut self.role {
+            leader.proposal_answered(proposal, committed);
+        }
+    }
+
+    /// What a consumer may read: whole batches below the high watermark.
+    pub fn read(
+        &self,
+        offset: Offset,
+        max_bytes: u64,
+        min_one: bool,
+    ) -> Result<Option<Bytes>, OffsetOutOfRange> {
+        self.log
+            .read(offset, max_bytes, min_one, self.high_watermark())
+    }
+
+    /// Moves the log start to `offset` (DeleteRecords), which must lie within the log.
+    pub fn delete_records_before(&mut self, offset: Offset) -> Result<L::Removed, ReplicaError> {
+        let (log_start, log_end) = (self.log.log_start(), self.log.log_end());
+        if offset < Offset::ZERO || offset > log_end {
+            return Err(OffsetOutOfRange {
+                offset: offset.0,
+                log_start: log_start.0,
+                log_end: log_end.0,
+            }
+            .into());
+        }
+        let removed = self.log.raise_log_start(offset)?;
+        self.high_watermark = self.high_watermark.max(self.log.log_start());
+        Ok(removed)
+    }
+}
+
+/// A follower's fetch names the leader epoch it believes current (KIP-320): an older one
+/// is fenced, a newer one is not known here yet; none (`< 0`) is not checked.
+fn check_epoch(current: LeaderEpoch, requested: LeaderEpoch) -> Result<(), ReplicaError> {
+    if !requested.is_defined() || requested == current {
+        Ok(())
+    } else if requested < current {
+        Err(ReplicaError::FencedLeaderEpoch { requested, current })
+    } else {
+        Err(ReplicaError::UnknownLeaderEpoch { requested, current })
+    }
+}
