@@ -219,14 +219,14 @@ async fn place_all(
 /// in etcd whenever it changes and loaded by the next controller, so a restart while
 /// no controller ran is noticed too.
 #[derive(Debug, Default)]
-struct Incarnations {
+pub(crate) struct Incarnations {
     seen: std::collections::BTreeMap<i32, i64>,
 }
 
 impl Incarnations {
     /// The brokers whose incarnation differs from the one last remembered. A
     /// controller's first round knows no history: nothing restarted.
-    fn restarted(&self, now: &std::collections::BTreeMap<i32, i64>) -> BTreeSet<i32> {
+    pub(crate) fn restarted(&self, now: &std::collections::BTreeMap<i32, i64>) -> BTreeSet<i32> {
         now.iter()
             .filter(|(id, rev)| self.seen.get(id).is_some_and(|seen| seen != *rev))
             .map(|(id, _)| *id)
@@ -235,7 +235,7 @@ impl Incarnations {
 
     /// Remembers the current incarnations, once a round has written what they imply;
     /// whether that changed anything (then the next controller should know it too).
-    fn remember(&mut self, now: &std::collections::BTreeMap<i32, i64>) -> bool {
+    pub(crate) fn remember(&mut self, now: &std::collections::BTreeMap<i32, i64>) -> bool {
         let before = self.seen.clone();
         self.seen.extend(now.iter().map(|(id, rev)| (*id, *rev)));
         self.seen != before
@@ -243,7 +243,7 @@ impl Incarnations {
 }
 
 /// Leaders whose stamped incarnation is not their registration's now.
-fn restarted_leaders<'a>(
+pub(crate) fn restarted_leaders<'a>(
     assignments: impl Iterator<Item = &'a TopicAssignment>,
     incarnations: &std::collections::BTreeMap<i32, i64>,
 ) -> BTreeSet<i32> {
@@ -262,7 +262,7 @@ fn restarted_leaders<'a>(
 /// Records each partition's leader's current incarnation in the state that elects it,
 /// so that only that process may lead on it (see
 /// [`PartitionAssignment::leader_incarnation`]).
-fn stamp_leader_incarnations(
+pub(crate) fn stamp_leader_incarnations(
     assignment: &mut TopicAssignment,
     incarnations: &std::collections::BTreeMap<i32, i64>,
 ) {

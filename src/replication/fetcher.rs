@@ -23,7 +23,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use tokio_util::sync::CancellationToken;
 
-use super::replica::FetchAnswer;
+use super::replica::{FetchAnswer, FetchPosition};
 use super::{Partition, ReplicaManager};
 use crate::client::{Client, ClientSecurity};
 use crate::cluster::MetadataStore;
@@ -114,8 +114,8 @@ impl ReplicaFetchers {
     async fn fetch_from(&self, leader: i32) {
         let mut client: Option<Client> = None;
         loop {
-            let partitions = self.replicas.followed_from(leader);
-            if partitions.is_empty() {
+            let followed = self.replicas.followed_from(leader);
+            if followed.is_empty() {
                 tokio::time::sleep(REPLICA_FETCH_BACKOFF).await;
                 continue;
             }
@@ -129,6 +129,14 @@ impl ReplicaFetchers {
             let Some(connection) = client.as_mut() else {
                 continue;
             };
+            // Each partition's position now: its answer applies only while it still holds.
+            let partitions: Vec<(Arc<Partition>, FetchPosition)> = followed
+                .into_iter()
+                .map(|p| {
+                    let position = p.fetch_position();
+                    (p, position)
+                })
+                .collect();
             let request = self.request(&partitions);
             match connection.send(request, FETCH_VERSION).await {
                 Ok((_, response)) => {
@@ -162,10 +170,9 @@ impl ReplicaFetchers {
     }
 
     /// One Fetch for every partition followed from this leader, each at its log end.
-    fn request(&self, partitions: &[Arc<Partition>]) -> FetchRequest {
+    fn request(&self, partitions: &[(Arc<Partition>, FetchPosition)]) -> FetchRequest {
         let mut topics: Vec<FetchTopic> = Vec::new();
-        for partition in partitions {
-            let position = partition.fetch_position();
+        for (partition, position) in partitions {
             let wanted = FetchPartition::default()
                 .with_partition(partition.id().partition)
                 .with_current_leader_epoch(position.current_leader_epoch.0)
@@ -198,7 +205,7 @@ impl ReplicaFetchers {
     async fn apply(
         &self,
         leader: i32,
-        partitions: &[Arc<Partition>],
+        partitions: &[(Arc<Partition>, FetchPosition)],
         response: FetchResponse,
     ) -> bool {
         if response.error_code != 0 {
@@ -208,13 +215,13 @@ impl ReplicaFetchers {
         let mut progressed = false;
         for topic in &response.responses {
             for data in &topic.partitions {
-                let Some(partition) = partitions.iter().find(|p| {
+                let Some((partition, asked)) = partitions.iter().find(|(p, _)| {
                     p.id().topic == topic.topic.0.as_str()
                         && p.id().partition == data.partition_index
                 }) else {
                     continue;
                 };
-                match self.apply_partition(leader, partition, data).await {
+                match self.apply_partition(leader, partition, asked, data).await {
                     Ok(moved) => progressed |= moved,
                     Err(error) => {
                         tracing::warn!(partition = %partition.id(), leader, %error, "replicating failed")
@@ -231,6 +238,7 @@ impl ReplicaFetchers {
         &self,
         leader: i32,
         partition: &Partition,
+        asked: &FetchPosition,
         data: &kafka_protocol::messages::fetch_response::PartitionData,
     ) -> Result<bool, super::PartitionError> {
         let answer = match ResponseError::try_from_code(data.error_code) {
@@ -254,6 +262,6 @@ impl ReplicaFetchers {
                 return Ok(false);
             }
         };
-        partition.apply_fetch_answer(answer).await
+        partition.apply_fetch_answer(leader, asked, answer).await
     }
 }

@@ -99,6 +99,10 @@ pub struct LeaderState {
     pending: Option<IsrProposal>,
     followers: BTreeMap<i32, Follower>,
     leader_log_end: i64,
+    /// How far the leader's own log counts towards the high watermark: its log end, or
+    /// less while `flush.messages` says writes must be on its disk first (see
+    /// [`Self::on_leader_durable`]).
+    leader_durable_end: i64,
     high_watermark: i64,
     epoch_start_offset: i64,
     /// Kafka 4 (KIP-966) does not advance the high watermark while the committed ISR is
@@ -106,22 +110,38 @@ pub struct LeaderState {
     min_insync_replicas: i32,
 }
 
+/// The new leader's own log, as a leader epoch begins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaderLog {
+    /// Its log end.
+    pub end: i64,
+    /// The high watermark it knew (as a follower, or from the epoch before).
+    pub high_watermark: i64,
+    /// Where this leader epoch begins (the log end when it began).
+    pub epoch_start: i64,
+    /// How far its own log counts towards the high watermark (see
+    /// [`LeaderState::on_leader_durable`]); `i64::MAX` for all of it.
+    pub durable_end: i64,
+}
+
 impl LeaderState {
-    /// `replicas`, `isr`, `partition_epoch`: from the store; `log_end`, `high_watermark`:
-    /// this broker's log; `epoch_start_offset`: the log end when this leader epoch began.
+    /// `replicas`, `isr`, `partition_epoch`: from the store; `log`: this broker's log.
     /// An empty `isr` (state written before replication) reads as `[node_id]`.
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         node_id: i32,
         leader_epoch: i32,
         partition_epoch: i32,
         replicas: Vec<i32>,
         isr: Vec<i32>,
-        log_end: i64,
-        high_watermark: i64,
-        epoch_start_offset: i64,
+        log: LeaderLog,
         now_ms: i64,
     ) -> Self {
+        let LeaderLog {
+            end: log_end,
+            high_watermark,
+            epoch_start: epoch_start_offset,
+            durable_end,
+        } = log;
         let isr = if isr.is_empty() { vec![node_id] } else { isr };
         let followers = replicas
             .iter()
@@ -137,6 +157,7 @@ impl LeaderState {
             pending: None,
             followers,
             leader_log_end: log_end,
+            leader_durable_end: durable_end,
             high_watermark: high_watermark.min(log_end),
             epoch_start_offset,
             min_insync_replicas: 1,
@@ -213,6 +234,16 @@ impl LeaderState {
     /// ISR is the leader alone (or every follower already has more).
     pub fn on_leader_append(&mut self, leader_log_end: i64) -> bool {
         self.leader_log_end = self.leader_log_end.max(leader_log_end);
+        self.maybe_increment_hw()
+    }
+
+    /// The leader's own log may count towards the high watermark only up to
+    /// `durable_end`: with `flush.messages`, Kafka flushes in the append that reaches the
+    /// count, before the high watermark can pass it; tern flushes off the lock, so the
+    /// high watermark waits for that flush instead (a consumer never reads a record that
+    /// a power loss of the leader could take back). `i64::MAX`: no such bound.
+    pub fn on_leader_durable(&mut self, durable_end: i64) -> bool {
+        self.leader_durable_end = durable_end;
         self.maybe_increment_hw()
     }
 
@@ -354,7 +385,7 @@ impl LeaderState {
         if (self.isr.len() as i64) < i64::from(self.min_insync_replicas) {
             return false;
         }
-        let mut candidate = Some(self.leader_log_end);
+        let mut candidate = Some(self.leader_log_end.min(self.leader_durable_end));
         for id in self.maximal_isr() {
             if id == self.node_id {
                 continue;
@@ -440,8 +471,17 @@ mod tests {
     use super::*;
     use crate::replication::sim::Rng;
 
+    fn log_at(end: i64, high_watermark: i64, epoch_start: i64) -> LeaderLog {
+        LeaderLog {
+            end,
+            high_watermark,
+            epoch_start,
+            durable_end: i64::MAX,
+        }
+    }
+
     fn leader(isr: Vec<i32>, log_end: i64, hw: i64) -> LeaderState {
-        LeaderState::new(1, 5, 10, vec![1, 2, 3], isr, log_end, hw, log_end, 1_000)
+        LeaderState::new(1, 5, 10, vec![1, 2, 3], isr, log_at(log_end, hw, log_end), 1_000)
     }
 
     #[test]
@@ -506,7 +546,7 @@ mod tests {
     #[test]
     fn expansion_waits_for_the_epoch_start_even_above_the_hw() {
         // HW 4 (stale from the follower days), epoch start 10.
-        let mut s = LeaderState::new(1, 5, 10, vec![1, 2, 3], vec![1, 2], 10, 4, 10, 0);
+        let mut s = LeaderState::new(1, 5, 10, vec![1, 2, 3], vec![1, 2], log_at(10, 4, 10), 0);
         let (_, p) = s.on_follower_fetch(3, 7, 10, 1);
         assert_eq!(p, None);
     }
@@ -610,9 +650,7 @@ mod tests {
             7,
             replicas.clone(),
             isr0.clone(),
-            leader_end,
-            hw0,
-            leader_end,
+            log_at(leader_end, hw0, leader_end),
             now,
         );
         let initial_hw = s.high_watermark();

@@ -161,6 +161,12 @@ impl ReplicaLog for Log {
     fn raise_log_start(&mut self, offset: Offset) -> Result<Doomed, AppendError> {
         Log::delete_records_before(self, offset.0).map(|(_, doomed)| doomed)
     }
+    fn durable_end(&self) -> Offset {
+        Offset(self.recovery_point())
+    }
+    fn flush_messages(&self) -> i64 {
+        self.config().flush_messages
+    }
     fn read(
         &self,
         offset: Offset,
@@ -288,6 +294,9 @@ impl Partition {
         let mut state = self.state.lock();
         state.log_mut().set_config(config);
         state.set_min_insync_replicas(min_insync_replicas);
+        // A changed flush.messages moves how far the leader's own log counts.
+        state.on_flushed();
+        self.publish(&state);
     }
 
     /// Publishes what changed under the lock: the log end for replica fetches, the high
@@ -397,6 +406,11 @@ impl Partition {
         written: &AppendInfo,
         acks: Acks,
     ) -> Result<(), PartitionError> {
+        // With `flush.messages`, on this replica's disk first: the high watermark does not
+        // pass a write the leader has yet to flush (`ReplicaState::durable_cap`).
+        if self.flush_due(written.last_offset) {
+            self.wait_durable(written.last_offset).await?;
+        }
         let mut high_watermark = self.high_watermark.subscribe();
         loop {
             match self.state.lock().acknowledgement(written, acks) {
@@ -414,9 +428,6 @@ impl Partition {
             if high_watermark.changed().await.is_err() {
                 return Err(PartitionError::NotLeader(self.id.clone()));
             }
-        }
-        if self.flush_due(written.last_offset) {
-            self.wait_durable(written.last_offset).await?;
         }
         Ok(())
     }
@@ -451,16 +462,18 @@ impl Partition {
     /// fetch asks something else.
     pub async fn apply_fetch_answer(
         &self,
+        leader: i32,
+        asked: &FetchPosition,
         answer: FetchAnswer<'_>,
     ) -> Result<bool, PartitionError> {
         if self.failed.load(Ordering::Acquire) {
             return Err(PartitionError::StorageFailed(self.id.clone()));
         }
-        let before = self.fetch_position();
+        let before = *asked;
         let applied = {
             let mut state = self.state.lock();
             let applied = state
-                .apply_fetch_answer(answer)
+                .apply_fetch_answer(BrokerId(leader), asked, answer)
                 .map_err(|e| PartitionError::of(&self.id, e))?;
             if applied.removed.is_some() {
                 // What was durable may have been cut: bring it inside the log.
@@ -613,6 +626,8 @@ impl Partition {
                     log.recovery_point()
                 };
                 self.durable_offset.fetch_max(durable, Ordering::AcqRel);
+                state.on_flushed();
+                self.publish(&state);
                 drop(state);
                 Ok(())
             }

@@ -27,7 +27,7 @@
 use bytes::Bytes;
 
 use super::follower::{self, FetchValidation};
-use super::leader::{AckCheck, IsrProposal, LeaderState};
+use super::leader::{AckCheck, IsrProposal, LeaderLog, LeaderState};
 use crate::cluster::PartitionAssignment;
 use crate::log::{AppendError, AppendInfo, OffsetOutOfRange};
 use crate::model::{BrokerId, LeaderEpoch, Offset};
@@ -60,6 +60,10 @@ pub trait ReplicaLog {
     /// Raises the log start to `offset` (DeleteRecords, or a follower following its
     /// leader's log start); nothing below the current log start.
     fn raise_log_start(&mut self, offset: Offset) -> Result<Self::Removed, AppendError>;
+    /// Everything below this offset is on disk.
+    fn durable_end(&self) -> Offset;
+    /// `flush.messages`: how many records may be unflushed when a write counts.
+    fn flush_messages(&self) -> i64;
     /// Whole batches from the one holding `offset`, whose base is below `upper`.
     fn read(
         &self,
@@ -177,6 +181,8 @@ pub struct FetchApplied<R> {
     pub removed: Option<R>,
     /// The next fetch asks something else (append, truncation, reset): no backoff.
     pub progressed: bool,
+    /// The answer came for a position this replica has left: ignored.
+    pub stale: bool,
 }
 
 /// A follower's next fetch: where, in which leader epoch, with which last epoch.
@@ -336,21 +342,44 @@ impl<L: ReplicaLog> ReplicaState<L> {
             tracing::warn!(%epoch, %error, "could not record the leader epoch start");
         }
         let log_end = self.log.log_end();
-        let high_watermark = self.high_watermark.min(log_end);
+        // The high watermark served so far: a new epoch taken while leading keeps it.
+        let high_watermark = self.high_watermark().min(log_end);
         let mut leader = LeaderState::new(
             self.node.0,
             epoch.0,
             state.partition_epoch,
             state.replicas.clone(),
             state.in_sync(),
-            log_end.0,
-            high_watermark.0,
-            log_end.0,
+            LeaderLog {
+                end: log_end.0,
+                high_watermark: high_watermark.0,
+                epoch_start: log_end.0,
+                durable_end: self.durable_cap().0,
+            },
             now_ms,
         );
         leader.on_leader_append(log_end.0);
         self.role = Role::Leader(Box::new(leader));
         true
+    }
+
+    /// How far the leader's own log counts towards the high watermark: at most
+    /// `flush.messages - 1` records past what is on disk, as Kafka's append flushes once
+    /// the unflushed count reaches `flush.messages` (so with 1, only what is on disk).
+    fn durable_cap(&self) -> Offset {
+        match self.log.flush_messages() {
+            i64::MAX => Offset(i64::MAX),
+            every => self.log.durable_end() + (every.max(1) - 1),
+        }
+    }
+
+    /// A flush ran: the leader's own log may now count further (see
+    /// [`Self::durable_cap`]).
+    pub fn on_flushed(&mut self) {
+        let cap = self.durable_cap();
+        if let Role::Leader(leader) = &mut self.role {
+            leader.on_leader_durable(cap.0);
+        }
     }
 
     /// Takes a non-leading role, keeping what the leader's high watermark reached.
@@ -415,6 +444,13 @@ impl<L: ReplicaLog> ReplicaState<L> {
     /// its last fetched epoch (divergence), reads up to the log end, and records the
     /// follower's progress, which may advance the high watermark and make an ISR
     /// expansion due (returned, for the store).
+    ///
+    /// The checks run in Kafka's order (`Partition.readRecords`): below the log start is
+    /// out of range; then divergence; only then past the log end. A follower ahead of a
+    /// new leader is almost always one holding a tail the new leader never had: it must
+    /// be told where the logs part, not OFFSET_OUT_OF_RANGE, which would send it to the
+    /// leader's high watermark — and a new leader's high watermark lags what the old one
+    /// committed, so that cut could take acknowledged writes out of an in-sync replica.
     pub fn serve_follower(
         &mut self,
         follower: BrokerId,
@@ -434,7 +470,7 @@ impl<L: ReplicaLog> ReplicaState<L> {
             log_start: log_start.0,
             log_end: log_end.0,
         };
-        if fetch_offset < log_start || fetch_offset > log_end {
+        if fetch_offset < log_start {
             return Err(out_of_range().into());
         }
         let validation = match last_fetched_epoch.filter(|e| e.is_defined()) {
@@ -463,6 +499,9 @@ impl<L: ReplicaLog> ReplicaState<L> {
             }
             FetchValidation::OffsetOutOfRange => return Err(out_of_range().into()),
         }
+        if fetch_offset > log_end {
+            return Err(out_of_range().into());
+        }
         served.records = self.log.read(fetch_offset, max_bytes, true, log_end)?;
         let (_, proposal) = leader.on_follower_fetch(follower.0, fetch_offset.0, log_end.0, now_ms);
         served.high_watermark = Offset(leader.high_watermark());
@@ -479,14 +518,25 @@ impl<L: ReplicaLog> ReplicaState<L> {
         }
     }
 
-    /// A follower applies its leader's answer to the fetch it sent from
-    /// [`Self::fetch_position`]: appends the batches and learns the high watermark and
-    /// log start (Kafka's `processPartitionData`, `maybeIncrementLogStartOffset`),
-    /// truncates a divergent tail (`follower::truncation_offset`), or, told its position is
-    /// out of range, keeps only what the leader committed (when ahead of it: an unclean
-    /// election) or starts over at the leader's log start (when behind it).
+    /// A follower applies `leader`'s answer to the fetch it sent from `asked` (what
+    /// [`Self::fetch_position`] said then): appends the batches and learns the high
+    /// watermark and log start (Kafka's `processPartitionData`,
+    /// `maybeIncrementLogStartOffset`), truncates a divergent tail
+    /// (`follower::truncation_offset`), or, told its position is out of range, keeps only
+    /// what the leader committed (when ahead of it: an unclean election) or starts over at
+    /// the leader's log start (when behind it).
+    ///
+    /// An answer is applied only while this replica still follows `leader` from the
+    /// position it asked at (Kafka's `AbstractFetcherThread.processFetchRequest`: "we only
+    /// want to process the fetch response if ... the current offset is the same as the
+    /// offset requested"). A late answer is stale: a leader that was deposed meanwhile
+    /// may send a tail no one committed, or a divergence point computed against a log
+    /// this replica has since replaced with a newer leader's, whose truncation would cut
+    /// data that leader already counted as replicated here.
     pub fn apply_fetch_answer(
         &mut self,
+        leader: BrokerId,
+        asked: &FetchPosition,
         answer: FetchAnswer<'_>,
     ) -> Result<FetchApplied<L::Removed>, ReplicaError> {
         if !matches!(self.role, Role::Follower { .. }) {
@@ -494,6 +544,10 @@ impl<L: ReplicaLog> ReplicaState<L> {
         }
         let before = self.fetch_position();
         let mut applied = FetchApplied::default();
+        if self.following() != Some(leader) || before != *asked {
+            applied.stale = true;
+            return Ok(applied);
+        }
         match answer {
             FetchAnswer::Records {
                 records,
@@ -530,13 +584,17 @@ impl<L: ReplicaLog> ReplicaState<L> {
                 high_watermark,
                 log_start,
             } => {
-                let removed =
-                    if high_watermark >= Offset::ZERO && before.fetch_offset > high_watermark {
-                        self.cut(|log| log.truncate_to(high_watermark))?
-                    } else {
-                        self.cut(|log| log.reset_to(log_start.max(Offset::ZERO)))?
-                    };
-                applied.removed = Some(removed);
+                if before.fetch_offset < log_start {
+                    // Everything here is below the leader's log start (Kafka's
+                    // `truncateFullyAndStartAt` when the leader's start passed our end).
+                    applied.removed =
+                        Some(self.cut(|log| log.reset_to(log_start.max(Offset::ZERO)))?);
+                } else if high_watermark >= Offset::ZERO && before.fetch_offset > high_watermark
+                {
+                    // Ahead of the leader with no divergence it could name (an unclean
+                    // election, or a log without epochs): keep what it committed.
+                    applied.removed = Some(self.cut(|log| log.truncate_to(high_watermark))?);
+                }
             }
         }
         applied.progressed = applied.appended.is_some() || self.fetch_position() != before;

@@ -1,28 +1,47 @@
-//! A whole-system simulation of one replicated partition, for tests: brokers whose logs
-//! are vectors of (leader epoch, value), a controller calling `cluster::election::
-//! next_state`, leaders driven by `LeaderState`, followers fetching with
-//! `diverging_epoch` / `truncation_offset`, an ISR compare-and-swap store, leases, and a
-//! network that delays, reorders and drops messages; with random crashes, restarts,
-//! pauses (a paused process keeps its stale view and acts on it when it wakes) and
-//! reassignments. It checks Kafka's safety properties after every step:
+//! A whole-system simulation of one replicated partition that runs the code the broker
+//! runs: each broker's replica is a [`ReplicaState`] (the decisions `Partition` wraps:
+//! roles and the incarnation rule, the leader's `LeaderState`, the acknowledgement rule,
+//! serving and applying fetches, truncation) over [`MemLog`], an in-memory log with the
+//! real leader-epoch cache and real record batches; the controller elects with
+//! `cluster::election::next_state` and the restart rules of `cluster::controller`; ISR
+//! changes are compare-and-swapped with `cluster::apply_isr_change`. Around them, a network
+//! that delays, reorders and drops messages, leases, crashes, pauses (a paused process
+//! keeps its stale view and acts on it when it wakes), controlled shutdowns,
+//! reassignments, and power loss (a log loses what it had not flushed). Every schedule is
+//! seeded; a failure prints its seed (replay one with `SIM_SEED`, see `one_seed`).
+//!
+//! After every step it checks Kafka's safety properties:
 //! - an acknowledged (acks=all) write is never lost and never moves: it is in the
 //!   committed prefix at its offset, and every new leader holds the committed prefix;
-//! - the committed prefix (everything below any leader's high watermark) never changes
-//!   and is never truncated;
+//! - the committed prefix (everything below any leader's high watermark) never changes;
 //! - two logs that agree at an (offset, epoch) agree below it;
 //! - the high watermark a leader serves never goes back.
 //!
-//! The log's epoch cache follows Kafka's `LeaderEpochFileCache` (`assign`,
-//! `truncateFromEnd`, `endOffsetFor`), and a leader assigns its epoch when it becomes
-//! leader, as `Partition.makeLeader` does. Logs are durable (a crash loses no
-//! acknowledged byte): page-cache loss is outside this model.
+//! Power loss is a fault only where Kafka promises to survive it: with `flush.messages=1`
+//! (every in-sync replica fsyncs before the high watermark passes a write) at any time;
+//! with the default flush policy only while the ISR holds two or more replicas and no
+//! other fault is in progress, and no other fault follows until the replica that lost
+//! power is back in the ISR (an acknowledged write is then in the page cache of a replica
+//! that kept it; a second fault before that is two failures, and telling which replica
+//! lost its tail is KIP-966's unclean recovery, which tern does not have, see
+//! `cluster::election`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
-use super::follower::{diverging_epoch, truncation_offset};
-use super::leader::{AckCheck, IsrProposal, LeaderState};
+use bytes::Bytes;
+
+use super::leader::IsrProposal;
+use super::replica::{
+    Acknowledgement, Acks, FetchAnswer, FetchPosition, ReplicaError, ReplicaLog, ReplicaState,
+};
+use crate::cluster::controller::{restarted_leaders, stamp_leader_incarnations, Incarnations};
 use crate::cluster::election::{next_state, Membership};
-use crate::cluster::PartitionAssignment;
+use crate::cluster::{apply_isr_change, PartitionAssignment, TopicAssignment};
+use crate::log::batch::{self, BatchError, BatchHeader};
+use crate::log::epochs::LeaderEpochCache;
+use crate::log::records::BatchBuilder;
+use crate::log::{AppendError, AppendInfo, OffsetOutOfRange};
+use crate::model::{BrokerId, LeaderEpoch, Offset};
 
 /// A tiny seeded PRNG (xorshift64*): reproducible schedules without a crate.
 #[derive(Debug, Clone)]
@@ -52,17 +71,260 @@ impl Rng {
     }
 }
 
+/// One record as the simulator indexes it, for its checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Rec {
     epoch: i32,
     value: u64,
 }
 
+/// An in-memory log: real record batches and the real leader-epoch cache, and a flushed
+/// offset below which everything survives a power loss.
+#[derive(Debug, Default)]
+pub(crate) struct MemLog {
+    /// Whole batches as stored, by base offset.
+    batches: Vec<(i64, Vec<u8>)>,
+    /// Every record from `log_start` on, by offset (`records[i]` is `log_start + i`).
+    records: Vec<Rec>,
+    log_start: i64,
+    leader_epoch: i32,
+    epochs: LeaderEpochCache,
+    /// Everything below this offset was flushed.
+    flushed: i64,
+    /// `flush.messages` (0 reads as unset: `i64::MAX`).
+    flush_messages: i64,
+}
+
+impl MemLog {
+    fn end(&self) -> i64 {
+        self.log_start + self.records.len() as i64
+    }
+
+    fn record(&self, offset: i64) -> Option<Rec> {
+        usize::try_from(offset - self.log_start)
+            .ok()
+            .and_then(|i| self.records.get(i))
+            .copied()
+    }
+
+    /// The records of one stored batch, for the simulator's index.
+    fn index(header: &BatchHeader<'_>) -> Vec<Rec> {
+        let epoch = header.partition_leader_epoch();
+        header
+            .records()
+            .unwrap_or_default()
+            .iter()
+            .map(|r| Rec {
+                epoch,
+                value: r
+                    .value
+                    .and_then(|v| v.try_into().ok())
+                    .map_or(0, u64::from_be_bytes),
+            })
+            .collect()
+    }
+
+    fn push(&mut self, base: i64, bytes: Vec<u8>) -> Result<(), AppendError> {
+        let header = BatchHeader::parse_checked(&bytes)?;
+        assert_eq!(base, self.end(), "a gap in a log the simulator never compacts");
+        self.epochs.assign(header.partition_leader_epoch(), base);
+        self.records.extend(Self::index(&header));
+        self.batches.push((base, bytes));
+        Ok(())
+    }
+
+    fn flush(&mut self) {
+        self.flushed = self.end();
+    }
+
+    /// A power loss: what was not flushed is gone, and the epoch checkpoint with it (it
+    /// is rebuilt from the batches, as `Log::open` rebuilds a lost one).
+    fn lose_unflushed(&mut self) {
+        let flushed = self.flushed;
+        self.batches.retain(|(base, _)| *base < flushed);
+        self.records
+            .truncate(usize::try_from(flushed - self.log_start).unwrap_or(0));
+        self.epochs = LeaderEpochCache::unwritten();
+        for (base, bytes) in &self.batches {
+            if let Ok(header) = BatchHeader::parse_checked(bytes) {
+                self.epochs.assign(header.partition_leader_epoch(), *base);
+            }
+        }
+    }
+
+    fn cut_at(&mut self, cut: i64) {
+        self.batches.retain(|(base, _)| *base < cut);
+        self.records
+            .truncate(usize::try_from(cut - self.log_start).unwrap_or(0));
+        self.epochs.truncate_from_end(cut);
+        self.flushed = self.flushed.min(cut);
+    }
+}
+
+impl ReplicaLog for MemLog {
+    type Removed = ();
+
+    fn log_start(&self) -> Offset {
+        Offset(self.log_start)
+    }
+    fn log_end(&self) -> Offset {
+        Offset(self.end())
+    }
+    fn leader_epoch(&self) -> LeaderEpoch {
+        LeaderEpoch(self.leader_epoch)
+    }
+    fn set_leader_epoch(&mut self, epoch: LeaderEpoch) {
+        self.leader_epoch = epoch.0;
+    }
+    fn start_leader_epoch(&mut self, epoch: LeaderEpoch) -> Result<(), AppendError> {
+        self.leader_epoch = epoch.0;
+        let end = self.end();
+        self.epochs.assign(epoch.0, end);
+        Ok(())
+    }
+    fn latest_epoch(&self) -> Option<LeaderEpoch> {
+        self.epochs.latest().map(|(epoch, _)| LeaderEpoch(epoch))
+    }
+    fn end_offset_for_epoch(&self, epoch: LeaderEpoch) -> (LeaderEpoch, Offset) {
+        let (epoch, offset) = self.epochs.end_offset_for(epoch.0, self.end());
+        (LeaderEpoch(epoch), Offset(offset))
+    }
+    fn append(&mut self, records: &[u8], _now_ms: i64) -> Result<AppendInfo, AppendError> {
+        let first = self.end();
+        for header in batch::batches(records) {
+            let header = header?;
+            let mut bytes = header.bytes().to_vec();
+            let base = self.end();
+            batch::assign_offsets(&mut bytes, base, self.leader_epoch, None);
+            self.push(base, bytes)?;
+        }
+        Ok(AppendInfo {
+            base_offset: first,
+            last_offset: self.end() - 1,
+            log_append_time: None,
+            leader_epoch: self.leader_epoch,
+            recompressed: None,
+        })
+    }
+    fn append_replicated(&mut self, records: &[u8]) -> Result<AppendInfo, AppendError> {
+        let first = self.end();
+        let mut rest = records;
+        while !rest.is_empty() {
+            let header = match BatchHeader::parse_checked(rest) {
+                Ok(header) => header,
+                Err(BatchError::Truncated { .. }) => break,
+                Err(error) => return Err(error.into()),
+            };
+            if header.base_offset() < self.end() {
+                return Err(AppendError::NotContiguous {
+                    expected: self.end(),
+                    found: header.base_offset(),
+                });
+            }
+            self.push(header.base_offset(), header.bytes().to_vec())?;
+            rest = &rest[header.total_bytes()..];
+        }
+        Ok(AppendInfo {
+            base_offset: first,
+            last_offset: self.end() - 1,
+            log_append_time: None,
+            leader_epoch: self.leader_epoch,
+            recompressed: None,
+        })
+    }
+    fn truncate_to(&mut self, offset: Offset) -> Result<(), AppendError> {
+        let end = self.end();
+        if offset.0 >= end {
+            self.epochs.truncate_from_end(end);
+            return Ok(());
+        }
+        if offset.0 < self.log_start {
+            return self.reset_to(offset);
+        }
+        // As `Log::truncate_to`: the cut is rounded down to the batch holding `offset`.
+        let cut = self
+            .batches
+            .iter()
+            .rev()
+            .find(|(base, _)| *base <= offset.0)
+            .map_or(offset.0, |(base, _)| *base)
+            .max(self.log_start);
+        self.cut_at(cut);
+        Ok(())
+    }
+    fn reset_to(&mut self, offset: Offset) -> Result<(), AppendError> {
+        self.batches.clear();
+        self.records.clear();
+        self.log_start = offset.0;
+        self.epochs.clear();
+        self.flushed = offset.0;
+        Ok(())
+    }
+    fn raise_log_start(&mut self, offset: Offset) -> Result<(), AppendError> {
+        if offset.0 <= self.log_start {
+            return Ok(());
+        }
+        let drop = usize::try_from(offset.0 - self.log_start)
+            .unwrap_or(0)
+            .min(self.records.len());
+        self.records.drain(..drop);
+        self.log_start = offset.0;
+        self.batches.retain(|(base, bytes)| {
+            BatchHeader::parse_checked(bytes).is_ok_and(|h| h.last_offset() >= offset.0)
+                || *base >= offset.0
+        });
+        self.epochs.truncate_from_start(offset.0);
+        Ok(())
+    }
+    fn durable_end(&self) -> Offset {
+        Offset(self.flushed)
+    }
+    fn flush_messages(&self) -> i64 {
+        if self.flush_messages == 0 {
+            i64::MAX
+        } else {
+            self.flush_messages
+        }
+    }
+    fn read(
+        &self,
+        offset: Offset,
+        max_bytes: u64,
+        min_one: bool,
+        upper: Offset,
+    ) -> Result<Option<Bytes>, OffsetOutOfRange> {
+        if offset.0 < self.log_start || offset.0 > self.end() {
+            return Err(OffsetOutOfRange {
+                offset: offset.0,
+                log_start: self.log_start,
+                log_end: self.end(),
+            });
+        }
+        let mut out = Vec::new();
+        for (base, bytes) in &self.batches {
+            let last = BatchHeader::parse_checked(bytes).map_or(*base, |h| h.last_offset());
+            if last < offset.0 {
+                continue;
+            }
+            if *base >= upper.0 {
+                break;
+            }
+            let fits = (out.len() + bytes.len()) as u64 <= max_bytes;
+            if !fits && !(out.is_empty() && min_one) {
+                break;
+            }
+            out.extend_from_slice(bytes);
+        }
+        Ok((!out.is_empty()).then(|| Bytes::from(out)))
+    }
+}
+
 const LEASE_TTL_MS: i64 = 300;
 const LAG_MAX_MS: i64 = 200;
 const ACK_TIMEOUT_MS: i64 = 1_500;
 const FETCH_TIMEOUT_MS: i64 = 250;
-const FETCH_MAX_RECORDS: usize = 6;
+/// Bytes a follower fetch asks for: a few small batches.
+const FETCH_MAX_BYTES: u64 = 400;
 
 #[derive(Debug)]
 struct Broker {
@@ -70,17 +332,29 @@ struct Broker {
     alive: bool,
     paused: bool,
     last_renew_ms: i64,
-    log: Vec<Rec>,
-    /// Kafka's leader epoch cache: ascending (epoch, start offset).
-    epochs: Vec<(i32, i64)>,
-    hw: i64,
+    /// This run's registration (Kafka's broker epoch): a new one at every restart.
+    incarnation: i64,
+    /// The replica while the process runs; `None` while it is down.
+    replica: Option<ReplicaState<MemLog>>,
+    /// The log while the process is down (the page cache and the disk).
+    stored: Option<MemLog>,
+    /// The high watermark checkpoint, written at each flush.
+    hw_checkpoint: i64,
+    /// The store revision of the newest state learnt.
+    view_revision: u64,
     view: Option<PartitionAssignment>,
-    leader: Option<LeaderState>,
+    /// The highest high watermark served while leading in the current epoch.
     leader_prev_hw: i64,
-    /// acks=all writes waiting: (last offset, value, deadline).
-    pending_acks: Vec<(i64, u64, i64)>,
+    /// acks=all writes waiting: (append, values, deadline).
+    pending_acks: Vec<(AppendInfo, Vec<u64>, i64)>,
+    /// The fetch in flight: (sequence, sent at).
     fetch_seq: u64,
     fetch_sent_ms: Option<i64>,
+    /// Restarted after a power loss and not back in the ISR yet.
+    recovering: bool,
+    /// Restarted (after any stop) and not back in the ISR yet: the controller will take
+    /// it out of the ISR for a round, so the ISR may be smaller than it looks.
+    rejoining: bool,
 }
 
 impl Broker {
@@ -90,15 +364,23 @@ impl Broker {
             alive: true,
             paused: false,
             last_renew_ms: 0,
-            log: Vec::new(),
-            epochs: Vec::new(),
-            hw: 0,
+            incarnation: 1,
+            replica: Some(ReplicaState::new(
+                BrokerId(id),
+                MemLog::default(),
+                Offset::ZERO,
+                1,
+            )),
+            stored: None,
+            hw_checkpoint: 0,
+            view_revision: 0,
             view: None,
-            leader: None,
             leader_prev_hw: 0,
             pending_acks: Vec::new(),
             fetch_seq: 0,
             fetch_sent_ms: None,
+            recovering: false,
+            rejoining: false,
         }
     }
 
@@ -106,86 +388,55 @@ impl Broker {
         self.alive && !self.paused
     }
 
-    fn log_end(&self) -> i64 {
-        self.log.len() as i64
-    }
-
-    /// `LeaderEpochFileCache.assign`.
-    fn assign(&mut self, epoch: i32, start: i64) {
-        if let Some(&(e, s)) = self.epochs.last() {
-            if e == epoch && start >= s {
-                return;
-            }
-        }
-        self.epochs.retain(|&(e, s)| e < epoch && s < start);
-        self.epochs.push((epoch, start));
-    }
-
-    /// `LeaderEpochFileCache.truncateFromEnd`.
-    fn truncate_to(&mut self, end: i64) {
-        self.log.truncate(end as usize);
-        self.epochs.retain(|&(_, s)| s < end);
-        self.hw = self.hw.min(end);
-    }
-
-    /// `LeaderEpochFileCache.endOffsetFor(epoch, logEndOffset)`.
-    fn end_offset_for(&self, epoch: i32) -> (i32, i64) {
-        let Some(&(latest, _)) = self.epochs.last() else {
-            return (-1, -1);
-        };
-        if epoch < 0 {
-            return (-1, -1);
-        }
-        if epoch == latest {
-            return (latest, self.log_end());
-        }
-        let Some(&(_, higher_start)) = self.epochs.iter().find(|&&(e, _)| e > epoch) else {
-            return (-1, -1);
-        };
-        match self.epochs.iter().rev().find(|&&(e, _)| e <= epoch) {
-            Some(&(floor, _)) => (floor, higher_start),
-            None => (epoch, higher_start),
+    fn log(&self) -> &MemLog {
+        match (&self.replica, &self.stored) {
+            (Some(replica), _) => replica.log(),
+            (None, Some(log)) => log,
+            (None, None) => unreachable!("a broker always has its log somewhere"),
         }
     }
 
-    fn latest_epoch(&self) -> i32 {
-        self.epochs.last().map_or(-1, |&(e, _)| e)
+    fn leading_epoch(&self) -> Option<i32> {
+        let replica = self.replica.as_ref()?;
+        replica
+            .is_leader()
+            .then(|| replica.log().leader_epoch)
     }
+}
+
+#[derive(Debug, Clone)]
+enum Answer {
+    Records { records: Bytes, hw: i64, log_start: i64 },
+    Diverging { epoch: i32, end_offset: i64 },
+    OutOfRange { hw: i64, log_start: i64 },
+    Refused,
 }
 
 #[derive(Debug, Clone)]
 enum Msg {
-    Metadata(PartitionAssignment),
+    /// The store's watch: a state at a revision.
+    Metadata(u64, PartitionAssignment),
     FetchReq {
         from: i32,
-        leader_epoch: i32,
-        fetch_offset: i64,
-        last_fetched_epoch: i32,
+        position: FetchPosition,
         seq: u64,
     },
     FetchResp {
-        leader_epoch: i32,
-        fetch_offset: i64,
+        leader: i32,
+        position: FetchPosition,
         seq: u64,
-        body: Resp,
+        answer: Answer,
     },
     /// To the store (recipient -1): an ISR compare-and-swap.
     Alter {
         from: i32,
+        leader_epoch: i32,
         proposal: IsrProposal,
     },
     AlterResult {
-        leader_epoch: i32,
         proposal: IsrProposal,
         committed: Option<(Vec<i32>, i32)>,
     },
-}
-
-#[derive(Debug, Clone)]
-enum Resp {
-    Records { records: Vec<Rec>, hw: i64 },
-    Diverging(i32, i64),
-    Error,
 }
 
 /// Counts over a run, so that the tests can assert the schedule exercised something.
@@ -196,7 +447,24 @@ pub(crate) struct Stats {
     pub truncations: u64,
     pub isr_changes: u64,
     pub faults: u64,
+    pub power_losses: u64,
     pub refused_min_isr: u64,
+    pub stale_answers: u64,
+    pub reassignments: u64,
+}
+
+impl Stats {
+    pub(crate) fn add(&mut self, other: &Stats) {
+        self.acked += other.acked;
+        self.leader_changes += other.leader_changes;
+        self.truncations += other.truncations;
+        self.isr_changes += other.isr_changes;
+        self.faults += other.faults;
+        self.power_losses += other.power_losses;
+        self.refused_min_isr += other.refused_min_isr;
+        self.stale_answers += other.stale_answers;
+        self.reassignments += other.reassignments;
+    }
 }
 
 struct Sim {
@@ -206,8 +474,14 @@ struct Sim {
     now: i64,
     brokers: Vec<Broker>,
     store: PartitionAssignment,
+    /// The store's revision: every write bumps it (etcd's mod revision).
+    revision: u64,
     target: Vec<i32>,
     min_isr: i32,
+    /// `flush.messages=1`: every in-sync replica fsyncs a write before it counts.
+    flush_every_write: bool,
+    /// The controller's memory of the incarnations it placed with.
+    incarnations: Incarnations,
     net: Vec<(i64, i32, Msg)>,
     /// Everything below some leader's high watermark, ever.
     committed: Vec<Rec>,
@@ -215,6 +489,7 @@ struct Sim {
     committed_epoch: Vec<i32>,
     acked: Vec<(i64, u64)>,
     next_value: u64,
+    next_incarnation: i64,
     stats: Stats,
     /// Brokers in controlled shutdown, and when each stops.
     shutting_down: BTreeSet<i32>,
@@ -227,6 +502,7 @@ impl Sim {
     fn new(seed: u64, brokers: i32) -> Self {
         let mut rng = Rng::new(seed);
         let min_isr = 1 + rng.below(2) as i32;
+        let flush_every_write = rng.below(3) == 0;
         let target: Vec<i32> = (0..3).collect();
         let live: BTreeSet<i32> = (0..brokers).collect();
         let none = BTreeSet::new();
@@ -234,9 +510,10 @@ impl Sim {
             live: &live,
             shutting_down: &none,
         };
-        let store = next_state(None, &target, &members, false)
-            .expect("a new partition is placed")
-            .next;
+        let mut store = next_state(None, &target, &members, false)
+            .map(|change| change.next)
+            .unwrap_or_else(|| unreachable!("a new partition on live brokers is placed"));
+        store.leader_incarnation = 1;
         let mut sim = Self {
             rng,
             seed,
@@ -244,24 +521,38 @@ impl Sim {
             now: 0,
             brokers: (0..brokers).map(Broker::new).collect(),
             store,
+            revision: 1,
             target,
             min_isr,
+            flush_every_write,
+            incarnations: Incarnations::default(),
             net: Vec::new(),
             committed: Vec::new(),
             committed_epoch: Vec::new(),
             acked: Vec::new(),
             next_value: 1,
+            next_incarnation: 2,
             stats: Stats::default(),
             shutting_down: BTreeSet::new(),
             stop_at: vec![None; brokers as usize],
             trace: std::env::var_os("SIM_TRACE").is_some(),
         };
+        for b in &mut sim.brokers {
+            if let Some(replica) = b.replica.as_mut() {
+                replica.set_min_insync_replicas(min_isr);
+                replica.log_mut().flush_messages = if flush_every_write { 1 } else { i64::MAX };
+            }
+        }
+        let _ = sim.incarnations.remember(&sim.incarnation_map());
         sim.broadcast();
         sim
     }
 
     fn ctx(&self) -> String {
-        format!("seed {} step {} (now {})", self.seed, self.step, self.now)
+        format!(
+            "seed {} step {} (now {}, min_isr {}, flush every write {})",
+            self.seed, self.step, self.now, self.min_isr, self.flush_every_write
+        )
     }
 
     fn log(&self, what: impl FnOnce() -> String) {
@@ -272,7 +563,10 @@ impl Sim {
 
     fn send(&mut self, to: i32, msg: Msg) {
         // The store's RPCs are retried until answered (as etcd clients do): never lost.
-        let reliable = matches!(msg, Msg::Alter { .. } | Msg::AlterResult { .. });
+        let reliable = matches!(
+            msg,
+            Msg::Alter { .. } | Msg::AlterResult { .. } | Msg::Metadata(..)
+        );
         if !reliable && self.rng.below(50) == 0 {
             return; // dropped
         }
@@ -284,18 +578,24 @@ impl Sim {
         self.net.push((self.now + delay, to, msg));
     }
 
+    fn write_store(&mut self, state: PartitionAssignment) {
+        self.store = state;
+        self.revision += 1;
+        self.broadcast();
+    }
+
     fn broadcast(&mut self) {
         for b in 0..self.brokers.len() as i32 {
             let state = self.store.clone();
-            self.send(b, Msg::Metadata(state));
+            self.send(b, Msg::Metadata(self.revision, state));
         }
     }
 
-    fn live(&self) -> BTreeSet<i32> {
+    fn incarnation_map(&self) -> BTreeMap<i32, i64> {
         self.brokers
             .iter()
             .filter(|b| self.now - b.last_renew_ms <= LEASE_TTL_MS)
-            .map(|b| b.id)
+            .map(|b| (b.id, b.incarnation))
             .collect()
     }
 
@@ -310,7 +610,7 @@ impl Sim {
             for id in 0..self.brokers.len() {
                 if self.stop_at[id].is_some_and(|t| t <= self.now) {
                     self.stop_at[id] = None;
-                    self.crash(id as i32);
+                    self.crash(id as i32, false);
                 }
             }
             self.deliver();
@@ -322,11 +622,12 @@ impl Sim {
                 48..=52 if faults => self.heal(),
                 53 if faults && self.rng.below(3) == 0 => self.reassign(),
                 54..=56 => {
-                    // The store's watch catches a broker up (messages may have been lost).
+                    // The store's watch catches a broker up.
                     let id = self.rng.below(self.brokers.len() as u64) as i32;
                     let state = self.store.clone();
-                    self.send(id, Msg::Metadata(state));
+                    self.send(id, Msg::Metadata(self.revision, state));
                 }
+                57..=64 => self.flush_some(),
                 _ => {}
             }
             self.fetch_all();
@@ -368,252 +669,263 @@ impl Sim {
 
     fn handle(&mut self, to: i32, msg: Msg) {
         match msg {
-            Msg::Metadata(state) => self.learn(to, state),
+            Msg::Metadata(revision, state) => self.learn(to, revision, state),
             Msg::FetchReq {
                 from,
-                leader_epoch,
-                fetch_offset,
-                last_fetched_epoch,
+                position,
                 seq,
             } => {
-                let body =
-                    self.serve_fetch(to, from, leader_epoch, fetch_offset, last_fetched_epoch);
+                let answer = self.serve_fetch(to, from, &position);
                 self.send(
                     from,
                     Msg::FetchResp {
-                        leader_epoch,
-                        fetch_offset,
+                        leader: to,
+                        position,
                         seq,
-                        body,
+                        answer,
                     },
                 );
             }
             Msg::FetchResp {
-                leader_epoch,
-                fetch_offset,
+                leader,
+                position,
                 seq,
-                body,
-            } => self.on_fetch_response(to, leader_epoch, fetch_offset, seq, body),
-            Msg::Alter { from, proposal } => self.store_alter(from, proposal),
-            Msg::AlterResult {
+                answer,
+            } => self.on_fetch_response(to, leader, &position, seq, answer),
+            Msg::Alter {
+                from,
                 leader_epoch,
+                proposal,
+            } => self.store_alter(from, leader_epoch, proposal),
+            Msg::AlterResult {
                 proposal,
                 committed,
             } => {
-                let b = &mut self.brokers[to as usize];
-                if let Some(l) = b
-                    .leader
-                    .as_mut()
-                    .filter(|l| l.leader_epoch() == leader_epoch)
-                {
-                    l.proposal_answered(&proposal, committed);
+                if let Some(replica) = self.brokers[to as usize].replica.as_mut() {
+                    replica.isr_outcome(&proposal, committed);
                 }
                 self.after_hw_change(to);
             }
         }
     }
 
-    /// A broker learns a (possibly stale) state of the partition from the store.
-    fn learn(&mut self, id: i32, state: PartitionAssignment) {
+    /// A broker learns a (possibly stale, possibly repeated) state of the partition from
+    /// the store and takes the role it gives, as `ReplicaManager::reconcile_topic` does.
+    fn learn(&mut self, id: i32, revision: u64, state: PartitionAssignment) {
         let now = self.now;
         let b = &mut self.brokers[id as usize];
-        if b.view
-            .as_ref()
-            .is_some_and(|v| v.partition_epoch >= state.partition_epoch)
-        {
+        if b.view_revision >= revision {
             return;
         }
+        b.view_revision = revision;
         b.view = Some(state.clone());
-        let end = b.log_end();
-        self.log(|| format!("broker {id} (end {end}) learns {state:?}"));
+        let here = state.replicas.contains(&id) || state.leader == id;
+        let incarnation = Some(b.incarnation);
+        let Some(replica) = b.replica.as_mut() else {
+            return;
+        };
+        let was_epoch = replica.is_leader().then(|| replica.log().leader_epoch);
+        let hw_before = replica.high_watermark().0;
+        if !here {
+            replica.become_idle();
+        } else {
+            replica.apply_assignment(&state, incarnation, now);
+        }
+        let leads = replica.is_leader();
+        let epoch = replica.log().leader_epoch;
+        let end = replica.log().end();
+        self.log(|| format!("broker {id} (end {end}) learns r{revision} {state:?}: leads {leads}"));
         let b = &mut self.brokers[id as usize];
-        if state.leader == id {
-            let same_epoch = b
-                .leader
-                .as_ref()
-                .is_some_and(|l| l.leader_epoch() == state.leader_epoch);
-            if same_epoch {
-                if let Some(l) = b.leader.as_mut() {
-                    l.update_from_store(
-                        state.replicas.clone(),
-                        state.isr.clone(),
-                        state.partition_epoch,
-                    );
-                }
-                self.after_hw_change(id);
-                return;
-            }
-            // Partition.makeLeader: assign the epoch at the log end, reset followers.
-            let end = b.log_end();
-            b.assign(state.leader_epoch, end);
-            let l = LeaderState::new(
-                id,
-                state.leader_epoch,
-                state.partition_epoch,
-                state.replicas.clone(),
-                state.in_sync(),
-                end,
-                b.hw,
-                end,
-                now,
-            );
-            b.leader_prev_hw = b.hw;
-            b.leader = Some(l);
+        if !leads {
             b.pending_acks.clear();
+            if was_epoch.is_some() {
+                b.fetch_seq += 1;
+                b.fetch_sent_ms = None;
+            }
+            return;
+        }
+        if was_epoch != Some(epoch) {
+            // A new leadership (or a new epoch of it).
+            // What it knew committed as a follower; whatever its first high watermark
+            // passes beyond that (a leader alone in the ISR commits its log) is checked.
+            b.leader_prev_hw = hw_before;
             self.stats.leader_changes += 1;
             self.after_hw_change(id);
-            let ctx = self.ctx();
             // Leader completeness: it holds everything leaders of older epochs committed
             // (a stale promotion, processed late by a broker that was paused, may lack
             // what newer epochs committed since; it cannot commit anything itself).
-            let b = &self.brokers[id as usize];
+            let ctx = self.ctx();
+            let log = self.brokers[id as usize].log();
             for (off, (rec, &e)) in self.committed.iter().zip(&self.committed_epoch).enumerate() {
+                let off = off as i64;
                 assert!(
-                    e >= state.leader_epoch || b.log.get(off) == Some(rec),
-                    "{ctx}: new leader {id} (epoch {}) lacks {rec:?}@{off} committed in epoch {e}: log {:?}",
-                    state.leader_epoch,
-                    b.log,
+                    e >= epoch || off < log.log_start || log.record(off) == Some(*rec),
+                    "{ctx}: new leader {id} (epoch {epoch}) lacks {rec:?}@{off} committed in epoch {e}: log {:?}",
+                    log.records,
                 );
             }
         } else {
-            b.leader = None;
-            b.pending_acks.clear();
-            b.fetch_seq += 1;
-            b.fetch_sent_ms = None;
+            self.after_hw_change(id);
         }
     }
 
-    fn serve_fetch(
-        &mut self,
-        at: i32,
-        from: i32,
-        leader_epoch: i32,
-        fetch_offset: i64,
-        last_fetched_epoch: i32,
-    ) -> Resp {
+    fn serve_fetch(&mut self, at: i32, from: i32, position: &FetchPosition) -> Answer {
         let now = self.now;
-        let b = &mut self.brokers[at as usize];
-        let Some(l) = b.leader.as_ref() else {
-            return Resp::Error; // NOT_LEADER_OR_FOLLOWER
+        let Some(replica) = self.brokers[at as usize].replica.as_mut() else {
+            return Answer::Refused;
         };
-        if l.leader_epoch() != leader_epoch {
-            return Resp::Error; // FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH
+        let served = replica.serve_follower(
+            BrokerId(from),
+            position.fetch_offset,
+            position.current_leader_epoch,
+            position.last_fetched_epoch,
+            FETCH_MAX_BYTES,
+            now,
+        );
+        let leader_epoch = replica.log().leader_epoch;
+        if self.trace {
+            eprintln!(
+                "[{}] broker {at} serves {from} at {:?}: {:?}",
+                self.step,
+                position,
+                served.as_ref().map(|(s, p)| (s.high_watermark, s.diverging, s.records.as_ref().map(|r| r.len()), p))
+            );
         }
-        let end_for = b.end_offset_for(last_fetched_epoch);
-        if let Some((e, o)) = diverging_epoch(fetch_offset, last_fetched_epoch, end_for) {
-            return Resp::Diverging(e, o);
-        }
-        let end = b.log_end();
-        if fetch_offset > end {
-            return Resp::Error; // OFFSET_OUT_OF_RANGE
-        }
-        let Some(l) = b.leader.as_mut() else {
-            return Resp::Error;
+        let answer = match served {
+            Ok((served, proposal)) => {
+                if let Some(proposal) = proposal {
+                    self.send(
+                        -1,
+                        Msg::Alter {
+                            from: at,
+                            leader_epoch,
+                            proposal,
+                        },
+                    );
+                }
+                match served.diverging {
+                    Some((epoch, end_offset)) => Answer::Diverging {
+                        epoch: epoch.0,
+                        end_offset: end_offset.0,
+                    },
+                    None => Answer::Records {
+                        records: served.records.unwrap_or_default(),
+                        hw: served.high_watermark.0,
+                        log_start: served.log_start.0,
+                    },
+                }
+            }
+            // The fetch handler answers an out-of-range position with the offsets it has.
+            Err(ReplicaError::OutOfRange(range)) => Answer::OutOfRange {
+                hw: replica.high_watermark().0,
+                log_start: range.log_start,
+            },
+            Err(_) => Answer::Refused,
         };
-        let (_, proposal) = l.on_follower_fetch(from, fetch_offset, end, now);
-        let start = fetch_offset as usize;
-        let stop = (start + FETCH_MAX_RECORDS).min(b.log.len());
-        let records = b.log[start..stop].to_vec();
-        if let Some(p) = proposal {
-            self.alter_partition(at, p);
-        }
         self.after_hw_change(at);
-        let hw = self.brokers[at as usize].hw;
-        Resp::Records { records, hw }
+        answer
     }
 
     fn on_fetch_response(
         &mut self,
         id: i32,
-        leader_epoch: i32,
-        fetch_offset: i64,
+        leader: i32,
+        position: &FetchPosition,
         seq: u64,
-        body: Resp,
+        answer: Answer,
     ) {
-        let ctx = self.ctx();
+        let flush_every_write = self.flush_every_write;
         let b = &mut self.brokers[id as usize];
-        if seq != b.fetch_seq || b.leader.is_some() {
+        if seq == b.fetch_seq {
+            b.fetch_sent_ms = None;
+        }
+        let Some(replica) = b.replica.as_mut() else {
             return;
-        }
-        b.fetch_sent_ms = None;
-        if b.view.as_ref().map(|v| v.leader_epoch) != Some(leader_epoch)
-            || b.log_end() != fetch_offset
-        {
-            return;
-        }
-        match body {
-            Resp::Error => {}
-            Resp::Diverging(e, o) => {
-                let local = b.end_offset_for(e);
-                let decision = truncation_offset((e, o), local, b.log_end());
-                let to = decision.offset(b.hw).clamp(0, b.log_end());
-                for off in to..b.log_end() {
-                    let off = off as usize;
-                    assert!(
-                        off >= self.committed.len() || b.log[off] != self.committed[off],
-                        "{ctx}: broker {id} truncates committed offset {off} ({decision:?}, diverging ({e}, {o}), local {local:?})"
-                    );
+        };
+        let hw_before = replica.high_watermark().0;
+        let end_before = replica.log().end();
+        let records;
+        let answer = match &answer {
+            Answer::Records {
+                records: bytes,
+                hw,
+                log_start,
+            } => {
+                records = bytes.clone();
+                FetchAnswer::Records {
+                    records: &records,
+                    high_watermark: Offset(*hw),
+                    log_start: Offset(*log_start),
                 }
-                if to < b.log_end() {
-                    self.stats.truncations += 1;
-                }
-                if self.trace {
-                    eprintln!(
-                        "[{}] broker {id} truncates {} -> {to} (diverging ({e},{o}), local {local:?}, {decision:?})",
-                        self.step,
-                        b.log_end()
-                    );
-                }
-                b.truncate_to(to);
             }
-            Resp::Records { records, hw } => {
-                for r in records {
-                    if b.latest_epoch() != r.epoch {
-                        let at = b.log_end();
-                        b.assign(r.epoch, at);
-                    }
-                    b.log.push(r);
-                }
-                b.hw = b.hw.max(hw.min(b.log_end()));
-            }
-        }
-    }
-
-    /// A leader sends an ISR change to the store (AlterPartition), answered later.
-    fn alter_partition(&mut self, id: i32, p: IsrProposal) {
-        self.send(
-            -1,
-            Msg::Alter {
-                from: id,
-                proposal: p,
+            Answer::Diverging { epoch, end_offset } => FetchAnswer::Diverging {
+                epoch: LeaderEpoch(*epoch),
+                end_offset: Offset(*end_offset),
             },
-        );
+            Answer::OutOfRange { hw, log_start } => FetchAnswer::OutOfRange {
+                high_watermark: Offset(*hw),
+                log_start: Offset(*log_start),
+            },
+            Answer::Refused => return,
+        };
+        let applied = match replica.apply_fetch_answer(BrokerId(leader), position, answer) {
+            Ok(applied) => applied,
+            Err(_) => return,
+        };
+        if applied.stale {
+            self.stats.stale_answers += 1;
+            return;
+        }
+        let end_after = replica.log().end();
+        if flush_every_write && applied.appended.is_some() {
+            // `Partition::apply_fetch_answer` waits for the flush before the next fetch.
+            replica.log_mut().flush();
+        }
+        if end_after < end_before {
+            self.stats.truncations += 1;
+            let ctx = self.ctx();
+            self.log(|| format!("broker {id} truncates {end_before} -> {end_after}"));
+            // What a follower cuts is never below what it knew committed.
+            assert!(
+                end_after >= hw_before.min(end_before) || matches!(answer, FetchAnswer::OutOfRange { .. }),
+                "{ctx}: broker {id} cut {end_before} -> {end_after} below its high watermark {hw_before}"
+            );
+        }
     }
 
-    /// The store's compare-and-swap on the partition epoch.
-    fn store_alter(&mut self, from: i32, p: IsrProposal) {
-        let ok = self.store.partition_epoch == p.partition_epoch && self.store.leader == from;
+    /// The store's compare-and-swap (`cluster::apply_isr_change`, as both stores run it).
+    fn store_alter(&mut self, from: i32, leader_epoch: i32, proposal: IsrProposal) {
+        let live = self.live();
+        let next = apply_isr_change(
+            &self.store,
+            from,
+            leader_epoch,
+            proposal.partition_epoch,
+            &proposal.isr,
+            |b| live.contains(&b),
+        );
         self.log(|| {
             format!(
-                "broker {from} proposes {p:?}: {}",
-                if ok { "committed" } else { "refused" }
+                "broker {from} proposes {proposal:?}: {}",
+                if next.is_some() { "committed" } else { "refused" }
             )
         });
-        let committed = if ok {
-            self.store.isr = p.isr.clone();
-            self.store.partition_epoch += 1;
+        let committed = next.map(|next| {
+            let answer = (next.isr.clone(), next.partition_epoch);
             self.stats.isr_changes += 1;
-            self.broadcast();
-            Some((p.isr.clone(), self.store.partition_epoch))
-        } else {
-            None
-        };
-        let leader_epoch = self.store.leader_epoch;
+            for b in &mut self.brokers {
+                if next.isr.contains(&b.id) {
+                    b.recovering = false;
+                    b.rejoining = false;
+                }
+            }
+            self.write_store(next);
+            answer
+        });
         self.send(
             from,
             Msg::AlterResult {
-                leader_epoch,
-                proposal: p,
+                proposal,
                 committed,
             },
         );
@@ -623,42 +935,48 @@ impl Sim {
     fn after_hw_change(&mut self, id: i32) {
         let ctx = self.ctx();
         let b = &mut self.brokers[id as usize];
-        let Some(l) = b.leader.as_ref() else { return };
-        let hw = l.high_watermark();
+        let Some(epoch) = b.leading_epoch() else {
+            return;
+        };
+        let Some(replica) = b.replica.as_ref() else {
+            return;
+        };
+        let hw = replica.high_watermark().0;
+        let log = replica.log();
         assert!(
             hw >= b.leader_prev_hw,
             "{ctx}: leader {id} HW went back {} -> {hw}",
             b.leader_prev_hw
         );
-        assert!(hw <= b.log_end(), "{ctx}: leader {id} HW past its log end");
-        let epoch = l.leader_epoch();
+        assert!(hw <= log.end(), "{ctx}: leader {id} HW past its log end");
         let mut new = Vec::new();
-        for off in b.leader_prev_hw.max(0) as usize..hw as usize {
-            let rec = b.log[off];
-            if off < self.committed.len() {
+        for off in b.leader_prev_hw.max(log.log_start)..hw {
+            let Some(rec) = log.record(off) else {
+                unreachable!("{ctx}: leader {id} lacks {off} below its HW")
+            };
+            let at = off as usize;
+            if at < self.committed.len() {
                 assert_eq!(
-                    self.committed[off], rec,
+                    self.committed[at], rec,
                     "{ctx}: committed offset {off} changed (leader {id})"
                 );
             } else {
-                assert_eq!(off, self.committed.len(), "{ctx}: gap in committed prefix");
+                assert_eq!(at, self.committed.len(), "{ctx}: gap in committed prefix");
                 self.committed.push(rec);
                 self.committed_epoch.push(epoch);
                 new.push((off, rec));
             }
         }
         b.leader_prev_hw = hw;
-        b.hw = hw;
         // Every leader of a newer epoch must already hold what this one commits.
         for other in &self.brokers {
-            if let Some(l) = other.leader.as_ref().filter(|l| l.leader_epoch() > epoch) {
+            if let Some(e) = other.leading_epoch().filter(|&e| e > epoch) {
                 for &(off, rec) in &new {
                     assert_eq!(
-                        other.log.get(off),
-                        Some(&rec),
-                        "{ctx}: leader {id} (epoch {epoch}) commits {off} which leader {} (epoch {}) lacks",
+                        other.log().record(off),
+                        Some(rec),
+                        "{ctx}: leader {id} (epoch {epoch}) commits {off} which leader {} (epoch {e}) lacks",
                         other.id,
-                        l.leader_epoch()
                     );
                 }
             }
@@ -667,56 +985,89 @@ impl Sim {
 
     fn produce(&mut self) {
         let id = self.rng.below(self.brokers.len() as u64) as i32;
-        let min_isr = self.min_isr;
-        let value = self.next_value;
+        let count = 1 + self.rng.below(3);
+        let now = self.now;
         let deadline = self.now + ACK_TIMEOUT_MS;
+        let values: Vec<u64> = (0..count).map(|i| self.next_value + i).collect();
+        let mut batch = BatchBuilder::new();
+        for value in &values {
+            batch.push(now, None, Some(&value.to_be_bytes()), &[]);
+        }
+        let records = batch.build();
         let b = &mut self.brokers[id as usize];
         if !b.running() {
             return;
         }
-        let Some(l) = b.leader.as_mut() else { return };
-        if !l.has_min_isr(min_isr) {
-            self.stats.refused_min_isr += 1;
-            return; // NOT_ENOUGH_REPLICAS
+        let may_lead = now - b.last_renew_ms <= LEASE_TTL_MS;
+        let Some(replica) = b.replica.as_mut() else {
+            return;
+        };
+        match replica.append(&records, now, Acks::All, may_lead) {
+            Ok(info) => {
+                b.pending_acks.push((info, values, deadline));
+                self.next_value += count;
+                self.after_hw_change(id);
+            }
+            Err(ReplicaError::NotEnoughReplicas { .. }) => self.stats.refused_min_isr += 1,
+            Err(_) => {}
         }
-        let epoch = l.leader_epoch();
-        b.log.push(Rec { epoch, value });
-        let end = b.log.len() as i64;
-        l.on_leader_append(end);
-        b.pending_acks.push((end - 1, value, deadline));
-        self.next_value += 1;
-        self.after_hw_change(id);
     }
 
     fn check_acks(&mut self) {
         let now = self.now;
-        let min_isr = self.min_isr;
+        let flush_every_write = self.flush_every_write;
         for i in 0..self.brokers.len() {
             let b = &mut self.brokers[i];
             if !b.running() {
                 continue;
             }
-            let Some(l) = b.leader.as_ref() else { continue };
+            let Some(replica) = b.replica.as_mut() else {
+                continue;
+            };
+            // `wait_acknowledged` first waits for this replica's flush when flush.messages
+            // says every write must be on disk (here: some steps later, or never if the
+            // process stops first).
+            let unflushed = b
+                .pending_acks
+                .iter()
+                .any(|(info, _, _)| info.last_offset >= replica.log().flushed);
+            if flush_every_write && unflushed && self.rng.below(2) == 0 {
+                replica.log_mut().flush();
+                replica.on_flushed();
+                self.after_hw_change(i as i32);
+            }
+            let b = &mut self.brokers[i];
+            let Some(replica) = b.replica.as_mut() else {
+                continue;
+            };
             let mut done = Vec::new();
-            b.pending_acks
-                .retain(|&(off, value, deadline)| match l.ack_check(off, min_isr) {
-                    AckCheck::Done => {
-                        done.push((off, value));
+            b.pending_acks.retain(|(info, values, deadline)| {
+                match replica.acknowledgement(info, Acks::All) {
+                    Acknowledgement::Done => {
+                        done.push((info.base_offset, values.clone()));
                         false
                     }
-                    AckCheck::NotEnoughReplicasAfterAppend => false,
-                    AckCheck::Wait => now <= deadline,
-                });
-            for (off, value) in done {
+                    Acknowledgement::NotLeader
+                    | Acknowledgement::NotEnoughReplicasAfterAppend => false,
+                    Acknowledgement::Wait => now <= *deadline,
+                }
+            });
+            for (base, values) in done {
                 let ctx = self.ctx();
-                let c = self.committed.get(off as usize).map(|r| r.value);
-                assert_eq!(
-                    c,
-                    Some(value),
-                    "{ctx}: acknowledged {value}@{off} is not committed there"
-                );
-                self.acked.push((off, value));
-                self.stats.acked += 1;
+                for (k, value) in values.into_iter().enumerate() {
+                    let off = base + k as i64;
+                    let c = self.committed.get(off as usize).map(|r| r.value);
+                    assert_eq!(
+                        c,
+                        Some(value),
+                        "{ctx}: acknowledged {value}@{off} is not committed there"
+                    );
+                    if self.trace {
+                        eprintln!("[{}] broker {i} acknowledges {value}@{off}", self.step);
+                    }
+                    self.acked.push((off, value));
+                    self.stats.acked += 1;
+                }
             }
         }
     }
@@ -725,29 +1076,27 @@ impl Sim {
         let now = self.now;
         for i in 0..self.brokers.len() {
             let b = &mut self.brokers[i];
-            if !b.running() || b.leader.is_some() {
+            if !b.running() {
                 continue;
             }
             if b.fetch_sent_ms.is_some_and(|t| now - t <= FETCH_TIMEOUT_MS) {
                 continue;
             }
-            let Some(v) = b.view.as_ref() else { continue };
-            if v.leader < 0 || v.leader == b.id || !v.replicas.contains(&b.id) {
+            let Some(replica) = b.replica.as_ref() else {
                 continue;
-            }
+            };
+            let Some(leader) = replica.following() else {
+                continue;
+            };
+            let position = replica.fetch_position();
             b.fetch_seq += 1;
             b.fetch_sent_ms = Some(now);
-            let (to, msg) = (
-                v.leader,
-                Msg::FetchReq {
-                    from: b.id,
-                    leader_epoch: v.leader_epoch,
-                    fetch_offset: b.log_end(),
-                    last_fetched_epoch: b.latest_epoch(),
-                    seq: b.fetch_seq,
-                },
-            );
-            self.send(to, msg);
+            let msg = Msg::FetchReq {
+                from: b.id,
+                position,
+                seq: b.fetch_seq,
+            };
+            self.send(leader.0, msg);
         }
     }
 
@@ -758,35 +1107,92 @@ impl Sim {
             if !b.running() {
                 continue;
             }
-            let end = b.log_end();
-            let Some(l) = b.leader.as_mut() else { continue };
-            if let Some(p) = l.tick(now, LAG_MAX_MS, end) {
-                self.alter_partition(i as i32, p);
+            let Some(replica) = b.replica.as_mut() else {
+                continue;
+            };
+            let leader_epoch = replica.log().leader_epoch;
+            if let Some(proposal) = replica.maintain_isr(now, LAG_MAX_MS) {
+                self.send(
+                    -1,
+                    Msg::Alter {
+                        from: i as i32,
+                        leader_epoch,
+                        proposal,
+                    },
+                );
             }
         }
     }
 
+    /// Some running broker flushes everything (`log.flush.interval.ms`) and writes its
+    /// high watermark checkpoint.
+    fn flush_some(&mut self) {
+        let id = self.rng.below(self.brokers.len() as u64) as usize;
+        let b = &mut self.brokers[id];
+        if !b.running() {
+            return;
+        }
+        if let Some(replica) = b.replica.as_mut() {
+            replica.log_mut().flush();
+            replica.on_flushed();
+            b.hw_checkpoint = replica.high_watermark().0;
+        }
+        self.after_hw_change(id as i32);
+    }
+
+    fn live(&self) -> BTreeSet<i32> {
+        self.incarnation_map().into_keys().collect()
+    }
+
+    /// One controller round for the partition, as `cluster::controller::place_all` runs
+    /// it: brokers with a new incarnation (and a leader stamped with another) count as
+    /// dead for the round; the next state from `next_state`; the leader's incarnation
+    /// stamped; restarts remembered once the round wrote.
     fn controller(&mut self) {
-        let live = self.live();
+        let incarnations = self.incarnation_map();
+        let mut restarted = self.incarnations.restarted(&incarnations);
+        let current = TopicAssignment {
+            topic_id: uuid::Uuid::nil(),
+            partitions: vec![self.store.clone()],
+        };
+        restarted.extend(restarted_leaders(std::iter::once(&current), &incarnations));
+        let live: BTreeSet<i32> = incarnations
+            .keys()
+            .copied()
+            .filter(|b| !restarted.contains(b))
+            .collect();
         let members = Membership {
             live: &live,
             shutting_down: &self.shutting_down,
         };
-        if let Some(change) = next_state(Some(&self.store), &self.target, &members, false) {
-            assert!(
-                !change.unclean,
-                "{}: unclean election not allowed",
-                self.ctx()
-            );
+        let mut desired = TopicAssignment {
+            topic_id: uuid::Uuid::nil(),
+            partitions: vec![
+                match next_state(Some(&self.store), &self.target, &members, false) {
+                    Some(change) => {
+                        assert!(
+                            !change.unclean,
+                            "{}: unclean election not allowed",
+                            self.ctx()
+                        );
+                        change.next
+                    }
+                    None => self.store.clone(),
+                },
+            ],
+        };
+        stamp_leader_incarnations(&mut desired, &incarnations);
+        let next = desired.partitions.remove(0);
+        if next != self.store {
             self.log(|| {
                 format!(
-                    "controller (live {live:?}, target {:?}) writes {:?}",
-                    self.target, change.next
+                    "controller (live {live:?}, restarted {restarted:?}, target {:?}) writes {next:?}",
+                    self.target
                 )
             });
-            self.store = change.next;
-            self.broadcast();
+            self.write_store(next);
         }
+        let _ = self.incarnations.remember(&incarnations);
     }
 
     fn faulty(&self) -> usize {
@@ -803,61 +1209,107 @@ impl Sim {
         } else {
             self.rng.below(self.brokers.len() as u64) as i32
         };
-        let kind = self.rng.below(3);
+        let kind = self.rng.below(4);
         if !self.brokers[id as usize].running() || self.shutting_down.contains(&id) {
             return;
         }
-        if kind == 2 {
-            // SIGTERM: controlled shutdown, then the process stops a little later.
-            self.stats.faults += 1;
-            self.log(|| format!("fault: broker {id} shuts down"));
-            self.shutting_down.insert(id);
-            self.stop_at[id as usize] = Some(self.now + 100 + self.rng.below(300) as i64);
+        // Until a replica that lost power is back in the ISR, the others may hold the only
+        // copies of what it lost: no second fault then, not even a pause, which would end
+        // the other's lease (see the module doc).
+        if !self.flush_every_write && self.brokers.iter().any(|b| b.recovering) {
             return;
         }
-        let crash = kind == 0;
-        let b = &mut self.brokers[id as usize];
         self.stats.faults += 1;
-        if self.trace {
-            eprintln!(
-                "[{}] fault: broker {id} {}",
-                self.step,
-                if crash { "crashes" } else { "pauses" }
-            );
-        }
-        if crash {
-            self.crash(id);
-        } else {
-            b.paused = true;
+        match kind {
+            0 => {
+                self.log(|| format!("fault: broker {id} crashes"));
+                self.crash(id, false);
+            }
+            1 => {
+                self.log(|| format!("fault: broker {id} pauses"));
+                self.brokers[id as usize].paused = true;
+            }
+            2 => {
+                // SIGTERM: controlled shutdown, then the process stops a little later.
+                self.log(|| format!("fault: broker {id} shuts down"));
+                self.shutting_down.insert(id);
+                self.stop_at[id as usize] = Some(self.now + 100 + self.rng.below(300) as i64);
+            }
+            _ => {
+                // Under the default flush policy an acknowledged write survives one power
+                // loss only while another replica holds it: every committed ISR member
+                // has what the high watermark passed.
+                let allowed = self.flush_every_write
+                    || (self.store.isr.len() >= 2
+                        && self.faulty() == 0
+                        && self.shutting_down.is_empty()
+                        && !self.brokers.iter().any(|b| b.recovering || b.rejoining));
+                if allowed {
+                    self.log(|| format!("fault: broker {id} loses power"));
+                    self.stats.power_losses += 1;
+                    self.crash(id, true);
+                } else {
+                    self.stats.faults -= 1;
+                }
+            }
         }
     }
 
-    /// The process stops: memory is lost, the (durable) log and HW checkpoint stay.
-    fn crash(&mut self, id: i32) {
+    /// The process stops: memory is lost; the log stays, less what was not flushed when
+    /// the machine lost power.
+    fn crash(&mut self, id: i32, power_loss: bool) {
         let b = &mut self.brokers[id as usize];
         b.alive = false;
         b.paused = false;
-        b.leader = None;
         b.pending_acks.clear();
         b.view = None;
+        b.view_revision = 0;
         b.fetch_sent_ms = None;
+        let Some(replica) = b.replica.take() else {
+            return;
+        };
+        let mut log = replica.into_log();
+        if power_loss {
+            log.lose_unflushed();
+            b.recovering = true;
+        }
+        b.stored = Some(log);
+    }
+
+    fn restart(&mut self, id: i32) {
+        let min_isr = self.min_isr;
+        let incarnation = self.next_incarnation;
+        self.next_incarnation += 1;
+        let b = &mut self.brokers[id as usize];
+        let Some(log) = b.stored.take() else {
+            return;
+        };
+        b.alive = true;
+        b.paused = false;
+        b.last_renew_ms = self.now;
+        b.incarnation = incarnation;
+        b.rejoining = true;
+        b.leader_prev_hw = 0;
+        b.replica = Some(ReplicaState::new(
+            BrokerId(id),
+            log,
+            Offset(b.hw_checkpoint),
+            min_isr,
+        ));
+        self.shutting_down.remove(&id);
+        let state = self.store.clone();
+        self.send(id, Msg::Metadata(self.revision, state));
     }
 
     fn heal(&mut self) {
         let id = self.rng.below(self.brokers.len() as u64) as i32;
-        let b = &mut self.brokers[id as usize];
-        if !b.running() && self.trace {
-            eprintln!("[{}] heal: broker {id}", self.step);
-        }
+        let b = &self.brokers[id as usize];
         if !b.alive {
-            self.shutting_down.remove(&id);
-            b.alive = true;
-            b.paused = false;
-            b.last_renew_ms = self.now;
-            let state = self.store.clone();
-            self.send(id, Msg::Metadata(state));
+            self.log(|| format!("heal: broker {id} restarts"));
+            self.restart(id);
         } else if b.paused {
-            b.paused = false;
+            self.log(|| format!("heal: broker {id} resumes"));
+            self.brokers[id as usize].paused = false;
         }
     }
 
@@ -871,6 +1323,7 @@ impl Sim {
             }
         }
         self.log(|| format!("ring target -> {t:?}"));
+        self.stats.reassignments += 1;
         self.target = t;
     }
 
@@ -879,16 +1332,20 @@ impl Sim {
         // Log matching: agreeing at (offset, epoch) means agreeing below it.
         for (i, a) in self.brokers.iter().enumerate() {
             for b in &self.brokers[i + 1..] {
-                let n = a.log.len().min(b.log.len());
-                if let Some(top) = (0..n).rev().find(|&o| a.log[o].epoch == b.log[o].epoch) {
-                    assert!(
-                        a.log[..=top] == b.log[..=top],
-                        "{ctx}: logs of {} and {} agree at {top} but differ below:\n{:?}\n{:?}",
-                        a.id,
-                        b.id,
-                        a.log,
-                        b.log
-                    );
+                let (a, b) = (a.log(), b.log());
+                let start = a.log_start.max(b.log_start);
+                let end = a.end().min(b.end());
+                let agree_at = (start..end)
+                    .rev()
+                    .find(|&o| a.record(o).map(|r| r.epoch) == b.record(o).map(|r| r.epoch));
+                if let Some(top) = agree_at {
+                    for o in start..=top {
+                        assert_eq!(
+                            a.record(o),
+                            b.record(o),
+                            "{ctx}: two logs agree at {top} but differ at {o}"
+                        );
+                    }
                 }
             }
         }
@@ -899,16 +1356,11 @@ impl Sim {
     fn settle_and_verify(&mut self) {
         self.shutting_down.clear();
         self.stop_at.iter_mut().for_each(|t| *t = None);
-        for b in &mut self.brokers {
-            if !b.alive {
-                b.alive = true;
-                b.view = None;
-            }
-            b.paused = false;
-        }
-        let state = self.store.clone();
         for id in 0..self.brokers.len() as i32 {
-            self.send(id, Msg::Metadata(state.clone()));
+            if !self.brokers[id as usize].alive {
+                self.restart(id);
+            }
+            self.brokers[id as usize].paused = false;
         }
         self.run(3_000, false);
         let ctx = self.ctx();
@@ -919,13 +1371,13 @@ impl Sim {
             self.store
         );
         // Liveness after healing: every replica caught up, back in the ISR, and holding
-        // exactly the leader's log below the leader's high watermark (which has reached
-        // its log end: nothing is written any more).
+        // exactly the leader's log (its high watermark reached its log end: nothing is
+        // written any more).
         let l = &self.brokers[leader as usize];
-        let hw = l.leader.as_ref().map_or(-1, |s| s.high_watermark());
+        let hw = l.replica.as_ref().map_or(-1, |r| r.high_watermark().0);
         assert_eq!(
             hw,
-            l.log_end(),
+            l.log().end(),
             "{ctx}: leader {leader} HW stuck below its end"
         );
         let mut isr = self.store.isr.clone();
@@ -940,15 +1392,16 @@ impl Sim {
         for &id in &self.store.replicas {
             let b = &self.brokers[id as usize];
             assert_eq!(
-                b.log, l.log,
+                b.log().records,
+                l.log().records,
                 "{ctx}: replica {id} differs from leader {leader}"
             );
         }
         for &id in &self.store.isr {
-            let b = &self.brokers[id as usize];
+            let log = self.brokers[id as usize].log();
             for &(off, value) in &self.acked {
                 assert_eq!(
-                    b.log.get(off as usize).map(|r| r.value),
+                    log.record(off).map(|r| r.value),
                     Some(value),
                     "{ctx}: acknowledged {value}@{off} missing on ISR member {id}"
                 );
@@ -968,28 +1421,34 @@ pub(crate) fn simulate(seed: u64, steps: usize, brokers: i32) -> Stats {
 mod tests {
     use super::*;
 
-    #[test]
-    fn epoch_cache_model_matches_kafka() {
-        let mut b = Broker::new(0);
-        assert_eq!(b.end_offset_for(0), (-1, -1));
-        for (e, n) in [(1, 3), (3, 2), (4, 4)] {
-            let at = b.log_end();
-            b.assign(e, at);
-            for _ in 0..n {
-                b.log.push(Rec { epoch: e, value: 0 });
-            }
+    fn record_batch(values: &[u64]) -> Vec<u8> {
+        let mut batch = BatchBuilder::new();
+        for value in values {
+            batch.push(0, None, Some(&value.to_be_bytes()), &[]);
         }
-        assert_eq!(b.epochs, vec![(1, 0), (3, 3), (4, 5)]);
-        assert_eq!(b.end_offset_for(4), (4, 9));
-        assert_eq!(b.end_offset_for(3), (3, 5));
-        assert_eq!(b.end_offset_for(2), (1, 3));
-        assert_eq!(b.end_offset_for(0), (0, 0));
-        assert_eq!(b.end_offset_for(5), (-1, -1));
-        b.truncate_to(4);
-        assert_eq!(b.epochs, vec![(1, 0), (3, 3)]);
-        // A new epoch at an earlier offset replaces later entries.
-        b.assign(6, 3);
-        assert_eq!(b.epochs, vec![(1, 0), (6, 3)]);
+        batch.build()
+    }
+
+    /// The in-memory log keeps the epoch cache as `Log` does, and a power loss takes
+    /// exactly what was not flushed.
+    #[test]
+    fn the_memory_log_loses_only_what_was_not_flushed() -> Result<(), Box<dyn std::error::Error>> {
+        let mut log = MemLog::default();
+        log.start_leader_epoch(LeaderEpoch(1))?;
+        log.append(&record_batch(&[1, 2]), 0)?;
+        log.flush();
+        log.start_leader_epoch(LeaderEpoch(3))?;
+        log.append(&record_batch(&[3]), 0)?;
+        assert_eq!(log.end_offset_for_epoch(LeaderEpoch(1)), (LeaderEpoch(1), Offset(2)));
+        assert_eq!(log.end_offset_for_epoch(LeaderEpoch(2)), (LeaderEpoch(1), Offset(2)));
+        assert_eq!(log.end_offset_for_epoch(LeaderEpoch(3)), (LeaderEpoch(3), Offset(3)));
+        log.lose_unflushed();
+        assert_eq!(log.end(), 2);
+        assert_eq!(log.latest_epoch(), Some(LeaderEpoch(1)));
+        // A mid-batch cut rounds down to the batch's start, as Log::truncate_to does.
+        log.truncate_to(Offset(1))?;
+        assert_eq!(log.end(), 0);
+        Ok(())
     }
 
     /// `SIM_SEED=34 SIM_BROKERS=4 SIM_TRACE=1 cargo test --release --lib one_seed -- --ignored`
@@ -1012,13 +1471,7 @@ mod tests {
         let mut total = Stats::default();
         for seed in 1..=150u64 {
             for brokers in [3, 4] {
-                let s = simulate(seed * 10 + brokers as u64, 3_000, brokers);
-                total.acked += s.acked;
-                total.leader_changes += s.leader_changes;
-                total.truncations += s.truncations;
-                total.isr_changes += s.isr_changes;
-                total.faults += s.faults;
-                total.refused_min_isr += s.refused_min_isr;
+                total.add(&simulate(seed * 10 + brokers as u64, 3_000, brokers));
             }
         }
         eprintln!("simulation totals: {total:?}");
@@ -1027,5 +1480,7 @@ mod tests {
         assert!(total.leader_changes > 1_000, "{total:?}");
         assert!(total.truncations > 50, "{total:?}");
         assert!(total.isr_changes > 1_000, "{total:?}");
+        assert!(total.power_losses > 50, "{total:?}");
+        assert!(total.stale_answers > 10, "{total:?}");
     }
 }
