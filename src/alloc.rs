@@ -57,7 +57,7 @@ static LIVE: AtomicUsize = AtomicUsize::new(0);
 /// beyond it (freed slots become 0 and are reused, so there are no tombstones to skip).
 static MAX_PROBE: AtomicUsize = AtomicUsize::new(0);
 
-/// Reserved mappings alive now: [`crate::server::frame::decode_untrusted`] refuses to
+/// Reserved mappings alive now: [`crate::wire::decode_untrusted`] refuses to
 /// start a decode above [`GUARDED_ALLOCATION_HIGH_WATER`](crate::limits::GUARDED_ALLOCATION_HIGH_WATER),
 /// which keeps the table from ever filling.
 pub fn live_reservations() -> usize {

@@ -324,7 +324,7 @@ impl Broker {
             .run(shutdown.clone()),
         );
         background.spawn(run_group_timers(Arc::clone(&groups), shutdown.clone()));
-        for api in crate::server::dispatch::advertised_api_names() {
+        for api in crate::api::table::SUPPORTED.iter().map(|r| r.name) {
             metrics::counter!(crate::metrics::SLOW_REQUESTS_TOTAL, "api" => api).absolute(0);
         }
         // Every security counter exists from the start, at 0, so that dashboards and

@@ -4,7 +4,7 @@
 //! brokers use it to reach each other ([`crate::cluster::peers`]). Whatever the other
 //! side sends is untrusted: a response's memory grows only as its bytes arrive (up to
 //! [`MAX_RESPONSE_BYTES`]), and it is decoded through
-//! [`decode_untrusted`](crate::server::frame::decode_untrusted).
+//! [`decode_untrusted`](crate::wire::decode_untrusted).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,8 +19,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::security::sasl_client::{SaslClient, SaslLogin, Step};
-use crate::server::frame::{decode_untrusted, DecodeError};
-use crate::server::ByteStream;
+use crate::wire::ByteStream;
+use crate::wire::{decode_untrusted, DecodeError};
 
 use crate::limits::{
     CLIENT_MAX_RESPONSE_BYTES as MAX_RESPONSE_BYTES, CLIENT_TIMEOUT as TIMEOUT, READ_CHUNK_BYTES,
@@ -416,7 +416,7 @@ mod tests {
             let size = usize::try_from(i32::from_be_bytes(size)).unwrap_or(0);
             let mut request = vec![0u8; size.min(1 << 16)];
             stream.read_exact(&mut request)?;
-            let correlation_id = crate::server::HeaderPrefix::parse(&request)
+            let correlation_id = crate::wire::HeaderPrefix::parse(&request)
                 .map(|p| p.correlation_id)
                 .unwrap_or(-1);
             for chunk in answer(correlation_id) {

@@ -5,7 +5,7 @@
 //! The allocator: `GLOBAL` in `lib.rs` is tern's `GuardedAllocator`, so a fuzz binary
 //! linking this library allocates through it exactly as the broker does (libFuzzer's
 //! sanitizer sits under it, in `malloc`). Decodes here go through
-//! `server::frame::decode_untrusted`, so the guard's lazy reservations are exercised:
+//! `wire::decode_untrusted`, so the guard's lazy reservations are exercised:
 //! a hostile claimed array length becomes a `MAP_NORESERVE` mapping, which
 //! libFuzzer's `-malloc_limit_mb` does not see, while an unguarded large allocation
 //! is a `malloc` it reports as a crash (`make fuzz` sets the limit).
@@ -23,6 +23,7 @@ use std::sync::{Mutex, Once, OnceLock};
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 
+use crate::api::table::{served, SUPPORTED};
 use crate::http::bodies::{
     self, AckBody, ConsumerTopic, CreateTopicBody, MessageQuery, PublishBody,
 };
@@ -33,8 +34,8 @@ use crate::security::credentials::{ScramCredential, ScramMechanism};
 use crate::security::scram::ScramServer;
 use crate::security::{plain, scram_messages};
 use crate::server::connection::read_frame;
-use crate::server::dispatch::{self, decode_request, SUPPORTED};
-use crate::server::frame::{split_header, HeaderPrefix};
+use crate::server::dispatch::decode_request;
+use crate::wire::{split_header, HeaderPrefix};
 
 /// Frames larger than this are refused by the frame reader here (the broker's bound is
 /// `max_request_bytes`); fuzz inputs are far smaller anyway.
@@ -97,7 +98,7 @@ fn one_frame(frame: Bytes) {
     let Ok(key) = ApiKey::try_from(prefix.api_key) else {
         return;
     };
-    if !dispatch::served(key, prefix.api_version) {
+    if !served(key, prefix.api_version) {
         return;
     }
     let length = frame.len();
@@ -117,7 +118,7 @@ fn served_versions() -> &'static [(ApiKey, i16)] {
         SUPPORTED
             .iter()
             .flat_map(|r| (r.min..=r.max).map(move |v| (r.key, v)))
-            .filter(|&(key, version)| dispatch::served(key, version))
+            .filter(|&(key, version)| served(key, version))
             .collect()
     })
 }

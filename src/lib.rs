@@ -31,6 +31,7 @@ pub mod cluster;
 pub mod log;
 pub mod archive;
 pub mod client;
+pub mod wire;
 pub mod cli;
 pub mod metrics;
 pub mod security;

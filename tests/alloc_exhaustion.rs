@@ -6,7 +6,7 @@
 use kafka_protocol::messages::{ApiKey, MetadataRequest};
 use tern::alloc::{decoding, live_reservations, LARGE_BYTES};
 use tern::limits::GUARDED_ALLOCATION_HIGH_WATER as HIGH_WATER;
-use tern::server::frame::{decode_untrusted, DecodeError};
+use tern::wire::{decode_untrusted, DecodeError};
 
 /// Metadata v1 claiming 2^31 topics: the decoder reserves ~150 GB before failing.
 fn hostile_decode() -> DecodeError {

@@ -1,12 +1,12 @@
 //! ApiVersions (key 18, v0–4): the APIs and versions this broker serves, straight from
-//! `server::SUPPORTED`. The response header is always v0 (handled in `server::frame`).
+//! the API table (`table::SUPPORTED`). The response header is always v0 (`wire`).
 
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::ResponseError;
 
 use super::context::RequestContext;
-use crate::server::SUPPORTED;
+use super::table::SUPPORTED;
 
 fn api_keys() -> Vec<ApiVersion> {
     SUPPORTED

@@ -3,17 +3,18 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::cluster::broker_config::StaticBrokerConfig;
 use crate::cluster::peers::Peers;
 use crate::cluster::{BrokerInfo, MetadataStore};
-use crate::config::ServerConfig;
 use crate::group::coordinator::GroupCoordinator;
 use crate::replication::ReplicaManager;
 use crate::security::access::AccessControl;
 use crate::security::acl::{AclOperation, Authorizer, ResourceType, CLUSTER_NAME};
-use crate::security::listener::SecurityProtocol;
+use crate::security::listener::{ListenerConfig, SecurityProtocol};
 use crate::security::session::SaslSession;
+use crate::security::SecurityConfig;
 use crate::topics::{ProducerIdAllocator, TopicService};
 
 /// Who sent a request: `User:ANONYMOUS` on PLAINTEXT (and TLS without a client
@@ -67,6 +68,37 @@ impl Principal {
             Principal::User(name) => format!("User:{name}"),
         }
     }
+}
+
+/// The Kafka listeners and their limits: the slice of the broker's configuration that
+/// the request path (connections, SASL, long polls) reads; `config` builds it. `listen` and `advertised_*` are the
+/// inter-broker listener's (the address peers and the CLI's defaults use).
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub advertised_host: String,
+    pub advertised_port: i32,
+    /// Every listener, the inter-broker one among them.
+    pub listeners: Vec<ListenerConfig>,
+    /// The protocol (= name) of the listener peers connect to.
+    pub inter_broker: SecurityProtocol,
+    pub security: SecurityConfig,
+    /// Where other brokers reach this one (`--peer-advertise`), when not the advertised
+    /// address.
+    pub peer_address: Option<String>,
+    /// `broker.rack`, if set.
+    pub rack: Option<String>,
+    pub max_request_bytes: u32,
+    pub max_in_flight_requests: usize,
+    pub max_connections: usize,
+    pub max_connections_per_ip: usize,
+    /// Request bytes held (read, not yet answered) across all connections.
+    pub queued_max_request_bytes: u64,
+    /// Bytes a SASL client may send before authenticating.
+    pub sasl_max_receive_bytes: u32,
+    pub fetch_max_wait: Duration,
+    /// Requests slower than this are logged (`None`: never).
+    pub slow_request: Option<Duration>,
 }
 
 /// The broker's subsystems, shared by all connections.

@@ -4,6 +4,7 @@
 
 pub mod admin;
 pub mod api_versions;
+pub mod table;
 pub mod context;
 pub mod data;
 pub mod errors;

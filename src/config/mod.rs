@@ -3,7 +3,8 @@
 //! environment, then file, then the built-in default. `Config::resolve` checks them and
 //! hands each subsystem only its slice, a type the subsystem owns (`TopicsConfig` in
 //! `topics`, `CleanerConfig` in `replication::log_cleaner`, `SecurityConfig` in
-//! `security`, ...). Nothing below `broker` imports this module.
+//! `security`, `ServerConfig` in `api::context`, ...). Nothing below `broker` imports
+//! this module.
 
 mod args;
 mod described;
@@ -23,13 +24,12 @@ use self::listeners::{
 use self::subsystems::{
     archive_config, authorizer_config, cleaner_config, etcd_config, topic_overrides,
 };
+pub use crate::api::context::ServerConfig;
 use crate::cluster::topic_config::TopicDefaults;
 use crate::group::GroupsConfig;
 use crate::http::HttpSecurity;
 use crate::replication::log_cleaner::CleanerConfig;
 use crate::replication::Durability;
-use crate::security::listener::{ListenerConfig, SecurityProtocol};
-use crate::security::SecurityConfig;
 use crate::topics::TopicsConfig;
 
 /// The resolved configuration.
@@ -66,36 +66,6 @@ pub struct Config {
     pub authorizer: crate::security::access::AuthorizerConfig,
     /// `--archive-*`: where the Parquet archive goes and how the export runs.
     pub archive: crate::archive::ArchiveConfig,
-}
-
-/// The Kafka listeners and their limits. `listen` and `advertised_*` are the
-/// inter-broker listener's (the address peers and the CLI's defaults use).
-#[derive(Debug, Clone)]
-pub struct ServerConfig {
-    pub listen: SocketAddr,
-    pub advertised_host: String,
-    pub advertised_port: i32,
-    /// Every listener, the inter-broker one among them.
-    pub listeners: Vec<ListenerConfig>,
-    /// The protocol (= name) of the listener peers connect to.
-    pub inter_broker: SecurityProtocol,
-    pub security: SecurityConfig,
-    /// Where other brokers reach this one (`--peer-advertise`), when not the advertised
-    /// address.
-    pub peer_address: Option<String>,
-    /// `broker.rack`, if set.
-    pub rack: Option<String>,
-    pub max_request_bytes: u32,
-    pub max_in_flight_requests: usize,
-    pub max_connections: usize,
-    pub max_connections_per_ip: usize,
-    /// Request bytes held (read, not yet answered) across all connections.
-    pub queued_max_request_bytes: u64,
-    /// Bytes a SASL client may send before authenticating.
-    pub sasl_max_receive_bytes: u32,
-    pub fetch_max_wait: Duration,
-    /// Requests slower than this are logged (`None`: never).
-    pub slow_request: Option<Duration>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -352,6 +322,7 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::security::listener::SecurityProtocol;
 
     #[test]
     fn flags_win_over_the_file_and_defaults_fill_the_rest() -> Result<(), Box<dyn std::error::Error>>

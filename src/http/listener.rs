@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::security::principal::SslPrincipalMapper;
 use crate::security::tls::ReloadingTls;
-use crate::server::ByteStream;
+use crate::wire::ByteStream;
 
 /// Connections accepted (and handshaken) but not yet taken by axum.
 const READY_CONNECTIONS: usize = 64;

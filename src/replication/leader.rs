@@ -481,7 +481,15 @@ mod tests {
     }
 
     fn leader(isr: Vec<i32>, log_end: i64, hw: i64) -> LeaderState {
-        LeaderState::new(1, 5, 10, vec![1, 2, 3], isr, log_at(log_end, hw, log_end), 1_000)
+        LeaderState::new(
+            1,
+            5,
+            10,
+            vec![1, 2, 3],
+            isr,
+            log_at(log_end, hw, log_end),
+            1_000,
+        )
     }
 
     #[test]

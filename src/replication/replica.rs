@@ -589,8 +589,7 @@ impl<L: ReplicaLog> ReplicaState<L> {
                     // `truncateFullyAndStartAt` when the leader's start passed our end).
                     applied.removed =
                         Some(self.cut(|log| log.reset_to(log_start.max(Offset::ZERO)))?);
-                } else if high_watermark >= Offset::ZERO && before.fetch_offset > high_watermark
-                {
+                } else if high_watermark >= Offset::ZERO && before.fetch_offset > high_watermark {
                     // Ahead of the leader with no divergence it could name (an unclean
                     // election, or a log without epochs): keep what it committed.
                     applied.removed = Some(self.cut(|log| log.truncate_to(high_watermark))?);

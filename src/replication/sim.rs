@@ -126,7 +126,11 @@ impl MemLog {
 
     fn push(&mut self, base: i64, bytes: Vec<u8>) -> Result<(), AppendError> {
         let header = BatchHeader::parse_checked(&bytes)?;
-        assert_eq!(base, self.end(), "a gap in a log the simulator never compacts");
+        assert_eq!(
+            base,
+            self.end(),
+            "a gap in a log the simulator never compacts"
+        );
         self.epochs.assign(header.partition_leader_epoch(), base);
         self.records.extend(Self::index(&header));
         self.batches.push((base, bytes));
@@ -310,7 +314,8 @@ impl ReplicaLog for MemLog {
                 break;
             }
             let fits = (out.len() + bytes.len()) as u64 <= max_bytes;
-            if !fits && !(out.is_empty() && min_one) {
+            let first_batch_anyway = out.is_empty() && min_one;
+            if !(fits || first_batch_anyway) {
                 break;
             }
             out.extend_from_slice(bytes);
@@ -398,17 +403,25 @@ impl Broker {
 
     fn leading_epoch(&self) -> Option<i32> {
         let replica = self.replica.as_ref()?;
-        replica
-            .is_leader()
-            .then(|| replica.log().leader_epoch)
+        replica.is_leader().then(|| replica.log().leader_epoch)
     }
 }
 
 #[derive(Debug, Clone)]
 enum Answer {
-    Records { records: Bytes, hw: i64, log_start: i64 },
-    Diverging { epoch: i32, end_offset: i64 },
-    OutOfRange { hw: i64, log_start: i64 },
+    Records {
+        records: Bytes,
+        hw: i64,
+        log_start: i64,
+    },
+    Diverging {
+        epoch: i32,
+        end_offset: i64,
+    },
+    OutOfRange {
+        hw: i64,
+        log_start: i64,
+    },
     Refused,
 }
 
@@ -788,7 +801,12 @@ impl Sim {
                 "[{}] broker {at} serves {from} at {:?}: {:?}",
                 self.step,
                 position,
-                served.as_ref().map(|(s, p)| (s.high_watermark, s.diverging, s.records.as_ref().map(|r| r.len()), p))
+                served.as_ref().map(|(s, p)| (
+                    s.high_watermark,
+                    s.diverging,
+                    s.records.as_ref().map(|r| r.len()),
+                    p
+                ))
             );
         }
         let answer = match served {
@@ -907,7 +925,11 @@ impl Sim {
         self.log(|| {
             format!(
                 "broker {from} proposes {proposal:?}: {}",
-                if next.is_some() { "committed" } else { "refused" }
+                if next.is_some() {
+                    "committed"
+                } else {
+                    "refused"
+                }
             )
         });
         let committed = next.map(|next| {
@@ -1047,8 +1069,9 @@ impl Sim {
                         done.push((info.base_offset, values.clone()));
                         false
                     }
-                    Acknowledgement::NotLeader
-                    | Acknowledgement::NotEnoughReplicasAfterAppend => false,
+                    Acknowledgement::NotLeader | Acknowledgement::NotEnoughReplicasAfterAppend => {
+                        false
+                    }
                     Acknowledgement::Wait => now <= *deadline,
                 }
             });
@@ -1439,9 +1462,18 @@ mod tests {
         log.flush();
         log.start_leader_epoch(LeaderEpoch(3))?;
         log.append(&record_batch(&[3]), 0)?;
-        assert_eq!(log.end_offset_for_epoch(LeaderEpoch(1)), (LeaderEpoch(1), Offset(2)));
-        assert_eq!(log.end_offset_for_epoch(LeaderEpoch(2)), (LeaderEpoch(1), Offset(2)));
-        assert_eq!(log.end_offset_for_epoch(LeaderEpoch(3)), (LeaderEpoch(3), Offset(3)));
+        assert_eq!(
+            log.end_offset_for_epoch(LeaderEpoch(1)),
+            (LeaderEpoch(1), Offset(2))
+        );
+        assert_eq!(
+            log.end_offset_for_epoch(LeaderEpoch(2)),
+            (LeaderEpoch(1), Offset(2))
+        );
+        assert_eq!(
+            log.end_offset_for_epoch(LeaderEpoch(3)),
+            (LeaderEpoch(3), Offset(3))
+        );
         log.lose_unflushed();
         assert_eq!(log.end(), 2);
         assert_eq!(log.latest_epoch(), Some(LeaderEpoch(1)));

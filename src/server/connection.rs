@@ -14,8 +14,9 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio_util::sync::CancellationToken;
 
-use super::dispatch::{self, Reply};
+use super::dispatch;
 use crate::api::context::{ConnectionSecurity, Services};
+use crate::api::table::Reply;
 
 use crate::limits::READ_CHUNK_BYTES;
 

@@ -23,8 +23,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::frame::DecodeError;
 use crate::api::data::list_offsets::{LegacyPartition, LegacyRequest, LegacyResponse, LegacyTopic};
+use crate::wire::DecodeError;
 
 /// Kafka's `ConfigSource.DEFAULT_CONFIG`.
 const DEFAULT_CONFIG: i8 = 5;

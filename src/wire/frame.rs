@@ -5,7 +5,7 @@ use bytes::{BufMut, Bytes};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
-use super::response::ChunkedBuf;
+use super::chunked::ChunkedBuf;
 
 /// The first 8 bytes of every request, readable before knowing the header version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
