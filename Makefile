@@ -22,6 +22,7 @@ deps:
 lint: build-deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
+	python3 tools/import_graph.py --check
 
 # Unit tests and the raw-protocol conformance suite (which starts its own broker).
 unit: build

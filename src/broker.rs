@@ -315,7 +315,7 @@ impl Broker {
             shutdown.clone(),
         ));
         background.spawn(
-            crate::replication::ReplicaFetchers::new(
+            crate::replication::fetcher::ReplicaFetchers::new(
                 config.node_id,
                 Arc::clone(&replicas),
                 Arc::clone(&services.store),

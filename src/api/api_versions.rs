@@ -1,15 +1,24 @@
 //! ApiVersions (key 18, v0–4): the APIs and versions this broker serves, straight from
-//! the API table (`table::SUPPORTED`). The response header is always v0 (`wire`).
+//! the API table (`table::SUPPORTED`, passed in by the table's routing). The response header is always v0 (`wire`).
 
 use kafka_protocol::messages::api_versions_response::ApiVersion;
-use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::ResponseError;
 
 use super::context::RequestContext;
-use super::table::SUPPORTED;
 
-fn api_keys() -> Vec<ApiVersion> {
-    SUPPORTED
+/// One advertised API: its key, its name (as Kafka's metrics spell it) and the version
+/// range in ApiVersions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiRange {
+    pub key: ApiKey,
+    pub name: &'static str,
+    pub min: i16,
+    pub max: i16,
+}
+
+fn api_keys(served: &[ApiRange]) -> Vec<ApiVersion> {
+    served
         .iter()
         .map(|r| {
             ApiVersion::default()
@@ -20,7 +29,12 @@ fn api_keys() -> Vec<ApiVersion> {
         .collect()
 }
 
-pub async fn handle(ctx: &RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse {
+/// `served` is the API table's list (`table::SUPPORTED`), which routes here.
+pub async fn handle(
+    ctx: &RequestContext,
+    request: ApiVersionsRequest,
+    served: &[ApiRange],
+) -> ApiVersionsResponse {
     // v3+ clients name their software; Kafka refuses names it could not use as metric tags.
     if ctx.api_version >= 3
         && !(is_valid_software_token(&request.client_software_name)
@@ -31,7 +45,7 @@ pub async fn handle(ctx: &RequestContext, request: ApiVersionsRequest) -> ApiVer
     }
     // Features stay empty until KIP-890/KIP-848 land: clients then use the classic protocols.
     ApiVersionsResponse::default()
-        .with_api_keys(api_keys())
+        .with_api_keys(api_keys(served))
         .with_finalized_features_epoch(-1)
 }
 
@@ -50,10 +64,10 @@ fn is_valid_software_token(token: &str) -> bool {
 }
 
 /// The KIP-511 answer to an ApiVersions version we don't know, encoded as v0.
-pub fn unsupported_version_response() -> ApiVersionsResponse {
+pub fn unsupported_version_response(served: &[ApiRange]) -> ApiVersionsResponse {
     ApiVersionsResponse::default()
         .with_error_code(ResponseError::UnsupportedVersion.code())
-        .with_api_keys(api_keys())
+        .with_api_keys(api_keys(served))
 }
 
 #[cfg(test)]

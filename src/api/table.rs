@@ -21,19 +21,10 @@ use futures::future::BoxFuture;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable};
 
+use super::api_versions::ApiRange;
 use super::context::RequestContext;
 use super::{admin, api_versions, data, group, metadata, security};
 use crate::wire::{decode_untrusted, encode_response, DecodeError};
-
-/// One advertised API: its key, its name (as Kafka's metrics spell it) and the version
-/// range in ApiVersions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ApiRange {
-    pub key: ApiKey,
-    pub name: &'static str,
-    pub min: i16,
-    pub max: i16,
-}
 
 /// What to send back for one request frame.
 pub enum Reply {
@@ -161,7 +152,7 @@ api_table! {
     Fetch 4..=18, FetchRequest => custom(fetch);
     ListOffsets 0..=10, ListOffsetsRequest => plain(data::list_offsets::handle);
     Metadata 0..=13, MetadataRequest => plain(metadata::handle);
-    ApiVersions 0..=4, ApiVersionsRequest => plain(api_versions::handle);
+    ApiVersions 0..=4, ApiVersionsRequest => custom(api_versions);
     CreateTopics 0..=7, CreateTopicsRequest => plain(admin::create_topics::handle);
     DeleteTopics 0..=6, DeleteTopicsRequest => plain(admin::delete_topics::handle);
     DeleteRecords 0..=2, DeleteRecordsRequest => plain(data::delete_records::handle);
@@ -239,6 +230,17 @@ async fn produce(ctx: RequestContext, request: ProduceRequest) -> Reply {
             reply(key, version, correlation_id, &response)
         })),
     }
+}
+
+/// ApiVersions lists this table.
+async fn api_versions(ctx: RequestContext, request: ApiVersionsRequest) -> Reply {
+    let response = api_versions::handle(&ctx, request, SUPPORTED).await;
+    reply(
+        ApiKey::ApiVersions,
+        ctx.api_version,
+        ctx.correlation_id,
+        &response,
+    )
 }
 
 /// Fetch's response references the record sets it serves instead of copying them.

@@ -7,7 +7,9 @@ use kafka_protocol::messages::{CreateAclsRequest, DeleteAclsRequest, DescribeAcl
 use kafka_protocol::protocol::StrBytes;
 use serde_json::json;
 
-use super::{check, client, output, AclCommand, AclSelection, Connection};
+use super::client;
+use super::commands::{check, AclCommand, AclSelection, Connection};
+use super::output;
 use crate::security::acl::{AclOperation, AclPermissionType, PatternType, ResourceType};
 
 pub async fn run(connection: &Connection, command: AclCommand) -> anyhow::Result<()> {

@@ -14,7 +14,8 @@ use kafka_protocol::messages::{ProduceRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use serde_json::json;
 
-use super::{output, Connection};
+use super::commands::Connection;
+use super::output;
 use crate::archive::manifest::Manifest;
 use crate::archive::parquet::{read_object, ArchivedRecord};
 use crate::archive::{Archive, ArchiveConfig, Target};
@@ -319,9 +320,9 @@ fn batches_of(records: &[ArchivedRecord]) -> Vec<Bytes> {
 /// Produces to the leaders of one topic's partitions, finding them again after a
 /// leadership change.
 struct Producer {
-    bootstrap: super::Client,
+    bootstrap: super::client::Client,
     topic: String,
-    leaders: HashMap<i32, super::Client>,
+    leaders: HashMap<i32, super::client::Client>,
 }
 
 /// Kafka's retriable produce errors a restore waits out: NOT_LEADER_OR_FOLLOWER,
@@ -338,7 +339,7 @@ impl Producer {
         })
     }
 
-    async fn leader(&mut self, partition: i32) -> anyhow::Result<&mut super::Client> {
+    async fn leader(&mut self, partition: i32) -> anyhow::Result<&mut super::client::Client> {
         if !self.leaders.contains_key(&partition) {
             let leaders = super::client::leaders(&mut self.bootstrap, &self.topic)
                 .await?

@@ -7,7 +7,7 @@ pub use crate::client::Client;
 use kafka_protocol::protocol::StrBytes;
 
 /// Connects to the bootstrap broker as `tern-cli`, secured as `connection` says.
-pub async fn connect(connection: &super::Connection) -> anyhow::Result<Client> {
+pub async fn connect(connection: &super::commands::Connection) -> anyhow::Result<Client> {
     let security = connection.security()?;
     Ok(Client::connect_with(&connection.bootstrap, "tern-cli", &security).await?)
 }

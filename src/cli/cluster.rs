@@ -6,7 +6,10 @@ use std::collections::BTreeMap;
 use kafka_protocol::messages::DescribeClusterRequest;
 use serde_json::json;
 
-use super::{check, client, output, topic, ClusterCommand, Connection};
+use super::client;
+use super::commands::{check, ClusterCommand, Connection};
+use super::output;
+use super::topic;
 
 pub async fn run(connection: &Connection, command: ClusterCommand) -> anyhow::Result<()> {
     let mut client = client::connect(connection).await?;

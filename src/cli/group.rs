@@ -11,7 +11,11 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use serde_json::json;
 
-use super::{check, client, output, topic, Client, Connection, GroupCommand};
+use super::client;
+use super::client::Client;
+use super::commands::{check, Connection, GroupCommand};
+use super::output;
+use super::topic;
 
 pub async fn run(connection: &Connection, command: GroupCommand) -> anyhow::Result<()> {
     let mut client = client::connect(connection).await?;

@@ -17,7 +17,10 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use serde_json::json;
 
-use super::{check, client, key_value, output, Client, Connection, TopicCommand};
+use super::client;
+use super::client::Client;
+use super::commands::{check, key_value, Connection, TopicCommand};
+use super::output;
 
 fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_string()))

@@ -15,7 +15,9 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use serde_json::json;
 
-use super::{check, client, output, Connection, UserCommand};
+use super::client;
+use super::commands::{check, Connection, UserCommand};
+use super::output;
 use crate::security::credentials::ScramMechanism;
 
 pub async fn run(connection: &Connection, command: UserCommand) -> anyhow::Result<()> {

@@ -20,10 +20,10 @@ use std::collections::BTreeSet;
 use super::election::{next_state, Membership};
 use super::etcd::{ControllerTerm, EtcdStore, Placed};
 use super::ring::{partition_key, place, Ring};
-use super::topic_config;
-use super::{
+use super::store::{
     MetadataError, MetadataEvent, MetadataStore, PartitionAssignment, TopicAssignment, TopicSpec,
 };
+use super::topic_config;
 use crate::metrics as m;
 
 use crate::limits::CONTROLLER_RECHECK as RECHECK;

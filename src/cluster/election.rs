@@ -37,7 +37,7 @@
 
 use std::collections::BTreeSet;
 
-use super::PartitionAssignment;
+use super::store::PartitionAssignment;
 
 /// Which brokers can take part: registered and live, and among them those in controlled
 /// shutdown (they leave the ISR and are not elected, but still serve until gone).

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 use uuid::Uuid;
 
-use super::{
+use super::store::{
     BrokerInfo, MetadataError, MetadataEvent, MetadataStore, NewTopic, TopicAssignment, TopicSpec,
     UserCredentials,
 };
@@ -344,7 +344,7 @@ impl MetadataStore for EmbeddedStore {
         credential: Option<StoredScramCredential>,
     ) -> Result<(), MetadataError> {
         self.update(|state| {
-            super::set_user_credential(&mut state.users, user, mechanism.name(), credential);
+            super::store::set_user_credential(&mut state.users, user, mechanism.name(), credential);
             Ok(())
         })
     }
@@ -370,8 +370,8 @@ impl MetadataStore for EmbeddedStore {
         &self,
         _topic: &str,
         _topic_id: Uuid,
-        changes: &[super::IsrChange],
-    ) -> Result<Vec<Option<super::PartitionAssignment>>, MetadataError> {
+        changes: &[super::store::IsrChange],
+    ) -> Result<Vec<Option<super::store::PartitionAssignment>>, MetadataError> {
         Ok(vec![None; changes.len()])
     }
 }

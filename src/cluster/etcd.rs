@@ -39,7 +39,7 @@ use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::{
+use super::store::{
     BrokerInfo, MetadataError, MetadataEvent, MetadataStore, NewTopic, PartitionAssignment,
     TopicAssignment, TopicSpec, UserCredentials,
 };
@@ -316,7 +316,7 @@ impl Snapshot {
                     true => Some(parse::<StoredScramCredential>(key, value)?),
                     false => None,
                 };
-                super::set_user_credential(&mut self.users, &user, mechanism, credential);
+                super::store::set_user_credential(&mut self.users, &user, mechanism, credential);
                 None
             }
             Entry::Acl(binding_key) => {
@@ -1240,7 +1240,7 @@ impl MetadataStore for EtcdStore {
         &self,
         topic: &str,
         topic_id: Uuid,
-        changes: &[super::IsrChange],
+        changes: &[super::store::IsrChange],
     ) -> Result<Vec<Option<PartitionAssignment>>, MetadataError> {
         let key = self.keys.assignment(topic);
         let refused = || vec![None; changes.len()];
@@ -1268,7 +1268,7 @@ impl MetadataStore for EtcdStore {
                     .ok()
                     .and_then(|i| assignment.partitions.get_mut(i));
                 let next = slot.and_then(|current| {
-                    let next = super::apply_isr_change(
+                    let next = super::store::apply_isr_change(
                         current,
                         self.node.node_id,
                         change.leader_epoch,

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request};
 use parking_lot::Mutex;
 
-use super::MetadataStore;
+use super::store::MetadataStore;
 use crate::client::{Client, ClientError, ClientSecurity};
 
 #[derive(Debug, thiserror::Error)]

@@ -13,7 +13,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{PartitionAssignment, TopicSpec};
+use super::store::{PartitionAssignment, TopicSpec};
 
 /// Why a manual assignment is refused (INVALID_REPLICA_ASSIGNMENT), in Kafka's words.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -42,7 +42,7 @@ macro_rules! serve_args {
         /// Built-in defaults, in one place.
         pub mod defaults {
             #[allow(unused_imports)]
-            use super::*;
+            use crate::config::args::*;
             $( pub fn $field() -> $ty { $default } )*
         }
     };

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::args::{defaults, ServeArgs};
-use super::ConfigError;
+use super::error::ConfigError;
 use crate::http::HttpSecurity;
 use crate::security::listener::{
     parse_endpoints, Endpoint, ListenerConfig, ListenerError, SecurityProtocol,

@@ -8,6 +8,7 @@
 
 mod args;
 mod described;
+mod error;
 mod listeners;
 mod subsystems;
 
@@ -17,6 +18,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use self::args::{defaults, ServeArgs};
+pub use self::error::ConfigError;
 use self::listeners::{
     http_security, inter_broker_listener, inter_broker_login, listener_configs, security_config,
     split_host_port,
@@ -66,22 +68,6 @@ pub struct Config {
     pub authorizer: crate::security::access::AuthorizerConfig,
     /// `--archive-*`: where the Parquet archive goes and how the export runs.
     pub archive: crate::archive::ArchiveConfig,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("reading config file {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("parsing config file {path}: {source}")]
-    Parse {
-        path: PathBuf,
-        source: toml::de::Error,
-    },
-    #[error("invalid option {name}: {reason}")]
-    Invalid { name: &'static str, reason: String },
 }
 
 impl Config {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::args::{defaults, ServeArgs};
-use super::ConfigError;
+use super::error::ConfigError;
 use crate::replication::log_cleaner::CleanerConfig;
 
 /// `--authorizer` (`none` | `acl`) and `--super-users` (`User:A;User:B`).

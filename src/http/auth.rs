@@ -15,7 +15,6 @@
 //! request of a client that sends Basic credentials each time; [`VerifiedPasswords`]
 //! remembers passwords already verified against the credential they matched.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -24,20 +23,18 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
-use hmac::{Hmac, Mac};
-use parking_lot::Mutex;
-use sha2::Sha256;
 
+use super::error::ApiError;
 use super::listener::HttpPeer;
-use super::{ApiError, HttpApi};
+use super::state::{group_of, HttpApi};
 use crate::api::context::Principal;
+use crate::cluster::TopicSpec;
+use crate::replication::TopicReplicas;
 use crate::security::access::AccessControl;
 use crate::security::acl::{AclOperation, ResourceType, CLUSTER_NAME};
 
 /// The `listener` label of the HTTP API's authentication metrics.
 const LISTENER: &str = "HTTP";
-/// Verified passwords remembered at most; the table is emptied when full.
-const VERIFIED_PASSWORDS_MAX: usize = 4096;
 
 /// The caller of one HTTP request, as the ACLs name it.
 #[derive(Debug, Clone)]
@@ -115,69 +112,6 @@ impl Caller {
                 "not authorized to access {what} without credentials"
             )),
         }
-    }
-}
-
-/// Passwords already checked, by user: a keyed hash of the password (never the
-/// password) and the stored key of the credential it matched, so that a changed or
-/// removed credential is checked afresh.
-#[derive(Debug)]
-pub struct VerifiedPasswords {
-    /// A per-process HMAC key: the table holds nothing usable outside this process.
-    key: [u8; 32],
-    verified: Mutex<HashMap<String, Verified>>,
-}
-
-/// One user's remembered password: its keyed hash, and the stored key it matched.
-type Verified = ([u8; 32], Vec<u8>);
-
-impl Default for VerifiedPasswords {
-    fn default() -> Self {
-        Self {
-            key: rand::random(),
-            verified: Mutex::new(HashMap::new()),
-        }
-    }
-}
-
-impl VerifiedPasswords {
-    fn digest(&self, password: &str) -> [u8; 32] {
-        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.key)
-            .expect("HMAC takes a key of any length");
-        mac.update(password.as_bytes());
-        mac.finalize().into_bytes().into()
-    }
-
-    /// Whether `password` is `user`'s, against the credential `lookup` finds now.
-    fn check(
-        &self,
-        user: &str,
-        password: &str,
-        lookup: impl Fn(&str) -> Option<crate::security::credentials::ScramCredential>,
-    ) -> bool {
-        let Some(credential) = lookup(user) else {
-            return false;
-        };
-        let digest = self.digest(password);
-        let remembered = self.verified.lock().get(user).is_some_and(|(d, stored)| {
-            *d == digest && stored.as_slice() == credential.stored_key()
-        });
-        if remembered {
-            return true;
-        }
-        // SASL/PLAIN's own check, so that both ways in accept exactly the same passwords.
-        let message = format!("\0{user}\0{password}");
-        let ok =
-            crate::security::plain::authenticate(message.as_bytes(), |_| Some(credential.clone()))
-                .is_ok();
-        if ok {
-            let mut verified = self.verified.lock();
-            if verified.len() >= VERIFIED_PASSWORDS_MAX {
-                verified.clear();
-            }
-            verified.insert(user.to_string(), (digest, credential.stored_key().to_vec()));
-        }
-        ok
     }
 }
 
@@ -277,10 +211,53 @@ impl ApiError {
     }
 }
 
+impl HttpApi {
+    /// The topic with id `id`, for a caller who wants to perform `operation` on it.
+    /// With an authorizer, a caller refused on the topic gets the same answer whether
+    /// it exists or not (Kafka's rule: who may not DESCRIBE a topic cannot learn that it
+    /// exists); only a caller who may DESCRIBE the cluster is told 404.
+    pub(super) async fn topic_for(
+        &self,
+        caller: &Caller,
+        id: i64,
+        operation: AclOperation,
+    ) -> Result<(TopicSpec, Arc<TopicReplicas>), ApiError> {
+        let access = &self.services.access;
+        let what = || format!("topic_id {id}");
+        match self.topic(id).await {
+            Ok((spec, replicas)) => {
+                caller.require(access, operation, ResourceType::Topic, &spec.name, &what())?;
+                Ok((spec, replicas))
+            }
+            Err(e)
+                if e.code == StatusCode::NOT_FOUND
+                    && !caller.may_on_cluster(access, AclOperation::Describe) =>
+            {
+                Err(caller.refusal(&what()))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The consumer group of `consumer_id`, if the caller may READ it (as JoinGroup and
+    /// OffsetCommit require of a Kafka consumer).
+    pub(super) fn group_for(&self, caller: &Caller, consumer_id: i64) -> Result<String, ApiError> {
+        let group = group_of(consumer_id);
+        let what = format!("consumer_id {consumer_id}");
+        caller.require(
+            &self.services.access,
+            AclOperation::Read,
+            ResourceType::Group,
+            &group,
+            &what,
+        )?;
+        Ok(group)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::security::credentials::{ScramCredential, ScramMechanism};
 
     fn basic(value: &str) -> HeaderMap {
         let mut headers = HeaderMap::new();
@@ -317,30 +294,5 @@ mod tests {
         ] {
             assert_eq!(credentials(&basic(&bad)), Credentials::Malformed, "{bad}");
         }
-    }
-
-    #[test]
-    fn a_verified_password_is_remembered_until_the_credential_changes() {
-        let passwords = VerifiedPasswords::default();
-        let first = ScramCredential::generate(ScramMechanism::ScramSha256, "secret", 4096)
-            .expect("credential");
-        let current = Mutex::new(Some(first));
-        let lookup = |_: &str| current.lock().clone();
-        assert!(!passwords.check("alice", "wrong", lookup));
-        assert!(passwords.verified.lock().is_empty());
-        assert!(passwords.check("alice", "secret", lookup));
-        assert_eq!(passwords.verified.lock().len(), 1);
-        assert!(passwords.check("alice", "secret", lookup));
-        assert!(!passwords.check("alice", "wrong", lookup));
-        // A new password: the remembered one no longer matches the stored key.
-        *current.lock() = Some(
-            ScramCredential::generate(ScramMechanism::ScramSha256, "renewed", 4096)
-                .expect("credential"),
-        );
-        assert!(!passwords.check("alice", "secret", lookup));
-        assert!(passwords.check("alice", "renewed", lookup));
-        // A removed user is refused whatever was remembered.
-        *current.lock() = None;
-        assert!(!passwords.check("alice", "renewed", lookup));
     }
 }

@@ -6,7 +6,11 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::{ApiError, Fields, MessageId, MAX_WAIT};
+use axum::body::Body;
+
+use super::error::ApiError;
+use crate::limits::HTTP_MAX_BODY_BYTES as MAX_BODY_BYTES;
+use crate::limits::HTTP_MAX_WAIT as MAX_WAIT;
 use crate::topics::MAX_PARTITIONS_PER_TOPIC;
 
 /// A request body's bytes as a JSON object (anything else is a 400).
@@ -139,6 +143,125 @@ impl AckBody {
 /// `GET /message_status`.
 pub fn status_query(query: &HashMap<String, String>) -> Result<i64, ApiError> {
     Fields::Query(query).int("message_id")
+}
+
+/// Reads a JSON object body of at most [`MAX_BODY_BYTES`].
+pub(super) async fn json_body(body: Body) -> Result<Value, ApiError> {
+    let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|_| ApiError {
+            code: axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+            message: format!("request body is over {MAX_BODY_BYTES} bytes (or unreadable)"),
+            field: None,
+            transient: false,
+        })?;
+    json_object(&bytes)
+}
+
+/// A field of a JSON body or query, with errors that name it.
+#[derive(Debug)]
+pub enum Fields<'a> {
+    Body(&'a Value),
+    Query(&'a HashMap<String, String>),
+}
+
+impl Fields<'_> {
+    fn int(&self, name: &'static str) -> Result<i64, ApiError> {
+        self.opt_int(name)?
+            .ok_or_else(|| ApiError::bad(name, format!("'{name}' is required")))
+    }
+
+    fn opt_int(&self, name: &'static str) -> Result<Option<i64>, ApiError> {
+        let wrong = || ApiError::bad(name, format!("'{name}' must be an integer"));
+        match self {
+            Fields::Body(body) => match body.get(name) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::Number(n)) => n.as_i64().map(Some).ok_or_else(wrong),
+                Some(_) => Err(wrong()),
+            },
+            Fields::Query(query) => match query.get(name) {
+                None => Ok(None),
+                Some(text) => text.trim().parse().map(Some).map_err(|_| wrong()),
+            },
+        }
+    }
+
+    fn string(&self, name: &'static str) -> Result<String, ApiError> {
+        self.opt_string(name)?
+            .ok_or_else(|| ApiError::bad(name, format!("'{name}' is required")))
+    }
+
+    fn opt_string(&self, name: &'static str) -> Result<Option<String>, ApiError> {
+        let wrong = || ApiError::bad(name, format!("'{name}' must be a string"));
+        match self {
+            Fields::Body(body) => match body.get(name) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(_) => Err(wrong()),
+            },
+            Fields::Query(query) => Ok(query.get(name).cloned()),
+        }
+    }
+
+    /// An integer within `range`, or `None` when absent.
+    fn ranged(
+        &self,
+        name: &'static str,
+        range: std::ops::RangeInclusive<i64>,
+    ) -> Result<Option<i64>, ApiError> {
+        match self.opt_int(name)? {
+            Some(v) if !range.contains(&v) => Err(ApiError::bad(
+                name,
+                format!(
+                    "'{name}' must be between {} and {}, got {v}",
+                    range.start(),
+                    range.end()
+                ),
+            )),
+            other => Ok(other),
+        }
+    }
+}
+
+/// A message's address packed into one integer: topic id (14 bits), partition (13
+/// bits), offset (36 bits), so that status queries and Kafka offsets map both ways.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MessageId {
+    pub topic_id: i64,
+    pub partition: i32,
+    pub offset: i64,
+}
+
+impl MessageId {
+    const OFFSET_BITS: u32 = 36;
+    const PARTITION_BITS: u32 = 13;
+    const TOPIC_BITS: u32 = 14;
+    /// Partitions a topic may have for all its messages to have ids.
+    pub const MAX_PARTITIONS: i64 = 1 << Self::PARTITION_BITS;
+
+    /// The packed id; `None` when a part does not fit.
+    pub fn encode(&self) -> Option<i64> {
+        let fits = |v: i64, bits: u32| (0..1i64 << bits).contains(&v);
+        (fits(self.topic_id, Self::TOPIC_BITS)
+            && fits(i64::from(self.partition), Self::PARTITION_BITS)
+            && fits(self.offset, Self::OFFSET_BITS))
+        .then(|| {
+            (self.topic_id << (Self::OFFSET_BITS + Self::PARTITION_BITS))
+                | (i64::from(self.partition) << Self::OFFSET_BITS)
+                | self.offset
+        })
+    }
+
+    pub fn decode(id: i64) -> Option<Self> {
+        if id < 0 {
+            return None;
+        }
+        Some(Self {
+            topic_id: id >> (Self::OFFSET_BITS + Self::PARTITION_BITS),
+            partition: ((id >> Self::OFFSET_BITS) & ((1 << Self::PARTITION_BITS) - 1)) as i32,
+            offset: id & ((1 << Self::OFFSET_BITS) - 1),
+        })
+    }
 }
 
 #[cfg(test)]

@@ -26,331 +26,34 @@
 
 mod auth;
 pub mod bodies;
+mod error;
 pub mod listener;
+mod passwords;
 mod place;
 mod publish;
+mod state;
 mod subscribe;
 
 pub(crate) use subscribe::parse_messages;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::body::Body;
-use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
-use parking_lot::Mutex;
-use serde_json::{json, Value};
+use axum::Router;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::context::Services;
-use crate::cluster::TopicSpec;
+pub use self::auth::Caller;
+pub use self::bodies::{Fields, MessageId};
+pub use self::error::ApiError;
+pub use self::state::HttpApi;
 use crate::metrics as m;
-use crate::replication::TopicReplicas;
-use crate::security::acl::{AclOperation, ResourceType};
-pub use auth::Caller;
 
 pub use crate::limits::HTTP_MAX_BODY_BYTES as MAX_BODY_BYTES;
 /// The OpenAPI document, kept in the repository beside the code it describes.
 const OPENAPI: &str = include_str!("openapi.json");
-
-/// Per partition, the offset after what was handed out (to commit later).
-type Advances = Vec<(i32, i64)>;
-
-/// Shared state of the HTTP API.
-#[derive(Debug)]
-pub struct HttpApi {
-    services: Arc<Services>,
-    /// Per (consumer, topic id): where the messages `GET /message` last returned end,
-    /// per partition; committed when that consumer asks again.
-    delivered: Mutex<HashMap<(i64, i64), Advances>>,
-    /// Spreads unkeyed messages over partitions.
-    next_partition: std::sync::atomic::AtomicUsize,
-    /// Ends long polls and push streams when the broker stops.
-    shutdown: CancellationToken,
-    /// `--http-auth required`: a call without credentials is a 401.
-    require_auth: bool,
-    /// HTTP Basic passwords already checked.
-    verified: auth::VerifiedPasswords,
-}
-
-type ApiState = State<Arc<HttpApi>>;
-
-/// A failed request, as JSON: `{"status":"error","error":..., "field":...}`.
-#[derive(Debug, Clone)]
-pub struct ApiError {
-    code: StatusCode,
-    message: String,
-    field: Option<&'static str>,
-    /// Whether the same call may well succeed in a moment (the cluster is catching up:
-    /// a new topic not yet known to its leaders, leadership or coordination moving), so
-    /// that [`HttpApi::retrying`] tries again before answering 503.
-    transient: bool,
-}
-
-impl ApiError {
-    fn bad(field: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            code: StatusCode::BAD_REQUEST,
-            message: message.into(),
-            field: Some(field),
-            transient: false,
-        }
-    }
-    fn not_found(message: impl Into<String>) -> Self {
-        Self {
-            code: StatusCode::NOT_FOUND,
-            message: message.into(),
-            field: None,
-            transient: false,
-        }
-    }
-    fn unavailable(message: impl Into<String>) -> Self {
-        Self {
-            code: StatusCode::SERVICE_UNAVAILABLE,
-            message: message.into(),
-            field: None,
-            transient: false,
-        }
-    }
-    /// A 503 worth retrying at once (see `transient`).
-    fn transient(message: impl Into<String>) -> Self {
-        Self {
-            transient: true,
-            ..Self::unavailable(message)
-        }
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let mut body = json!({"status": "error", "error": self.message});
-        if let Some(field) = self.field {
-            body["field"] = json!(field);
-        }
-        let mut response = (self.code, Json(body)).into_response();
-        if self.code == StatusCode::UNAUTHORIZED {
-            // RFC 7617: a 401 names the scheme that would let the caller in.
-            response.headers_mut().insert(
-                axum::http::header::WWW_AUTHENTICATE,
-                axum::http::HeaderValue::from_static("Basic realm=\"tern\", charset=\"UTF-8\""),
-            );
-        }
-        response
-    }
-}
-
-type ApiResult = Result<Json<Value>, ApiError>;
-
-/// Reads a JSON object body of at most [`MAX_BODY_BYTES`].
-async fn json_body(body: Body) -> Result<Value, ApiError> {
-    let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
-        .await
-        .map_err(|_| ApiError {
-            code: StatusCode::PAYLOAD_TOO_LARGE,
-            message: format!("request body is over {MAX_BODY_BYTES} bytes (or unreadable)"),
-            field: None,
-            transient: false,
-        })?;
-    bodies::json_object(&bytes)
-}
-
-/// A field of a JSON body or query, with errors that name it.
-#[derive(Debug)]
-pub enum Fields<'a> {
-    Body(&'a Value),
-    Query(&'a HashMap<String, String>),
-}
-
-impl Fields<'_> {
-    fn int(&self, name: &'static str) -> Result<i64, ApiError> {
-        self.opt_int(name)?
-            .ok_or_else(|| ApiError::bad(name, format!("'{name}' is required")))
-    }
-
-    fn opt_int(&self, name: &'static str) -> Result<Option<i64>, ApiError> {
-        let wrong = || ApiError::bad(name, format!("'{name}' must be an integer"));
-        match self {
-            Fields::Body(body) => match body.get(name) {
-                None | Some(Value::Null) => Ok(None),
-                Some(Value::Number(n)) => n.as_i64().map(Some).ok_or_else(wrong),
-                Some(_) => Err(wrong()),
-            },
-            Fields::Query(query) => match query.get(name) {
-                None => Ok(None),
-                Some(text) => text.trim().parse().map(Some).map_err(|_| wrong()),
-            },
-        }
-    }
-
-    fn string(&self, name: &'static str) -> Result<String, ApiError> {
-        self.opt_string(name)?
-            .ok_or_else(|| ApiError::bad(name, format!("'{name}' is required")))
-    }
-
-    fn opt_string(&self, name: &'static str) -> Result<Option<String>, ApiError> {
-        let wrong = || ApiError::bad(name, format!("'{name}' must be a string"));
-        match self {
-            Fields::Body(body) => match body.get(name) {
-                None | Some(Value::Null) => Ok(None),
-                Some(Value::String(s)) => Ok(Some(s.clone())),
-                Some(_) => Err(wrong()),
-            },
-            Fields::Query(query) => Ok(query.get(name).cloned()),
-        }
-    }
-
-    /// An integer within `range`, or `None` when absent.
-    fn ranged(
-        &self,
-        name: &'static str,
-        range: std::ops::RangeInclusive<i64>,
-    ) -> Result<Option<i64>, ApiError> {
-        match self.opt_int(name)? {
-            Some(v) if !range.contains(&v) => Err(ApiError::bad(
-                name,
-                format!(
-                    "'{name}' must be between {} and {}, got {v}",
-                    range.start(),
-                    range.end()
-                ),
-            )),
-            other => Ok(other),
-        }
-    }
-}
-
-/// A message's address packed into one integer: topic id (14 bits), partition (13
-/// bits), offset (36 bits), so that status queries and Kafka offsets map both ways.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MessageId {
-    pub topic_id: i64,
-    pub partition: i32,
-    pub offset: i64,
-}
-
-impl MessageId {
-    const OFFSET_BITS: u32 = 36;
-    const PARTITION_BITS: u32 = 13;
-    const TOPIC_BITS: u32 = 14;
-    /// Partitions a topic may have for all its messages to have ids.
-    pub const MAX_PARTITIONS: i64 = 1 << Self::PARTITION_BITS;
-
-    /// The packed id; `None` when a part does not fit.
-    pub fn encode(&self) -> Option<i64> {
-        let fits = |v: i64, bits: u32| (0..1i64 << bits).contains(&v);
-        (fits(self.topic_id, Self::TOPIC_BITS)
-            && fits(i64::from(self.partition), Self::PARTITION_BITS)
-            && fits(self.offset, Self::OFFSET_BITS))
-        .then(|| {
-            (self.topic_id << (Self::OFFSET_BITS + Self::PARTITION_BITS))
-                | (i64::from(self.partition) << Self::OFFSET_BITS)
-                | self.offset
-        })
-    }
-
-    pub fn decode(id: i64) -> Option<Self> {
-        if id < 0 {
-            return None;
-        }
-        Some(Self {
-            topic_id: id >> (Self::OFFSET_BITS + Self::PARTITION_BITS),
-            partition: ((id >> Self::OFFSET_BITS) & ((1 << Self::PARTITION_BITS) - 1)) as i32,
-            offset: id & ((1 << Self::OFFSET_BITS) - 1),
-        })
-    }
-}
-
-impl HttpApi {
-    pub fn new(
-        services: Arc<Services>,
-        require_auth: bool,
-        shutdown: CancellationToken,
-    ) -> Arc<Self> {
-        Arc::new(Self {
-            services,
-            delivered: Mutex::new(HashMap::new()),
-            next_partition: std::sync::atomic::AtomicUsize::new(0),
-            shutdown,
-            require_auth,
-            verified: auth::VerifiedPasswords::default(),
-        })
-    }
-
-    /// The topic with numeric id `id` and its partitions here; internal topics are
-    /// not addressable.
-    async fn topic(&self, id: i64) -> Result<(TopicSpec, Arc<TopicReplicas>), ApiError> {
-        let unknown = || ApiError::not_found(format!("no topic with topic_id {id}"));
-        let spec = self
-            .services
-            .store
-            .topics()
-            .await
-            .into_iter()
-            .find(|t| t.numeric_id == id && !crate::topics::is_internal(&t.name))
-            .ok_or_else(unknown)?;
-        let replicas = self
-            .services
-            .topics
-            .get_or_auto_create(&spec.name, false)
-            .await
-            .map_err(|e| ApiError::unavailable(e.to_string()))?
-            .ok_or_else(unknown)?;
-        Ok((spec, replicas))
-    }
-}
-
-impl HttpApi {
-    /// The topic with id `id`, for a caller who wants to perform `operation` on it.
-    /// With an authorizer, a caller refused on the topic gets the same answer whether
-    /// it exists or not (Kafka's rule: who may not DESCRIBE a topic cannot learn that it
-    /// exists); only a caller who may DESCRIBE the cluster is told 404.
-    async fn topic_for(
-        &self,
-        caller: &Caller,
-        id: i64,
-        operation: AclOperation,
-    ) -> Result<(TopicSpec, Arc<TopicReplicas>), ApiError> {
-        let access = &self.services.access;
-        let what = || format!("topic_id {id}");
-        match self.topic(id).await {
-            Ok((spec, replicas)) => {
-                caller.require(access, operation, ResourceType::Topic, &spec.name, &what())?;
-                Ok((spec, replicas))
-            }
-            Err(e)
-                if e.code == StatusCode::NOT_FOUND
-                    && !caller.may_on_cluster(access, AclOperation::Describe) =>
-            {
-                Err(caller.refusal(&what()))
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    /// The consumer group of `consumer_id`, if the caller may READ it (as JoinGroup and
-    /// OffsetCommit require of a Kafka consumer).
-    fn group_for(&self, caller: &Caller, consumer_id: i64) -> Result<String, ApiError> {
-        let group = group_of(consumer_id);
-        let what = format!("consumer_id {consumer_id}");
-        caller.require(
-            &self.services.access,
-            AclOperation::Read,
-            ResourceType::Group,
-            &group,
-            &what,
-        )?;
-        Ok(group)
-    }
-}
-
-fn group_of(consumer_id: i64) -> String {
-    format!("http-{consumer_id}")
-}
 
 /// The router of every endpoint.
 pub fn router(api: Arc<HttpApi>) -> Router {
@@ -412,15 +115,6 @@ async fn record_metrics(request: axum::extract::Request, next: axum::middleware:
     response
 }
 
-/// Query parameters as a map (a malformed query string is a 400).
-type Params = Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>;
-
-fn params(query: Params) -> Result<HashMap<String, String>, ApiError> {
-    query
-        .map(|Query(q)| q)
-        .map_err(|e| ApiError::bad("query", e.body_text()))
-}
-
 /// Serves the API on `listener` until `shutdown`.
 pub async fn serve(
     listener: listener::HttpListener,
@@ -435,8 +129,6 @@ pub async fn serve(
         tracing::error!(%error, "HTTP API listener failed");
     }
 }
-
-use crate::limits::HTTP_MAX_WAIT as MAX_WAIT;
 
 /// How the HTTP API listener is secured.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

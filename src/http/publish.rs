@@ -9,8 +9,11 @@ use axum::http::StatusCode;
 use axum::{Extension, Json};
 use serde_json::json;
 
+use super::auth::Caller;
+use super::bodies::{json_body, MessageId};
 use super::bodies::{status_query, CreateTopicBody, PublishBody};
-use super::{params, ApiError, ApiResult, ApiState, Caller, MessageId, Params};
+use super::error::{params, ApiError, ApiResult, Params};
+use super::state::{ApiState, HttpApi};
 use crate::log::records::BatchBuilder;
 use crate::model::now_ms;
 use crate::security::acl::{AclOperation, ResourceType};
@@ -21,7 +24,7 @@ pub async fn create_topic(
     Extension(caller): Extension<Caller>,
     body: Body,
 ) -> ApiResult {
-    let body = CreateTopicBody::parse(&super::json_body(body).await?)?;
+    let body = CreateTopicBody::parse(&json_body(body).await?)?;
     let name = body.name;
     // CreateTopics' rule: CREATE on the cluster, or on the topic.
     let access = &api.services.access;
@@ -77,7 +80,7 @@ pub async fn publish_message(
         topic_id,
         content,
         key,
-    } = PublishBody::parse(&super::json_body(body).await?)?;
+    } = PublishBody::parse(&json_body(body).await?)?;
     let (spec, topic) = api
         .topic_for(&caller, topic_id, AclOperation::Write)
         .await?;
@@ -203,7 +206,7 @@ pub async fn message_status(
 /// Where the archive holds `offset` of the partition, if it does: the object's path
 /// from the archive's root, and its full location.
 async fn archived_object(
-    api: &super::HttpApi,
+    api: &HttpApi,
     topic: &str,
     partition: i32,
     offset: i64,

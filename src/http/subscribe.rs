@@ -20,10 +20,11 @@ use futures::Stream;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
+use super::auth::Caller;
+use super::bodies::{json_body, Fields, MessageId};
 use super::bodies::{AckBody, ConsumerTopic, MessageQuery};
-use super::{
-    group_of, params, ApiError, ApiResult, ApiState, Caller, Fields, HttpApi, MessageId, Params,
-};
+use super::error::{params, ApiError, ApiResult, Params};
+use super::state::{group_of, Advances, ApiState, HttpApi};
 use crate::cluster::TopicSpec;
 use crate::group::coordinator::OffsetCommit;
 use crate::group::offsets::CommittedOffset;
@@ -252,7 +253,7 @@ impl HttpApi {
         topic: &TopicReplicas,
         positions: &BTreeMap<i32, CommittedOffset>,
         max: usize,
-    ) -> Result<(Vec<(i32, Stored)>, super::Advances), ApiError> {
+    ) -> Result<(Vec<(i32, Stored)>, Advances), ApiError> {
         let count = topic.spec.partitions.max(1);
         let start = (now_ms().rem_euclid(i64::from(count))) as i32;
         let wanted: Vec<(i32, i64)> = (0..count)
@@ -354,7 +355,7 @@ pub async fn subscribe(
     Extension(caller): Extension<Caller>,
     body: Body,
 ) -> ApiResult {
-    let body = super::json_body(body).await?;
+    let body = json_body(body).await?;
     let ConsumerTopic {
         consumer_id,
         topic_id,
@@ -390,7 +391,7 @@ pub async fn unsubscribe(
     Extension(caller): Extension<Caller>,
     body: Body,
 ) -> ApiResult {
-    let body = super::json_body(body).await?;
+    let body = json_body(body).await?;
     let ConsumerTopic {
         consumer_id,
         topic_id,
@@ -465,7 +466,7 @@ pub async fn ack(
         },
         id,
         ..
-    } = AckBody::parse(&super::json_body(body).await?)?;
+    } = AckBody::parse(&json_body(body).await?)?;
     let (spec, _) = api.topic_for(&caller, topic_id, AclOperation::Read).await?;
     api.group_for(&caller, consumer_id)?;
     api.subscribed(consumer_id, &spec).await?;

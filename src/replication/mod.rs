@@ -4,7 +4,7 @@
 //! truncating a divergent tail by `follower`'s decisions) or idles.
 
 pub mod alter;
-mod fetcher;
+pub mod fetcher;
 pub mod follower;
 pub mod leader;
 pub mod log_cleaner;
@@ -14,7 +14,6 @@ mod replicas;
 #[cfg(test)]
 pub(crate) mod sim;
 
-pub use fetcher::ReplicaFetchers;
 pub use follower::{diverging_epoch, truncation_offset, TruncationDecision};
 pub use leader::{AckCheck, IsrProposal, LeaderState};
 pub use partition::{Acks, LeaderLease, Partition, PartitionError, ReadResult, ReplicaRead};

@@ -44,7 +44,7 @@ pub async fn handle_frame(
     };
     if key == ApiKey::ApiVersions && !supported(key, prefix.api_version) {
         // KIP-511: tell the client which versions we have, in the v0 format.
-        let response = api_versions::unsupported_version_response();
+        let response = api_versions::unsupported_version_response(table::SUPPORTED);
         return reply(key, 0, prefix.correlation_id, &response);
     }
     if !served(key, prefix.api_version) {
