@@ -264,6 +264,19 @@ pub fn batches(mut buf: &[u8]) -> impl Iterator<Item = Result<BatchHeader<'_>, B
     })
 }
 
+/// Records in the whole batches of a record set, from the batch headers alone: what
+/// the fetch metrics count. No CRC is computed: what is served was checked when it was
+/// appended (produce, follower append), and a consumer checks it again; a trailing
+/// partial or unparsable batch ends the count.
+pub fn record_count(mut buf: &[u8]) -> u64 {
+    let mut count = 0u64;
+    while let Ok(header) = BatchHeader::parse(buf) {
+        count += header.record_count().max(0) as u64;
+        buf = &buf[header.total_bytes()..];
+    }
+    count
+}
+
 /// The tests' reference encoder, on [`super::records::BatchBuilder`].
 #[doc(hidden)]
 pub mod testing {
@@ -334,6 +347,18 @@ mod tests {
             header.record_timestamps(),
             Some(vec![(0, 1_000), (1, 1_001), (2, 1_002)])
         );
+    }
+
+    #[test]
+    fn record_count_reads_headers_only_and_stops_at_a_partial_batch() {
+        let mut set = simple_batch(2, 0);
+        set.extend_from_slice(&simple_batch(1, 0));
+        assert_eq!(record_count(&set), 3);
+        let mut corrupt = set.clone();
+        corrupt[30] ^= 0xff; // inside the first batch's CRC-covered bytes
+        assert_eq!(record_count(&corrupt), 3, "no CRC walk");
+        assert_eq!(record_count(&set[..set.len() - 1]), 2);
+        assert_eq!(record_count(&[]), 0);
     }
 
     #[test]

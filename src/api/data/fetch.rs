@@ -215,10 +215,7 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
                     if let (Some(records), Some(t), true) =
                         (read.records.as_ref(), replicas.as_ref(), replica_id < 0)
                     {
-                        let count: u64 = crate::log::batch::batches(records)
-                            .filter_map(Result::ok)
-                            .map(|b| b.record_count().max(0) as u64)
-                            .sum();
+                        let count = crate::log::batch::record_count(records);
                         served.push((t.spec.name.clone(), size as u64, count));
                     }
                     bytes += size;
