@@ -648,7 +648,9 @@ fn sample(services: &Services, data_dir: &std::path::Path) {
             ("partition", id.partition.to_string()),
         ];
         let (size, segments) = partition.size_and_segments();
-        let (_, high_watermark, log_end) = partition.offsets();
+        let offsets = partition.offsets();
+        let high_watermark = offsets.high_watermark().0;
+        let log_end = offsets.log_end().0;
         metrics::gauge!(m::LOG_SIZE_BYTES, &labels).set(size as f64);
         metrics::gauge!(m::LOG_SEGMENTS, &labels).set(segments as f64);
         metrics::gauge!(m::LOG_END_OFFSET, &labels).set(log_end as f64);

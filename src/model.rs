@@ -118,7 +118,9 @@ pub struct ProducerEpoch(pub i16);
 
 /// A replica's three offsets, read together.
 ///
-/// Invariant: `log_start <= high_watermark <= log_end` (checked at construction).
+/// Invariant: `log_start <= high_watermark <= log_end` (asserted at construction in
+/// debug builds; a release build serving a read keeps going with the end raised to the
+/// start rather than stopping the broker).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PartitionOffsets {
     log_start: Offset,
@@ -131,10 +133,11 @@ impl PartitionOffsets {
     /// leader's high watermark past its own log end, and a reset may leave a stale one
     /// below the log start; what a reader may use is inside the log.
     pub fn new(log_start: Offset, high_watermark: Offset, log_end: Offset) -> Self {
-        assert!(
+        debug_assert!(
             log_start <= log_end,
             "log start {log_start} is past the log end {log_end}"
         );
+        let log_end = log_end.max(log_start);
         Self {
             log_start,
             high_watermark: high_watermark.clamp(log_start, log_end),
@@ -245,6 +248,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(debug_assertions)]
     #[should_panic(expected = "past the log end")]
     fn partition_offsets_refuse_a_log_start_past_the_end() {
         let _ = PartitionOffsets::new(Offset(11), Offset(11), Offset(10));

@@ -121,7 +121,7 @@ async fn export(
         return Ok(None);
     }
     let leader_epoch = partition.leader_epoch();
-    let (log_start, _, _) = partition.offsets();
+    let log_start = partition.offsets().log_start().0;
     let mut changed = false;
     if manifest.next_offset < log_start {
         // Gone before the archive had it: DeleteRecords, or retention that did not

@@ -794,7 +794,9 @@ fn replay(partition: &Partition) -> ReplayedState {
     // To the log end, as Kafka's GroupMetadataManager loads (FetchIsolation.LOG_END): a
     // new leader's log is the partition's truth — its followers truncate to it — and
     // its high watermark may still lag behind commits that were acknowledged.
-    let (mut offset, _, end) = partition.offsets();
+    let offsets = partition.offsets();
+    let mut offset = offsets.log_start().0;
+    let end = offsets.log_end().0;
     let mut skipped = 0usize;
     while offset < end {
         let Ok(read) = partition.read_to_log_end(offset, 1 << 20, true) else {

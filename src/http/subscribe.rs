@@ -56,7 +56,7 @@ use crate::limits::{HTTP_MAX_DECOMPRESSED_BYTES as MAX_DECOMPRESSED_BYTES, HTTP_
 /// compressed are decompressed here (the log stores them as sent); one that cannot be
 /// is skipped with a warning, so that a subscriber never sticks on it.
 pub fn read_from(partition: &Partition, from: i64, max: usize) -> Read {
-    let (log_start, _, _) = partition.offsets();
+    let log_start = partition.offsets().log_start().0;
     let from = from.max(log_start);
     match partition.read(from, 1024 * 1024, true) {
         Ok(ReadResult {

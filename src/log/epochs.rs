@@ -21,8 +21,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 /// `UNDEFINED_EPOCH` and `UNDEFINED_EPOCH_OFFSET` of Kafka's OffsetForLeaderEpoch.
-pub const UNDEFINED_EPOCH: i32 = -1;
-pub const UNDEFINED_EPOCH_OFFSET: i64 = -1;
+pub const UNDEFINED_EPOCH: i32 = crate::model::LeaderEpoch::UNDEFINED.0;
+pub const UNDEFINED_EPOCH_OFFSET: i64 = crate::model::Offset::UNDEFINED.0;
 
 /// Name of the checkpoint file in the log directory (Kafka's).
 pub const CHECKPOINT_FILE: &str = "leader-epoch-checkpoint";

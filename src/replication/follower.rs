@@ -17,9 +17,7 @@
 //! last-fetched epoch (one the new leader never saw), and the follower is sent to
 //! OFFSET_OUT_OF_RANGE handling instead of truncating its divergent tail.
 
-/// Kafka's `UNDEFINED_EPOCH` and `UNDEFINED_EPOCH_OFFSET`.
-pub const UNDEFINED_EPOCH: i32 = -1;
-pub const UNDEFINED_EPOCH_OFFSET: i64 = -1;
+pub use crate::log::epochs::{UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
 
 /// The leader's verdict on a follower's fetch position.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -34,7 +34,7 @@ use crate::log::truncate::Doomed;
 use crate::log::{
     AppendError, AppendInfo, ArchiveGate, CleanupPolicy, Log, LogConfig, OffsetOutOfRange,
 };
-use crate::model::{BrokerId, LeaderEpoch, Offset, TopicPartition};
+use crate::model::{BrokerId, LeaderEpoch, Offset, PartitionOffsets, TopicPartition};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PartitionError {
@@ -725,17 +725,14 @@ impl Partition {
         }
     }
 
-    /// `(log start, high watermark, log end)`.
-    pub fn offsets(&self) -> (i64, i64, i64) {
+    /// The log start, high watermark and log end, read together under the lock.
+    pub fn offsets(&self) -> PartitionOffsets {
         let state = self.state.lock();
         let log = state.log();
-        (
-            log.log_start_offset(),
-            state
-                .high_watermark()
-                .0
-                .clamp(log.log_start_offset(), log.log_end_offset()),
-            log.log_end_offset(),
+        PartitionOffsets::new(
+            Offset(log.log_start_offset()),
+            state.high_watermark(),
+            Offset(log.log_end_offset()),
         )
     }
 

@@ -642,7 +642,9 @@ mod tests {
             )
             .map_err(io::Error::other)?;
         replicas.apply_retention(false);
-        let (log_start, _, log_end) = partition.offsets();
+        let offsets = partition.offsets();
+        let log_start = offsets.log_start().0;
+        let log_end = offsets.log_end().0;
         assert_eq!((log_start, log_end), (3, 3));
         assert!(replicas.set_dynamic_configs(DynamicBrokerConfigs::default()));
         assert_eq!(replicas.flush_interval(), Duration::from_secs(1));

@@ -79,7 +79,7 @@ async fn delete_before(partition: &Partition, offset: i64) -> Result<i64, Respon
     if !partition.cleanup_policy().delete {
         return Err(ResponseError::PolicyViolation);
     }
-    let (_, high_watermark, _) = partition.offsets();
+    let high_watermark = partition.offsets().high_watermark().0;
     let offset = if offset == -1 { high_watermark } else { offset };
     if offset < 0 || offset > high_watermark {
         return Err(ResponseError::OffsetOutOfRange);

@@ -196,7 +196,9 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
                     .flatten();
                 if let Some(preferred) = preferred {
                     // Kafka answers with no records and the replica to read from.
-                    let (log_start, high_watermark, _) = partition.offsets();
+                    let offsets = partition.offsets();
+                    let log_start = offsets.log_start().0;
+                    let high_watermark = offsets.high_watermark().0;
                     partitions.push(
                         data.with_preferred_read_replica(BrokerId(preferred))
                             .with_high_watermark(high_watermark)
@@ -228,7 +230,9 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
                 }
                 Err(e) => {
                     has_error = true;
-                    let (log_start, high_watermark, _) = partition.offsets();
+                    let offsets = partition.offsets();
+                    let log_start = offsets.log_start().0;
+                    let high_watermark = offsets.high_watermark().0;
                     data = data
                         .with_error_code(errors::partition_error(&e).code())
                         .with_high_watermark(high_watermark)

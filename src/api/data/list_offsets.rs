@@ -64,7 +64,9 @@ pub async fn handle(ctx: &RequestContext, request: ListOffsetsRequest) -> ListOf
                     };
                     return response.with_error_code(error.code());
                 }
-                let (log_start, high_watermark, _) = partition.offsets();
+                let offsets = partition.offsets();
+                let log_start = offsets.log_start().0;
+                let high_watermark = offsets.high_watermark().0;
                 let (offset, timestamp) = match wanted.timestamp {
                     LATEST => (high_watermark, -1),
                     EARLIEST | EARLIEST_LOCAL => (log_start, -1),
@@ -166,7 +168,7 @@ pub async fn handle_v0(ctx: &RequestContext, request: LegacyRequest) -> LegacyRe
                 };
                 let points = partition.legacy_offset_points(now);
                 let offsets = legacy_offsets(&points, wanted.timestamp, max);
-                let (_, high_watermark, _) = partition.offsets();
+                let high_watermark = partition.offsets().high_watermark().0;
                 let offsets = if from_consumer {
                     cap_at_high_watermark(offsets, high_watermark)
                 } else {

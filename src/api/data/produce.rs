@@ -210,7 +210,7 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Outcome {
                         metrics::histogram!(crate::metrics::PRODUCE_RECOMPRESSION_SECONDS, "topic" => topic)
                             .record(took.as_secs_f64());
                     }
-                    let (log_start, _, _) = partition.offsets();
+                    let log_start = partition.offsets().log_start().0;
                     if acks == -1 || (acks == 1 && partition.flush_due(info.last_offset)) {
                         durable_waits.push((Arc::clone(&partition), info));
                     }

@@ -103,7 +103,9 @@ impl HttpApi {
     ) -> Result<PartitionRead, ApiError> {
         let leader = match self.partition_owner(topic, index)? {
             Owner::Here(partition) => {
-                let (log_start, _, log_end) = partition.offsets();
+                let offsets = partition.offsets();
+                let log_start = offsets.log_start().0;
+                let log_end = offsets.log_end().0;
                 let read = read_from(&partition, from, max);
                 return Ok(PartitionRead {
                     read,
@@ -289,7 +291,7 @@ impl HttpApi {
         index: i32,
     ) -> Result<i64, ApiError> {
         let leader = match self.partition_owner(topic, index)? {
-            Owner::Here(partition) => return Ok(partition.offsets().2),
+            Owner::Here(partition) => return Ok(partition.offsets().log_end().0),
             Owner::Broker(leader) => leader,
         };
         let found = self.offsets_at(topic, leader, &[index], LATEST).await?;
