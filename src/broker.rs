@@ -324,27 +324,28 @@ impl Broker {
             .run(shutdown.clone()),
         );
         background.spawn(run_group_timers(Arc::clone(&groups), shutdown.clone()));
-        for api in crate::api::table::SUPPORTED.iter().map(|r| r.name) {
-            metrics::counter!(crate::metrics::SLOW_REQUESTS_TOTAL, "api" => api).absolute(0);
-        }
-        // Every security counter exists from the start, at 0, so that dashboards and
-        // alerts see a series before the first failure.
-        for listener in &services.server.listeners {
-            for reason in ["credentials", "mechanism", "protocol", "tls", "principal"] {
-                metrics::counter!(crate::metrics::AUTHENTICATION_FAILURES_TOTAL, "listener" => listener.protocol.name(), "reason" => reason)
-                    .absolute(0);
-            }
-        }
-        for mechanism in &services.server.security.sasl.mechanisms {
-            metrics::counter!(crate::metrics::SASL_AUTHENTICATIONS_TOTAL, "mechanism" => mechanism.name())
-                .absolute(0);
-        }
-        metrics::counter!(crate::metrics::CONNECTIONS_REFUSED_TOTAL, "reason" => "per_ip")
-            .absolute(0);
-        metrics::counter!(crate::metrics::DECODES_REFUSED_TOTAL).absolute(0);
-        for result in ["ok", "error"] {
-            metrics::counter!(crate::metrics::TLS_RELOADS_TOTAL, "result" => result).absolute(0);
-        }
+        let mut listener_names: Vec<&'static str> = services
+            .server
+            .listeners
+            .iter()
+            .map(|l| l.protocol.name())
+            .collect();
+        listener_names.push("HTTP");
+        crate::metrics::export_broker_series(&crate::metrics::KnownLabels {
+            apis: crate::api::table::SUPPORTED
+                .iter()
+                .map(|r| r.name)
+                .collect(),
+            listeners: listener_names,
+            mechanisms: services
+                .server
+                .security
+                .sasl
+                .mechanisms
+                .iter()
+                .map(|m| m.name())
+                .collect(),
+        });
         let readiness = Arc::new(crate::metrics::Readiness::default());
         background.spawn(crate::metrics::serve(
             metrics_listener,
@@ -508,18 +509,6 @@ async fn open_store(
     };
     let cluster_id = config.cluster_id.as_deref().unwrap_or("tern");
     let store = Arc::new(EtcdStore::connect(etcd, cluster_id, node).await?);
-    // Counters that may stay 0 for a long time still get series from the start.
-    for counter in [
-        crate::metrics::ETCD_SESSION_EXPIRATIONS_TOTAL,
-        crate::metrics::ETCD_WATCH_RESYNCS_TOTAL,
-        crate::metrics::CONTROLLER_ELECTIONS_TOTAL,
-        crate::metrics::PARTITION_LEADER_CHANGES_TOTAL,
-        crate::metrics::UNCLEAN_LEADER_ELECTIONS_TOTAL,
-        crate::metrics::ISR_SHRINKS_TOTAL,
-        crate::metrics::ISR_EXPANDS_TOTAL,
-    ] {
-        metrics::counter!(counter).absolute(0);
-    }
     metrics::gauge!(crate::metrics::ETCD_SESSION_UP).set(1.0);
     let (watching, session) = (Arc::clone(&store), Arc::clone(&store));
     let (watch_shutdown, session_shutdown) = (shutdown.clone(), shutdown.clone());

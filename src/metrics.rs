@@ -250,6 +250,115 @@ pub fn describe() {
     }
 }
 
+/// Label values a broker knows when it starts, for [`export_broker_series`].
+#[derive(Debug, Default)]
+pub struct KnownLabels {
+    /// Every Kafka API served (the API table's names).
+    pub apis: Vec<&'static str>,
+    /// The security protocol name of each Kafka listener.
+    pub listeners: Vec<&'static str>,
+    /// The SASL mechanisms enabled.
+    pub mechanisms: Vec<&'static str>,
+}
+
+/// Why a connection is refused (`reason` of [`CONNECTIONS_REFUSED_TOTAL`]).
+pub const CONNECTION_REFUSAL_REASONS: &[&str] = &["per_ip"];
+/// Why an authentication fails (`reason` of [`AUTHENTICATION_FAILURES_TOTAL`]).
+pub const AUTHENTICATION_FAILURE_REASONS: &[&str] =
+    &["credentials", "mechanism", "protocol", "tls", "principal"];
+
+/// Counters whose every series is known at start-up, created at 0 by
+/// [`export_broker_series`]: a first event is then an increase Prometheus sees, and an
+/// alert on it can fire (Prometheus's instrumentation guide: "avoid missing metrics").
+const BROKER_COUNTERS: &[&str] = &[
+    ISR_SHRINKS_TOTAL,
+    ISR_EXPANDS_TOTAL,
+    CONNECTIONS_ACCEPTED_TOTAL,
+    DECODES_REFUSED_TOTAL,
+    ETCD_SESSION_EXPIRATIONS_TOTAL,
+    ETCD_WATCH_RESYNCS_TOTAL,
+    CONTROLLER_ELECTIONS_TOTAL,
+    PARTITION_LEADER_CHANGES_TOTAL,
+    UNCLEAN_LEADER_ELECTIONS_TOTAL,
+    LOG_CLEANER_PASSES_TOTAL,
+    LOG_CLEANER_ERRORS_TOTAL,
+    LOG_CLEANER_READ_BYTES_TOTAL,
+    LOG_CLEANER_CLEANED_BYTES_TOTAL,
+    LOG_CLEANER_WRITTEN_BYTES_TOTAL,
+    LOG_CLEANER_REMOVED_RECORDS_TOTAL,
+];
+
+/// Counters labelled by `api`, one series per served API from the start.
+const PER_API_COUNTERS: &[&str] = &[REQUESTS_TOTAL, SLOW_REQUESTS_TOTAL];
+
+/// Counters labelled by `topic`, created at 0 when a topic's partitions open here
+/// ([`export_topic_series`]); the archive's only for topics it archives.
+const PER_TOPIC_COUNTERS: &[&str] = &[
+    TOPIC_BYTES_IN_TOTAL,
+    TOPIC_MESSAGES_IN_TOTAL,
+    TOPIC_BYTES_OUT_TOTAL,
+    TOPIC_MESSAGES_OUT_TOTAL,
+    PRODUCE_RECOMPRESSED_BATCHES_TOTAL,
+];
+const PER_ARCHIVED_TOPIC_COUNTERS: &[&str] = &[
+    ARCHIVE_SKIPPED_SEGMENTS_TOTAL,
+    ARCHIVE_RECORDS_TOTAL,
+    ARCHIVE_BYTES_TOTAL,
+    ARCHIVE_OBJECT_BYTES_TOTAL,
+    ARCHIVE_OBJECTS_TOTAL,
+    ARCHIVE_FAILURES_TOTAL,
+];
+
+/// Counters with a label whose values are not known in advance, so no series exists
+/// before the first event: a partition error's `error` (any Kafka error code), an
+/// HTTP call's `status`, a group's name. Alerts on them use `or vector(0)`.
+pub const EVENT_LABELLED_COUNTERS: &[&str] = &[
+    PARTITION_ERRORS_TOTAL,
+    HTTP_REQUESTS_TOTAL,
+    GROUP_REBALANCES_TOTAL,
+];
+
+/// Creates, at 0, every counter series whose labels the broker knows at start-up.
+pub fn export_broker_series(known: &KnownLabels) {
+    for &name in BROKER_COUNTERS {
+        metrics::counter!(name).increment(0);
+    }
+    for &name in PER_API_COUNTERS {
+        for &api in &known.apis {
+            metrics::counter!(name, "api" => api).increment(0);
+        }
+    }
+    for &reason in CONNECTION_REFUSAL_REASONS {
+        metrics::counter!(CONNECTIONS_REFUSED_TOTAL, "reason" => reason).increment(0);
+    }
+    for &listener in &known.listeners {
+        for &reason in AUTHENTICATION_FAILURE_REASONS {
+            metrics::counter!(AUTHENTICATION_FAILURES_TOTAL, "listener" => listener, "reason" => reason)
+                .increment(0);
+        }
+    }
+    for &mechanism in &known.mechanisms {
+        metrics::counter!(SASL_AUTHENTICATIONS_TOTAL, "mechanism" => mechanism).increment(0);
+    }
+    for result in ["ok", "error"] {
+        metrics::counter!(TLS_RELOADS_TOTAL, "result" => result).increment(0);
+    }
+    metrics::gauge!(CONNECTIONS).set(0.0);
+}
+
+/// Creates, at 0, the per-topic counter series of a topic whose partitions open here.
+/// Adding 0 leaves a series that already counts unchanged.
+pub fn export_topic_series(topic: &str, archived: bool) {
+    let archive: &[&str] = if archived {
+        PER_ARCHIVED_TOPIC_COUNTERS
+    } else {
+        &[]
+    };
+    for &name in PER_TOPIC_COUNTERS.iter().chain(archive) {
+        metrics::counter!(name, "topic" => topic.to_string()).increment(0);
+    }
+}
+
 /// Latency buckets (seconds): 50 µs to 30 s, dense where produce and fetch live.
 const LATENCY_BUCKETS: &[f64] = &[
     0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
@@ -521,6 +630,36 @@ mod tests {
             phase.ends_with("(queue, local, remote)."),
             "first paragraph only: {phase}"
         );
+    }
+
+    #[test]
+    fn every_counter_exists_from_start_up_or_says_why_it_cannot() {
+        let recorder = builder().expect("valid buckets").build_recorder();
+        let handle = recorder.handle();
+        metrics::with_local_recorder(&recorder, || {
+            export_broker_series(&KnownLabels {
+                apis: vec!["Produce", "Fetch"],
+                listeners: vec!["PLAINTEXT"],
+                mechanisms: vec!["PLAIN"],
+            });
+            export_topic_series("orders", true);
+        });
+        let text = handle.render();
+        for m in ALL.iter().filter(|m| m.kind == Kind::Counter) {
+            let exported = text.contains(&format!("\n{} ", m.name))
+                || text.contains(&format!("\n{}{{", m.name));
+            let exempt = EVENT_LABELLED_COUNTERS.contains(&m.name);
+            assert!(
+                exported != exempt,
+                "{}: exported at start {exported}, listed as event-labelled {exempt}",
+                m.name
+            );
+        }
+        assert!(
+            text.contains("tern_requests_total{api=\"Fetch\"} 0"),
+            "{text}"
+        );
+        assert!(text.contains("tern_archive_failures_total{topic=\"orders\"} 0"));
     }
 
     #[test]

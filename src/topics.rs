@@ -151,6 +151,11 @@ impl TopicService {
             self.replicas.delete_replica(&partition);
         }
         self.replicas.roles_changed();
+        let local = (0..spec.partitions).find_map(|index| topic.replica(index));
+        if let Some(partition) = local {
+            let (archived, _) = partition.archive_settings();
+            crate::metrics::export_topic_series(&spec.name, archived);
+        }
         Ok(topic)
     }
 

@@ -27,17 +27,6 @@ pub async fn run(
     if !config.enable {
         return;
     }
-    use crate::metrics as m;
-    for counter in [
-        m::LOG_CLEANER_PASSES_TOTAL,
-        m::LOG_CLEANER_ERRORS_TOTAL,
-        m::LOG_CLEANER_READ_BYTES_TOTAL,
-        m::LOG_CLEANER_CLEANED_BYTES_TOTAL,
-        m::LOG_CLEANER_WRITTEN_BYTES_TOTAL,
-        m::LOG_CLEANER_REMOVED_RECORDS_TOTAL,
-    ] {
-        metrics::counter!(counter).absolute(0);
-    }
     let busy = Arc::new(Mutex::new(HashSet::new()));
     let threads: Vec<_> = (0..config.threads)
         .map(|_| {
