@@ -9,6 +9,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
+use crate::replication::PartitionError;
+
 /// A failed request, as JSON: `{"status":"error","error":..., "field":...}`.
 #[derive(Debug, Clone)]
 pub struct ApiError {
@@ -52,6 +54,46 @@ impl ApiError {
             transient: true,
             ..Self::unavailable(message)
         }
+    }
+}
+
+/// Kafka errors that mean "not yet, or not here any more": the broker has not caught
+/// up with a new topic, or leadership or coordination is moving (UNKNOWN_TOPIC_OR_
+/// PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER, COORDINATOR_LOAD_IN_PROGRESS,
+/// COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR). The request was not carried out, so
+/// the HTTP API retries it at once.
+const NOT_HERE_YET: [i16; 6] = [3, 5, 6, 14, 15, 16];
+
+impl ApiError {
+    /// The one map from a Kafka error code, this broker's or another's, to an HTTP
+    /// answer: what the caller sent is wrong (400, 413), it may not (403), the cluster
+    /// is moving (503, retried at once), or the broker cannot serve it now (503).
+    pub(super) fn kafka(code: i16, message: impl Into<String>) -> Self {
+        let status = match code {
+            // CORRUPT_MESSAGE, INVALID_TOPIC_EXCEPTION, INVALID_RECORD
+            2 | 17 | 87 => StatusCode::BAD_REQUEST,
+            // MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE
+            10 | 18 => StatusCode::PAYLOAD_TOO_LARGE,
+            // TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED
+            29 | 30 => StatusCode::FORBIDDEN,
+            _ if NOT_HERE_YET.contains(&code) => return Self::transient(message),
+            _ => StatusCode::SERVICE_UNAVAILABLE,
+        };
+        Self {
+            code: status,
+            message: message.into(),
+            field: None,
+            transient: false,
+        }
+    }
+}
+
+impl From<&PartitionError> for ApiError {
+    fn from(error: &PartitionError) -> Self {
+        Self::kafka(
+            crate::api::errors::partition_error(error).code(),
+            error.to_string(),
+        )
     }
 }
 

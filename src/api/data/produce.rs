@@ -153,8 +153,10 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Outcome {
                 }
             };
             let partition = match partition {
-                Ok(partition) if ctx.services.store.may_lead() => partition,
-                Ok(_) | Err(NotServed::NotLeader) => {
+                // Whether this broker may still lead (its cluster session) is checked
+                // inside the append (`Partition::append`'s lease), for every writer.
+                Ok(partition) => partition,
+                Err(NotServed::NotLeader) => {
                     partitions.push(error(
                         ResponseError::NotLeaderOrFollower,
                         format!(

@@ -36,20 +36,12 @@ fn topic_name(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_string()))
 }
 
-/// Kafka errors that mean "not yet, or not here any more": the broker has not caught
-/// up with a new topic, or leadership or coordination is moving (UNKNOWN_TOPIC_OR_
-/// PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER, COORDINATOR_LOAD_IN_PROGRESS,
-/// COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR). The request was not carried out.
-const RETRIABLE: [i16; 6] = [3, 5, 6, 14, 15, 16];
-
-/// A Kafka error code from another broker, as a 503.
+/// A Kafka error code from another broker (see [`ApiError::kafka`]).
 fn remote_error(node: i32, what: &str, code: i16) -> ApiError {
-    let message = format!("broker {node} answered {what} with Kafka error {code}");
-    if RETRIABLE.contains(&code) {
-        ApiError::transient(message)
-    } else {
-        ApiError::unavailable(message)
-    }
+    ApiError::kafka(
+        code,
+        format!("broker {node} answered {what} with Kafka error {code}"),
+    )
 }
 
 /// A failed exchange with another broker. Only one that never reached it is worth

@@ -349,18 +349,11 @@ impl HttpApi {
     ) -> Result<i64, ApiError> {
         let leader = match self.partition_owner(topic, index)? {
             Owner::Here(partition) => {
-                if !self.services.store.may_lead() {
-                    return Err(ApiError::unavailable(
-                        "this broker's cluster session has lapsed; retry",
-                    ));
-                }
-                let unavailable =
-                    |e: crate::replication::PartitionError| ApiError::unavailable(e.to_string());
                 let publish_timeout = std::time::Duration::from_millis(PRODUCE_TIMEOUT_MS as u64);
                 let info = partition
                     .write(&batch, now, Acks::All, publish_timeout)
                     .await
-                    .map_err(unavailable)?;
+                    .map_err(|e| ApiError::from(&e))?;
                 // (A leader elsewhere counts what it is sent, as for any producer.)
                 let name = topic.spec.name.clone();
                 metrics::counter!(m::TOPIC_BYTES_IN_TOTAL, "topic" => name.clone())
