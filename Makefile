@@ -4,7 +4,7 @@ CARGO ?= cargo
 PYTHON := .venv/bin/python
 TERN := target/release/tern
 
-.PHONY: run build build-deps test deps lint unit protocol-test compat ops durability chaos bench fuzz fuzz-build fuzz-seeds clean
+.PHONY: run build build-deps test deps lint unit sim protocol-test compat ops durability chaos bench fuzz fuzz-build fuzz-seeds clean
 
 run: build
 	mkdir -p data
@@ -27,6 +27,13 @@ lint: build-deps
 # Unit tests and the raw-protocol conformance suite (which starts its own broker).
 unit: build
 	$(CARGO) test --release -- --test-threads=2
+
+# The replication simulator (src/replication/sim.rs) over SIM_SCHEDULES seeded schedules
+# (default 100,000; `make unit` runs 300) from SIM_FIRST_SEED; a failure prints its seed.
+SIM_SCHEDULES ?= 100000
+sim: build-deps
+	SIM_SCHEDULES=$(SIM_SCHEDULES) $(if $(SIM_FIRST_SEED),SIM_FIRST_SEED=$(SIM_FIRST_SEED),) \
+		$(CARGO) test --release --lib replication::sim::tests::whole_system_safety -- --nocapture
 
 protocol-test: build
 	$(CARGO) test --release --test protocol -- --test-threads=2
