@@ -208,12 +208,14 @@ pub fn record_batch(data: &[u8]) {
         *guard = ScratchLog::open();
     }
     if let Some(scratch) = guard.as_mut() {
-        let end = scratch.log.log_end_offset();
+        let end = scratch.log.log_end_offset().0;
         if let Ok(info) = scratch.log.append(data, 1_700_000_000_000) {
             scratch.appends += 1;
             assert!(info.last_offset >= info.base_offset);
             if info.base_offset >= end {
-                let read = scratch.log.read(info.base_offset, 1 << 20, true);
+                let read = scratch
+                    .log
+                    .read(crate::model::Offset(info.base_offset), 1 << 20, true);
                 assert!(matches!(read, Ok(Some(_))), "appended batch unreadable");
             }
         }

@@ -11,6 +11,7 @@ use super::producer_state::SequenceCheck;
 use super::records;
 use super::segment::Segment;
 use super::{io_error, AppendError, AppendInfo, Log};
+use crate::model::LeaderEpoch;
 
 impl Log {
     /// Validates and appends a record set (one or more batches) from a producer.
@@ -61,7 +62,7 @@ impl Log {
                     continue;
                 }
             }
-            let base = self.log_end_offset();
+            let base = self.end();
             self.maybe_roll(header.total_bytes() as u64, now_ms)
                 .map_err(io_error(&self.dir))?;
             let epoch = self.leader_epoch;
@@ -124,9 +125,9 @@ impl Log {
     /// Kafka does at election (`maybeAssignEpochStartOffset`). Without that entry a
     /// follower whose divergent epoch lies between this leader's last written epoch
     /// and `epoch` would get an undefined answer instead of the truncation point.
-    pub fn start_leader_epoch(&mut self, epoch: i32) -> Result<(), AppendError> {
-        self.leader_epoch = epoch;
-        self.epochs.assign(epoch, self.log_end_offset());
+    pub fn start_leader_epoch(&mut self, epoch: LeaderEpoch) -> Result<(), AppendError> {
+        self.leader_epoch = epoch.0;
+        self.epochs.assign(epoch.0, self.end());
         self.persist_epochs()
     }
 
@@ -154,7 +155,7 @@ impl Log {
     /// Producer state is recorded from each batch without sequence checks (the leader
     /// made them), so that it is there if this replica becomes the leader.
     pub fn append_replicated(&mut self, records: &[u8]) -> Result<AppendInfo, AppendError> {
-        let log_end = self.log_end_offset();
+        let log_end = self.end();
         let mut headers = Vec::new();
         let mut rest = records;
         let mut expected = log_end;
@@ -248,7 +249,7 @@ impl Log {
     /// here waits for the disk: the retired segment's sync, the new file's directory
     /// entry and the producer snapshot go with the next flush ([`Deferred`]).
     pub(super) fn roll(&mut self, first_batch_bytes: u64) -> io::Result<()> {
-        let base = self.log_end_offset();
+        let base = self.end();
         let snapshot = self.producer_snapshot()?;
         let retired = self.active_mut()?;
         let retired_base = retired.base_offset();

@@ -335,6 +335,7 @@ mod tests {
     use super::super::batch::testing::{encode_batch, TestRecord};
     use super::super::{compression, AppendError, CleanupPolicy, Log, LogConfig, OpenMode};
     use super::*;
+    use crate::model::Offset;
 
     const NOW: i64 = 1_000_000;
 
@@ -396,16 +397,14 @@ mod tests {
                         r.value.map(text),
                     ));
                 }
-                offset = header.last_offset() + 1;
+                offset = Offset(header.last_offset() + 1);
             }
         }
         out
     }
 
     fn pass(log: &mut Log) -> Result<PassOutcome, Box<dyn std::error::Error>> {
-        let job = log
-            .cleaning_job(log.log_end_offset(), NOW)
-            .ok_or("a pass is due")?;
+        let job = log.cleaning_job(log.end(), NOW).ok_or("a pass is due")?;
         let settings = PassSettings {
             dedupe_buffer_bytes: 1 << 20,
             io_max_bytes_per_second: None,
@@ -477,7 +476,7 @@ mod tests {
             after.windows(2).all(|w| w[0].0 < w[1].0),
             "offsets increase"
         );
-        assert_eq!(log.log_end_offset(), 60, "offsets are not reassigned");
+        assert_eq!(log.end(), 60, "offsets are not reassigned");
         assert!(
             log.append(
                 &encode_batch(&[record(Some("k0"), Some("new"))], NOW, (-1, -1, -1)),
@@ -506,7 +505,7 @@ mod tests {
         );
         assert_eq!(
             log.log_start_offset(),
-            0,
+            Offset(0),
             "and still holds the log start, restart after restart"
         );
         Ok(())
@@ -617,7 +616,7 @@ mod tests {
             Err(AppendError::MissingKey { records }) => assert_eq!(records, vec![1]),
             other => panic!("expected MissingKey, got {other:?}"),
         }
-        assert_eq!(log.log_end_offset(), 0);
+        assert_eq!(log.end(), 0);
         Ok(())
     }
 
@@ -660,10 +659,10 @@ mod tests {
         );
         // Before the horizon nothing is due; after it, a pass drops the tombstone.
         assert!(log
-            .dirtiness(log.log_end_offset(), NOW + 4_999)
+            .dirtiness(log.end(), NOW + 4_999)
             .is_some_and(|d| !d.due));
         let job = log
-            .cleaning_job(log.log_end_offset(), NOW + 5_000)
+            .cleaning_job(log.end(), NOW + 5_000)
             .ok_or("the horizon makes a pass due")?;
         let settings = PassSettings {
             dedupe_buffer_bytes: 1 << 20,
@@ -699,7 +698,7 @@ mod tests {
         );
         let info = log.append(&plain, NOW)?;
         assert_eq!(info.recompressed.map(|(n, _)| n), Some(1));
-        let stored = log.read(0, 1 << 20, true)?.ok_or("a batch")?;
+        let stored = log.read(Offset(0), 1 << 20, true)?.ok_or("a batch")?;
         let header = super::super::batch::BatchHeader::parse_checked(&stored)?;
         assert_eq!(header.compression(), 4, "stored as zstd");
         assert_eq!(
@@ -732,7 +731,7 @@ mod tests {
         let mut batch = encode_batch(&[record(Some("a"), Some("1"))], NOW, (-1, -1, -1));
         batch[0..8].copy_from_slice(&7i64.to_be_bytes());
         let info = log.append_replicated(&batch)?;
-        assert_eq!((info.last_offset, log.log_end_offset()), (7, 8));
+        assert_eq!((info.last_offset, log.end()), (7, 8));
         let mut below = batch.clone();
         below[0..8].copy_from_slice(&5i64.to_be_bytes());
         assert!(matches!(

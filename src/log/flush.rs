@@ -89,7 +89,7 @@ impl Log {
         let deferred = &self.deferred;
         FlushPlan {
             dir: self.dir.clone(),
-            up_to_offset: self.log_end_offset(),
+            up_to_offset: self.end(),
             segments: self
                 .segments
                 .iter()
@@ -158,12 +158,7 @@ impl Log {
         plan.run()?;
         self.mark_flushed(&plan);
         self.active_mut()?.seal()?;
-        write_snapshot_file(
-            &self.dir,
-            self.log_end_offset(),
-            &self.producer_snapshot()?,
-            None,
-        )
+        write_snapshot_file(&self.dir, self.end(), &self.producer_snapshot()?, None)
     }
 
     /// Counts a change of the log's shape: flush plans made before it are stale.

@@ -58,6 +58,7 @@ use self::epochs::LeaderEpochCache;
 use self::mmap::RangeFlusher;
 use self::producer_state::{ProducerStateTable, SequenceError};
 use self::segment::Segment;
+use crate::model::{LeaderEpoch, Offset};
 
 pub use self::compaction::{CleanableSegment, CleaningJob};
 pub use self::config::{CleanupPolicy, LogConfig};
@@ -206,36 +207,43 @@ impl Log {
         self.config = config;
     }
 
-    pub fn log_start_offset(&self) -> i64 {
-        self.log_start_offset
+    pub fn log_start_offset(&self) -> Offset {
+        Offset(self.log_start_offset)
     }
 
-    pub fn log_end_offset(&self) -> i64 {
+    pub fn log_end_offset(&self) -> Offset {
+        Offset(self.end())
+    }
+
+    /// The log end as the files count it (the next offset of the active segment).
+    pub(super) fn end(&self) -> i64 {
         self.active().map_or(0, Segment::next_offset)
     }
 
-    pub fn recovery_point(&self) -> i64 {
-        self.recovery_point
+    pub fn recovery_point(&self) -> Offset {
+        Offset(self.recovery_point)
     }
 
     /// The offset a recovery checkpoint may record: the recovery point, but never past
     /// a retired segment whose trimmed length is not durable yet, since a segment below
     /// the checkpoint is trusted (not rescanned) at the next start.
-    pub fn checkpoint_offset(&self) -> i64 {
-        self.deferred
-            .seals
-            .iter()
-            .map(|(base, _)| *base)
-            .fold(self.recovery_point, i64::min)
+    pub fn checkpoint_offset(&self) -> Offset {
+        Offset(
+            self.deferred
+                .seals
+                .iter()
+                .map(|(base, _)| *base)
+                .fold(self.recovery_point, i64::min),
+        )
     }
 
-    pub fn leader_epoch(&self) -> i32 {
-        self.leader_epoch
+    pub fn leader_epoch(&self) -> LeaderEpoch {
+        LeaderEpoch(self.leader_epoch)
     }
 
     /// The epoch stamped on batches appended from now on.
-    pub fn set_leader_epoch(&mut self, epoch: i32) {
-        self.leader_epoch = epoch;
+    pub fn set_leader_epoch(&mut self, epoch: LeaderEpoch) {
+        self.leader_epoch = epoch.0;
     }
 
     pub fn size_bytes(&self) -> u64 {

@@ -76,7 +76,7 @@ impl Log {
             next_delete_horizon: None,
             archive_gate: ArchiveGate::Unknown,
         };
-        let log_end = log.log_end_offset();
+        let log_end = log.end();
         log.log_start_offset = log.log_start_offset.min(log_end);
         // After a crash, what lies past the checkpoint was found in files that may have
         // been only in the page cache of the crashed process: it stays unflushed (the
@@ -112,7 +112,7 @@ impl Log {
             ),
             None => (LeaderEpochCache::unwritten(), 0),
         };
-        cache.truncate_from_end(self.log_end_offset());
+        cache.truncate_from_end(self.end());
         for segment in self.segments.values() {
             if segment.next_offset() <= from {
                 continue;
@@ -131,7 +131,7 @@ impl Log {
 
     /// Loads the newest usable producer-state snapshot and replays batches after it.
     pub(super) fn load_producer_state(&mut self) -> io::Result<()> {
-        let log_end = self.log_end_offset();
+        let log_end = self.end();
         let snapshots = list_suffix(&self.dir, ".snapshot")?;
         let mut from = self.segments.keys().next().copied().unwrap_or(0);
         for &offset in snapshots.iter().rev() {

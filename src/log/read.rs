@@ -5,13 +5,14 @@ use bytes::Bytes;
 
 use super::segment::{self, Segment};
 use super::{Log, OffsetOutOfRange};
+use crate::model::{LeaderEpoch, Offset};
 
 impl Log {
     /// Whole batches from the one holding `offset`, up to `max_bytes` (at least one
     /// batch when `min_one`); `None` at the log end. Zero-copy views of the segments.
     pub fn read(
         &self,
-        offset: i64,
+        offset: Offset,
         max_bytes: u64,
         min_one: bool,
     ) -> Result<Option<Bytes>, OffsetOutOfRange> {
@@ -24,12 +25,13 @@ impl Log {
     /// range is judged against the log, not `upper`.
     pub fn read_below(
         &self,
-        offset: i64,
+        offset: Offset,
         max_bytes: u64,
         min_one: bool,
-        upper: i64,
+        upper: Offset,
     ) -> Result<Option<Bytes>, OffsetOutOfRange> {
-        let log_end = self.log_end_offset();
+        let (offset, upper) = (offset.0, upper.0);
+        let log_end = self.end();
         if offset < self.log_start_offset || offset > log_end {
             return Err(OffsetOutOfRange {
                 offset,
@@ -90,7 +92,7 @@ impl Log {
             })
             .collect();
         if self.active().is_some_and(|s| !s.is_empty()) {
-            points.push((self.log_end_offset(), now_ms));
+            points.push((self.end(), now_ms));
         }
         points
     }
@@ -112,15 +114,16 @@ impl Log {
 
     /// The latest leader epoch with an entry in the epoch cache (the epoch of the
     /// newest batch, or one started by [`Log::start_leader_epoch`]).
-    pub fn latest_epoch(&self) -> Option<i32> {
-        self.epochs.latest().map(|(epoch, _)| epoch)
+    pub fn latest_epoch(&self) -> Option<LeaderEpoch> {
+        self.epochs.latest().map(|(epoch, _)| LeaderEpoch(epoch))
     }
 
     /// OffsetForLeaderEpoch's answer for `epoch`, as Kafka's `endOffsetFor`: the
     /// largest epoch `<=` `epoch` this log knows and the offset where it ended, or
     /// `(-1, -1)` ([`LeaderEpochCache::end_offset_for`]).
-    pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
-        self.epochs.end_offset_for(epoch, self.log_end_offset())
+    pub fn end_offset_for_epoch(&self, epoch: LeaderEpoch) -> (LeaderEpoch, Offset) {
+        let (epoch, offset) = self.epochs.end_offset_for(epoch.0, self.end());
+        (LeaderEpoch(epoch), Offset(offset))
     }
 
     /// The epoch cache's `(epoch, start_offset)` entries, ascending.

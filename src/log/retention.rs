@@ -7,6 +7,7 @@ use std::io;
 use super::segment::Segment;
 use super::truncate::Doomed;
 use super::{io_error, AppendError, ArchiveGate, Log, OffsetOutOfRange};
+use crate::model::Offset;
 
 /// What one retention pass did.
 #[derive(Debug, Default)]
@@ -52,8 +53,12 @@ pub struct ArchiveWork {
 impl Log {
     /// Moves the log start to `offset` (DeleteRecords) and takes out whole segments below
     /// it. The new log start is written to disk by the next flush.
-    pub fn delete_records_before(&mut self, offset: i64) -> Result<(i64, Doomed), AppendError> {
-        let log_end = self.log_end_offset();
+    pub fn delete_records_before(
+        &mut self,
+        offset: Offset,
+    ) -> Result<(Offset, Doomed), AppendError> {
+        let offset = offset.0;
+        let log_end = self.end();
         if offset > log_end || offset < 0 {
             return Err(AppendError::Io {
                 dir: self.dir.clone(),
@@ -68,7 +73,7 @@ impl Log {
             });
         }
         if offset <= self.log_start_offset {
-            return Ok((self.log_start_offset, Doomed::default()));
+            return Ok((Offset(self.log_start_offset), Doomed::default()));
         }
         self.log_start_offset = offset;
         self.deferred.log_start = Some(offset);
@@ -77,7 +82,7 @@ impl Log {
             .map_err(io_error(&self.dir))?;
         self.epochs.truncate_from_start(offset);
         self.persist_epochs()?;
-        Ok((self.log_start_offset, doomed))
+        Ok((Offset(self.log_start_offset), doomed))
     }
 
     pub(super) fn take_segments_below_log_start(&mut self) -> io::Result<Doomed> {

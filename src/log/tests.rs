@@ -4,6 +4,7 @@
 use super::batch::testing::{encode_batch, simple_batch, TestRecord};
 use super::files::{list_suffix, read_i64_file, LOG_START_FILE};
 use super::*;
+use crate::model::{LeaderEpoch, Offset};
 
 fn small_config() -> LogConfig {
     LogConfig {
@@ -35,7 +36,7 @@ fn appends_roll_segments_and_read_back_in_order() -> Result<(), Box<dyn std::err
     }
     assert!(log.segment_count() > 3, "rolled by size");
     let mut offset = 0;
-    while let Some(bytes) = log.read(offset, 300, true)? {
+    while let Some(bytes) = log.read(Offset(offset), 300, true)? {
         for header in batch::batches(&bytes) {
             let header = header?;
             assert_eq!(header.base_offset(), offset);
@@ -44,7 +45,7 @@ fn appends_roll_segments_and_read_back_in_order() -> Result<(), Box<dyn std::err
     }
     assert_eq!(offset, 80);
     assert!(
-        log.read(81, 100, true).is_err(),
+        log.read(Offset(81), 100, true).is_err(),
         "past the end is out of range"
     );
     Ok(())
@@ -67,10 +68,10 @@ fn clean_close_and_unclean_crash_both_reopen_every_batch() -> Result<(), Box<dyn
             recovery_point: 0,
         },
     )?;
-    assert_eq!(log.log_end_offset(), 30);
+    assert_eq!(log.end(), 30);
     drop(log); // a crash: no close, the active segment stays preallocated
     let mut log = fresh(dir.path())?;
-    assert_eq!(log.log_end_offset(), 30);
+    assert_eq!(log.end(), 30);
     assert_eq!(log.append(&simple_batch(1, 0), 0)?.base_offset, 30);
     Ok(())
 }
@@ -102,7 +103,7 @@ fn unclean_open_rescans_only_what_lies_past_the_recovery_point(
         },
     )?;
     assert_eq!(
-        trusted.log_end_offset(),
+        trusted.log_end_offset().0,
         80,
         "flushed segments are not rescanned"
     );
@@ -116,7 +117,7 @@ fn unclean_open_rescans_only_what_lies_past_the_recovery_point(
         },
     )?;
     assert!(
-        full.log_end_offset() < bases[1],
+        full.log_end_offset().0 < bases[1],
         "a full scan finds the corrupt batch and truncates there"
     );
     assert_eq!(
@@ -141,7 +142,7 @@ fn a_roll_leaves_its_syncs_to_the_next_flush_and_the_checkpoint_waits_for_them(
     let mut log = fresh(dir.path())?;
     log.append(&simple_batch(2, 0), 0)?;
     flush(&mut log)?;
-    assert_eq!(log.checkpoint_offset(), 2);
+    assert_eq!(log.checkpoint_offset().0, 2);
     // Append until the log rolls: no snapshot is written under the caller's lock.
     let first_segments = log.segment_count();
     let mut i = 0;
@@ -156,7 +157,7 @@ fn a_roll_leaves_its_syncs_to_the_next_flush_and_the_checkpoint_waits_for_them(
         "the roll wrote no snapshot itself"
     );
     assert_eq!(
-        log.checkpoint_offset(),
+        log.checkpoint_offset().0,
         retired_base.min(2),
         "a retired segment whose length is not synced is not trusted"
     );
@@ -167,7 +168,7 @@ fn a_roll_leaves_its_syncs_to_the_next_flush_and_the_checkpoint_waits_for_them(
     plan.run()?;
     log.mark_flushed(&plan);
     assert_eq!(list_suffix(dir.path(), ".snapshot")?, vec![new_base]);
-    assert_eq!(log.checkpoint_offset(), log.log_end_offset());
+    assert_eq!(log.checkpoint_offset().0, log.end());
     let after = log.flush_plan();
     assert!(after.seals.is_empty() && after.snapshot.is_none() && after.dir_changes.is_none());
     Ok(())
@@ -182,7 +183,7 @@ fn work_deferred_after_a_plan_was_taken_survives_that_plan(
         log.append(&simple_batch(2, i), 0)?;
     }
     let plan = log.flush_plan();
-    let (_, doomed) = log.delete_records_before(7)?;
+    let (_, doomed) = log.delete_records_before(Offset(7))?;
     doomed.delete()?;
     plan.run()?;
     log.mark_flushed(&plan);
@@ -206,7 +207,7 @@ fn a_crash_after_rolls_that_were_never_flushed_recovers_every_batch(
         log.append(&simple_batch(2, i), 0)?;
     }
     assert!(log.segment_count() > 3);
-    let checkpoint = log.checkpoint_offset();
+    let checkpoint = log.checkpoint_offset().0;
     drop(log); // crash: no flush ran, so no deferred sync or snapshot either
     let log = Log::open(
         dir.path(),
@@ -216,7 +217,7 @@ fn a_crash_after_rolls_that_were_never_flushed_recovers_every_batch(
             recovery_point: checkpoint,
         },
     )?;
-    assert_eq!(log.log_end_offset(), 80);
+    assert_eq!(log.end(), 80);
     Ok(())
 }
 
@@ -229,7 +230,7 @@ fn segments_left_below_the_log_start_are_deleted_at_open() -> Result<(), Box<dyn
         log.append(&simple_batch(2, i), 0)?;
     }
     let segments = log.segment_count();
-    let (_, doomed) = log.delete_records_before(60)?;
+    let (_, doomed) = log.delete_records_before(Offset(60))?;
     assert!(!doomed.is_empty());
     flush(&mut log)?;
     drop(doomed); // as if the unlink had failed: the files stay
@@ -243,7 +244,7 @@ fn segments_left_below_the_log_start_are_deleted_at_open() -> Result<(), Box<dyn
             recovery_point: 0,
         },
     )?;
-    assert_eq!(log.log_start_offset(), 60);
+    assert_eq!(log.log_start_offset().0, 60);
     assert_eq!(list_suffix(dir.path(), ".log")?.len(), log.segment_count());
     assert!(log.segment_count() < segments);
     Ok(())
@@ -298,7 +299,7 @@ fn an_archived_topic_keeps_expired_segments_until_the_archive_has_them(
     let r = log.apply_retention(1_000_000, false)?;
     assert_eq!((r.counts().deleted, r.counts().unarchived), (0, 0));
     assert!(r.held > 0);
-    assert_eq!(log.log_start_offset(), 0);
+    assert_eq!(log.log_start_offset().0, 0);
     // Archived below an offset inside the log: exactly the segments ending at or
     // below it go, oldest first.
     let second_base = log.segments.keys().nth(1).copied().ok_or("segments")?;
@@ -307,7 +308,7 @@ fn an_archived_topic_keeps_expired_segments_until_the_archive_has_them(
     assert_eq!(r.counts().deleted, 1);
     assert_eq!(r.counts().unarchived, 0);
     r.doomed.delete()?;
-    assert_eq!(log.log_start_offset(), second_base);
+    assert_eq!(log.log_start_offset().0, second_base);
     // A failed archive holds the rest while `archive.on.failure=wait`...
     log.set_archive_gate(ArchiveGate::Failed(second_base));
     let r = log.apply_retention(1_000_000, false)?;
@@ -317,7 +318,7 @@ fn an_archived_topic_keeps_expired_segments_until_the_archive_has_them(
     assert!(r.counts().deleted > 0);
     assert_eq!(r.counts().unarchived, r.counts().deleted);
     r.doomed.delete()?;
-    assert_eq!(log.log_start_offset(), log.log_end_offset());
+    assert_eq!(log.log_start_offset().0, log.end());
     // `archive.on.failure=delete` lets a failed archive's segments go.
     config.archive_failure_deletes = true;
     log.set_config(config);
@@ -343,17 +344,13 @@ fn retention_by_size_and_time_advances_log_start() -> Result<(), Box<dyn std::er
     assert!(!doomed.is_empty());
     doomed.delete()?;
     assert!(log.size_bytes() <= 2048 + 1024);
-    assert!(log.log_start_offset() > 0);
-    assert!(log.read(0, 100, true).is_err());
+    assert!(log.log_start_offset().0 > 0);
+    assert!(log.read(Offset(0), 100, true).is_err());
     config.retention_bytes = -1;
     config.retention_ms = 10;
     log.set_config(config);
     log.apply_retention(1_000_000, false)?.doomed.delete()?;
-    assert_eq!(
-        log.log_start_offset(),
-        log.log_end_offset(),
-        "everything expired"
-    );
+    assert_eq!(log.log_start_offset().0, log.end(), "everything expired");
     assert_eq!(log.append(&simple_batch(1, 0), 0)?.base_offset, 80);
     Ok(())
 }
@@ -365,10 +362,10 @@ fn delete_records_moves_log_start_and_survives_reopen() -> Result<(), Box<dyn st
     for i in 0..20 {
         log.append(&simple_batch(2, i), 0)?;
     }
-    let (log_start, doomed) = log.delete_records_before(13)?;
-    assert_eq!(log_start, 13);
+    let (log_start, doomed) = log.delete_records_before(Offset(13))?;
+    assert_eq!(log_start, Offset(13));
     doomed.delete()?;
-    assert!(log.read(12, 100, true).is_err());
+    assert!(log.read(Offset(12), 100, true).is_err());
     log.close()?;
     let log = Log::open(
         dir.path(),
@@ -378,7 +375,7 @@ fn delete_records_moves_log_start_and_survives_reopen() -> Result<(), Box<dyn st
             recovery_point: 0,
         },
     )?;
-    assert_eq!(log.log_start_offset(), 13);
+    assert_eq!(log.log_start_offset().0, 13);
     Ok(())
 }
 
@@ -397,7 +394,7 @@ fn idempotent_retry_is_not_appended_twice_even_after_restart(
         2,
         "duplicate answered with its offset"
     );
-    assert_eq!(log.log_end_offset(), 4);
+    assert_eq!(log.end(), 4);
     drop(log); // crash
     let mut log = fresh(dir.path())?;
     assert_eq!(
@@ -439,7 +436,7 @@ fn refuses_oversized_and_corrupt_batches_without_writing() -> Result<(), Box<dyn
         log.append(&bad, 0),
         Err(AppendError::Batch(BatchError::CrcMismatch { .. }))
     ));
-    assert_eq!(log.log_end_offset(), 0);
+    assert_eq!(log.end(), 0);
     Ok(())
 }
 
@@ -487,8 +484,8 @@ type BatchSummary = (i64, i64, i32, i64);
 /// Every batch of the log.
 fn batches_of(log: &Log) -> Result<Vec<BatchSummary>, Box<dyn std::error::Error>> {
     let mut out = Vec::new();
-    let mut offset = log.log_start_offset();
-    while let Some(bytes) = log.read(offset, 1 << 20, true)? {
+    let mut offset = log.log_start_offset().0;
+    while let Some(bytes) = log.read(Offset(offset), 1 << 20, true)? {
         for header in batch::batches(&bytes) {
             let header = header?;
             out.push((
@@ -500,14 +497,14 @@ fn batches_of(log: &Log) -> Result<Vec<BatchSummary>, Box<dyn std::error::Error>
             offset = header.last_offset() + 1;
         }
     }
-    assert_eq!(offset, log.log_end_offset(), "reads reach the log end");
+    assert_eq!(offset, log.end(), "reads reach the log end");
     Ok(out)
 }
 
 fn all_bytes(log: &Log) -> Result<Vec<u8>, Box<dyn std::error::Error>> {
     let mut out = Vec::new();
-    let mut offset = log.log_start_offset();
-    while let Some(bytes) = log.read(offset, 1 << 20, true)? {
+    let mut offset = log.log_start_offset().0;
+    while let Some(bytes) = log.read(Offset(offset), 1 << 20, true)? {
         out.extend_from_slice(&bytes);
         offset = batches_last(&bytes)? + 1;
     }
@@ -526,11 +523,11 @@ fn batches_last(bytes: &[u8]) -> Result<i64, BatchError> {
 /// rolled over several segments.
 fn leader_log(dir: &Path) -> Result<Log, Box<dyn std::error::Error>> {
     let mut log = fresh(dir)?;
-    log.start_leader_epoch(0)?;
+    log.start_leader_epoch(LeaderEpoch(0))?;
     for i in 0..20 {
         log.append(&simple_batch(2, 1_000 + i), 0)?;
     }
-    log.start_leader_epoch(3)?;
+    log.start_leader_epoch(LeaderEpoch(3))?;
     let records = vec![TestRecord::default(); 3];
     for seq in 0..20 {
         log.append(
@@ -549,17 +546,17 @@ fn a_follower_copies_its_leader_byte_for_byte() -> TestResult {
     let leader = leader_log(leader_dir.path())?;
     let mut follower = fresh(follower_dir.path())?;
     let mut offset = 0;
-    while let Some(bytes) = leader.read(offset, 300, true)? {
+    while let Some(bytes) = leader.read(Offset(offset), 300, true)? {
         // A fetch response may end mid-batch: append it with half a batch more.
         let mut chunk = bytes.to_vec();
-        if let Ok(Some(next)) = leader.read(batches_last(&bytes)? + 1, 1, true) {
+        if let Ok(Some(next)) = leader.read(Offset(batches_last(&bytes)? + 1), 1, true) {
             chunk.extend_from_slice(&next[..next.len() / 2]);
         }
         let info = follower.append_replicated(&chunk)?;
         assert_eq!(info.base_offset, offset);
         offset = info.last_offset + 1;
     }
-    assert_eq!(follower.log_end_offset(), leader.log_end_offset());
+    assert_eq!(follower.log_end_offset().0, leader.log_end_offset().0);
     assert_eq!(all_bytes(&follower)?, all_bytes(&leader)?, "same bytes");
     assert_eq!(batches_of(&follower)?, batches_of(&leader)?);
     assert_eq!(
@@ -575,18 +572,21 @@ fn a_follower_copies_its_leader_byte_for_byte() -> TestResult {
     }
     assert_eq!(follower.epoch_entries(), &[(0, 0), (3, 40)]);
     assert_eq!(follower.epoch_entries(), leader.epoch_entries());
-    assert_eq!(follower.latest_epoch(), Some(3));
-    assert_eq!(follower.end_offset_for_epoch(0), (0, 40));
+    assert_eq!(follower.latest_epoch().map(|e| e.0), Some(3));
+    assert_eq!(
+        follower.end_offset_for_epoch(LeaderEpoch(0)),
+        (LeaderEpoch(0), Offset(40))
+    );
     assert_eq!(follower.producers, leader.producers, "producer state");
     // Promoted, the follower knows the producer: a retry is a duplicate and the
     // next sequence is accepted.
-    follower.start_leader_epoch(4)?;
+    follower.start_leader_epoch(LeaderEpoch(4))?;
     let records = vec![TestRecord::default(); 3];
     let retry = encode_batch(&records, 0, (7, 1, 57));
     assert_eq!(follower.append(&retry, 0)?.base_offset, 97);
     let next = encode_batch(&records, 0, (7, 1, 60));
     assert_eq!(follower.append(&next, 0)?.base_offset, 100);
-    assert_eq!(follower.latest_epoch(), Some(4));
+    assert_eq!(follower.latest_epoch().map(|e| e.0), Some(4));
     // The epoch file came along too, and survives a restart.
     follower.close()?;
     let reopened = open_with(follower_dir.path(), true, 0)?;
@@ -603,9 +603,9 @@ fn a_set_going_backwards_an_overlap_or_a_corrupt_batch_is_refused_with_nothing_w
     let follower_dir = tempfile::tempdir()?;
     let leader = leader_log(leader_dir.path())?;
     let mut follower = fresh(follower_dir.path())?;
-    let first = leader.read(0, 1, true)?.ok_or("no batch")?;
-    let second = leader.read(2, 1, true)?.ok_or("no batch")?;
-    let third = leader.read(4, 1, true)?.ok_or("no batch")?;
+    let first = leader.read(Offset(0), 1, true)?.ok_or("no batch")?;
+    let second = leader.read(Offset(2), 1, true)?.ok_or("no batch")?;
+    let third = leader.read(Offset(4), 1, true)?.ok_or("no batch")?;
     let backwards = [&third[..], &first[..]].concat();
     assert!(matches!(
         follower.append_replicated(&backwards),
@@ -621,7 +621,7 @@ fn a_set_going_backwards_an_overlap_or_a_corrupt_batch_is_refused_with_nothing_w
         follower.append_replicated(&corrupt),
         Err(AppendError::Batch(BatchError::CrcMismatch { .. }))
     ));
-    assert_eq!(follower.log_end_offset(), 0, "nothing of any refused set");
+    assert_eq!(follower.log_end_offset().0, 0, "nothing of any refused set");
     assert!(follower.epoch_entries().is_empty());
     follower.append_replicated(&first)?;
     assert!(matches!(
@@ -636,7 +636,7 @@ fn a_set_going_backwards_an_overlap_or_a_corrupt_batch_is_refused_with_nothing_w
         nothing.last_offset < nothing.base_offset,
         "only a partial batch"
     );
-    assert_eq!(follower.log_end_offset(), 2);
+    assert_eq!(follower.log_end_offset().0, 2);
     Ok(())
 }
 
@@ -665,8 +665,8 @@ fn truncation_across_segments_then_appends_reads_only_the_new_batches() -> TestR
     // down to the batch's start.
     let second = *log.segments.keys().nth(1).ok_or("no segment")?;
     let cut = second + 5;
-    let doomed = log.truncate_to(cut)?;
-    assert_eq!(log.log_end_offset(), second + 4);
+    let doomed = log.truncate_to(Offset(cut))?;
+    assert_eq!(log.end(), second + 4);
     assert_eq!(doomed.len(), segments - 2, "the segments above go");
     doomed.delete()?;
     assert_eq!(list_suffix(dir.path(), ".log")?.len(), 2);
@@ -689,11 +689,14 @@ fn truncation_across_segments_then_appends_reads_only_the_new_batches() -> TestR
         log.segment_count() > 2,
         "the shortened segment rolled again"
     );
-    assert!(log.truncate_to(1_000)?.is_empty(), "past the end: a no-op");
+    assert!(
+        log.truncate_to(Offset(1_000))?.is_empty(),
+        "past the end: a no-op"
+    );
     // Back to the very start of a segment: it goes, an empty one starts there.
     let third = *log.segments.keys().nth(2).ok_or("no segment")?;
-    log.truncate_to(third)?.delete()?;
-    assert_eq!(log.log_end_offset(), third);
+    log.truncate_to(Offset(third))?.delete()?;
+    assert_eq!(log.end(), third);
     assert_eq!(log.segments.keys().next_back(), Some(&third));
     assert_eq!(log.append(&simple_batch(1, 9_000), 0)?.base_offset, third);
     Ok(())
@@ -703,18 +706,22 @@ fn truncation_across_segments_then_appends_reads_only_the_new_batches() -> TestR
 fn truncating_at_the_log_end_drops_an_epoch_that_never_got_a_batch() -> TestResult {
     let dir = tempfile::tempdir()?;
     let mut log = fresh(dir.path())?;
-    log.start_leader_epoch(3)?;
+    log.start_leader_epoch(LeaderEpoch(3))?;
     log.append(&simple_batch(2, 1_000), 0)?;
     // Elected in epoch 5, deposed before appending: the entry (5, 2) has no batch.
-    log.start_leader_epoch(5)?;
-    assert_eq!(log.latest_epoch(), Some(5));
-    assert!(log.truncate_to(2)?.is_empty());
-    assert_eq!(log.log_end_offset(), 2, "no batch cut");
-    assert_eq!(log.latest_epoch(), Some(3), "the empty epoch went");
+    log.start_leader_epoch(LeaderEpoch(5))?;
+    assert_eq!(log.latest_epoch().map(|e| e.0), Some(5));
+    assert!(log.truncate_to(Offset(2))?.is_empty());
+    assert_eq!(log.end(), 2, "no batch cut");
+    assert_eq!(
+        log.latest_epoch().map(|e| e.0),
+        Some(3),
+        "the empty epoch went"
+    );
     assert_eq!(log.epoch_entries(), &[(3, 0)]);
     // Past the end too, as Kafka: the cache is cut at the log end, not the target.
-    log.start_leader_epoch(6)?;
-    assert!(log.truncate_to(10)?.is_empty());
+    log.start_leader_epoch(LeaderEpoch(6))?;
+    assert!(log.truncate_to(Offset(10))?.is_empty());
     assert_eq!(log.epoch_entries(), &[(3, 0)]);
     Ok(())
 }
@@ -729,12 +736,14 @@ fn a_view_taken_before_a_truncation_stays_readable_and_no_file_shrinks_under_it(
     let second = *log.segments.keys().nth(1).ok_or("no segment")?;
     let active = *log.segments.keys().next_back().ok_or("no segment")?;
     // Views of the tail of a retired segment and of the active one.
-    let retired_view = log.read(second + 2, 1 << 20, true)?.ok_or("no data")?;
-    let active_view = log.read(active, 1 << 20, true)?.ok_or("no data")?;
+    let retired_view = log
+        .read(Offset(second + 2), 1 << 20, true)?
+        .ok_or("no data")?;
+    let active_view = log.read(Offset(active), 1 << 20, true)?.ok_or("no data")?;
     let (retired_copy, active_copy) = (retired_view.to_vec(), active_view.to_vec());
     let before = log_file_lengths(dir.path())?;
-    let doomed = log.truncate_to(second + 2)?;
-    assert_eq!(log.log_end_offset(), second + 2);
+    let doomed = log.truncate_to(Offset(second + 2))?;
+    assert_eq!(log.end(), second + 2);
     assert!(
         log.segments.contains_key(&(second + 2)),
         "a view reaches past the cut: a new segment starts there"
@@ -761,12 +770,12 @@ fn a_view_taken_before_a_truncation_stays_readable_and_no_file_shrinks_under_it(
     drop((retired_view, active_view));
     // The stale tail of the retired segment stays bounded after a crash and after
     // a clean restart alike.
-    let end = log.log_end_offset();
-    let checkpoint = log.checkpoint_offset();
+    let end = log.end();
+    let checkpoint = log.checkpoint_offset().0;
     drop(log);
     for (clean, recovery_point) in [(false, checkpoint), (false, 0)] {
         let reopened = open_with(dir.path(), clean, recovery_point)?;
-        assert_eq!(reopened.log_end_offset(), end);
+        assert_eq!(reopened.log_end_offset().0, end);
         assert_eq!(batches_of(&reopened)?, batches);
     }
     let mut reopened = open_with(dir.path(), false, checkpoint)?;
@@ -795,13 +804,16 @@ fn truncated_batches_never_come_back_after_a_crash() -> TestResult {
             log.append(&simple_batch(2, 1_000 + i), 0)?;
         }
         flush(&mut log)?;
-        let old_checkpoint = log.checkpoint_offset();
+        let old_checkpoint = log.checkpoint_offset().0;
         assert_eq!(old_checkpoint, 80);
         let bases: Vec<i64> = log.segments.keys().copied().collect();
         let base = *bases.get(segment_index).unwrap_or(&bases[bases.len() - 1]);
         let cut = base + within;
-        let doomed = log.truncate_to(cut)?;
-        assert!(log.checkpoint_offset() <= cut, "the recovery point dropped");
+        let doomed = log.truncate_to(Offset(cut))?;
+        assert!(
+            log.checkpoint_offset().0 <= cut,
+            "the recovery point dropped"
+        );
         if delete {
             doomed.delete()?;
         } else {
@@ -814,12 +826,12 @@ fn truncated_batches_never_come_back_after_a_crash() -> TestResult {
             }
         }
         let expected = batches_of(&log)?;
-        let not_flushed_checkpoint = log.checkpoint_offset();
+        let not_flushed_checkpoint = log.checkpoint_offset().0;
         let plan = log.flush_plan();
         plan.run()?;
         log.mark_flushed(&plan);
-        let new_checkpoint = log.checkpoint_offset();
-        assert_eq!(new_checkpoint, log.log_end_offset());
+        let new_checkpoint = log.checkpoint_offset().0;
+        assert_eq!(new_checkpoint, log.end());
         drop(log); // crash
         for recovery_point in [old_checkpoint, not_flushed_checkpoint, new_checkpoint, 0] {
             let reopened = open_with(dir.path(), false, recovery_point)?;
@@ -828,7 +840,7 @@ fn truncated_batches_never_come_back_after_a_crash() -> TestResult {
             assert!(
                 list_suffix(dir.path(), ".log")?
                     .iter()
-                    .all(|&b| b <= reopened.log_end_offset()),
+                    .all(|&b| b <= reopened.log_end_offset().0),
                 "{case}: no segment file above the log end"
             );
             drop(reopened);
@@ -845,13 +857,13 @@ fn a_clean_restart_after_truncation_keeps_the_cut() -> TestResult {
         log.append(&simple_batch(2, 1_000 + i), 0)?;
     }
     let second = *log.segments.keys().nth(1).ok_or("no segment")?;
-    log.truncate_to(second + 2)?.delete()?;
+    log.truncate_to(Offset(second + 2))?.delete()?;
     log.append(&simple_batch(1, 9_000), 0)?;
     let expected = batches_of(&log)?;
     log.close()?;
     let log = open_with(dir.path(), true, 0)?;
     assert_eq!(batches_of(&log)?, expected);
-    assert_eq!(log.log_end_offset(), second + 3);
+    assert_eq!(log.end(), second + 3);
     Ok(())
 }
 
@@ -873,7 +885,7 @@ fn producer_state_after_truncation_forgets_what_was_cut() -> TestResult {
     let snapshots = list_suffix(dir.path(), ".snapshot")?;
     assert!(!snapshots.is_empty());
     let cut = *log.segments.keys().nth(1).ok_or("no segment")? + 4;
-    log.truncate_to(cut)?.delete()?;
+    log.truncate_to(Offset(cut))?.delete()?;
     assert!(
         list_suffix(dir.path(), ".snapshot")?
             .iter()
@@ -883,7 +895,7 @@ fn producer_state_after_truncation_forgets_what_was_cut() -> TestResult {
     // The batch just below the cut is a duplicate; the one at the cut is new.
     let kept = encode_batch(&records, 0, (5, 0, (cut - 2) as i32));
     assert_eq!(log.append(&kept, 0)?.base_offset, cut - 2, "duplicate");
-    assert_eq!(log.log_end_offset(), cut);
+    assert_eq!(log.end(), cut);
     let cut_away = encode_batch(&records, 0, (5, 0, cut as i32));
     assert_eq!(log.append(&cut_away, 0)?.base_offset, cut, "appended anew");
     let beyond = encode_batch(&records, 0, (5, 0, cut as i32 + 4));
@@ -910,18 +922,18 @@ fn a_flush_planned_before_a_truncation_marks_nothing_and_writes_no_snapshot() ->
     let plan = log.flush_plan();
     let planned_snapshot = plan.snapshot.as_ref().map(|(at, _)| *at).ok_or("none")?;
     let first_end = log.segments.values().next().ok_or("none")?.next_offset();
-    log.truncate_to(first_end - 2)?.delete()?;
-    assert!(planned_snapshot > log.log_end_offset());
+    log.truncate_to(Offset(first_end - 2))?.delete()?;
+    assert!(planned_snapshot > log.end());
     plan.run()?;
     assert!(!log.mark_flushed(&plan), "a stale plan does not count");
-    assert!(log.recovery_point() <= log.log_end_offset());
+    assert!(log.recovery_point().0 <= log.end());
     assert!(
         !list_suffix(dir.path(), ".snapshot")?.contains(&planned_snapshot),
         "a stale plan wrote its snapshot above the cut"
     );
     assert!(log.unflushed_bytes() < u64::MAX);
     flush(&mut log)?;
-    assert_eq!(log.checkpoint_offset(), log.log_end_offset());
+    assert_eq!(log.checkpoint_offset().0, log.end());
     Ok(())
 }
 
@@ -929,39 +941,35 @@ fn a_flush_planned_before_a_truncation_marks_nothing_and_writes_no_snapshot() ->
 fn reset_starts_an_empty_log_at_an_offset() -> TestResult {
     let dir = tempfile::tempdir()?;
     let mut log = fresh(dir.path())?;
-    log.start_leader_epoch(2)?;
+    log.start_leader_epoch(LeaderEpoch(2))?;
     let records = vec![TestRecord::default(); 2];
     for seq in 0..30 {
         log.append(&encode_batch(&records, 0, (9, 0, seq * 2)), 0)?;
     }
-    let view = log.read(0, 1 << 20, true)?.ok_or("no data")?;
+    let view = log.read(Offset(0), 1 << 20, true)?.ok_or("no data")?;
     let copy = view.to_vec();
-    let doomed = log.reset_to(1_000)?;
+    let doomed = log.reset_to(Offset(1_000))?;
     assert!(doomed.len() > 1);
-    assert_eq!(
-        (log.log_start_offset(), log.log_end_offset()),
-        (1_000, 1_000)
-    );
+    assert_eq!((log.log_start_offset().0, log.end()), (1_000, 1_000));
     assert!(log.epoch_entries().is_empty() && log.producers.is_empty());
-    assert!(log.read(0, 100, true).is_err());
+    assert!(log.read(Offset(0), 100, true).is_err());
     doomed.delete()?;
     assert_eq!(view[..], copy[..], "a view of a reset log stays readable");
     // A replicated batch at 1000 continues it.
     let leader_dir = tempfile::tempdir()?;
     let mut leader = fresh(leader_dir.path())?;
-    leader.reset_to(1_000)?.delete()?;
-    leader.start_leader_epoch(5)?;
+    leader.reset_to(Offset(1_000))?.delete()?;
+    leader.start_leader_epoch(LeaderEpoch(5))?;
     leader.append(&encode_batch(&records, 0, (9, 0, 0)), 0)?;
-    let batch = leader.read(1_000, 1 << 20, true)?.ok_or("no data")?;
+    let batch = leader
+        .read(Offset(1_000), 1 << 20, true)?
+        .ok_or("no data")?;
     log.append_replicated(&batch)?;
     assert_eq!(log.epoch_entries(), &[(5, 1_000)]);
     flush(&mut log)?;
     drop(log);
     let log = fresh(dir.path())?;
-    assert_eq!(
-        (log.log_start_offset(), log.log_end_offset()),
-        (1_000, 1_002)
-    );
+    assert_eq!((log.log_start_offset().0, log.end()), (1_000, 1_002));
     assert_eq!(list_suffix(dir.path(), ".log")?, vec![1_000]);
     assert_eq!(log.epoch_entries(), &[(5, 1_000)]);
     Ok(())
@@ -983,7 +991,7 @@ fn a_replicated_batch_larger_than_this_replicas_segments_still_fits() -> TestRes
     )?;
     leader.append(&simple_batch(100, 0), 0)?;
     leader.append(&simple_batch(100, 0), 0)?;
-    let bytes = leader.read(0, 1 << 20, true)?.ok_or("no data")?;
+    let bytes = leader.read(Offset(0), 1 << 20, true)?.ok_or("no data")?;
     assert!(
         bytes.len() > 2 * 1024,
         "larger than the follower's segments"
@@ -992,7 +1000,7 @@ fn a_replicated_batch_larger_than_this_replicas_segments_still_fits() -> TestRes
     assert_eq!(follower.append_replicated(&bytes)?.last_offset, 199);
     assert_eq!(all_bytes(&follower)?, all_bytes(&leader)?);
     drop(follower);
-    assert_eq!(fresh(follower_dir.path())?.log_end_offset(), 200);
+    assert_eq!(fresh(follower_dir.path())?.log_end_offset().0, 200);
     Ok(())
 }
 
@@ -1003,22 +1011,35 @@ fn read_below_stops_at_the_upper_bound() -> TestResult {
     for i in 0..40 {
         log.append(&simple_batch(2, i), 0)?;
     }
-    let bytes = log.read_below(0, 1 << 20, true, 5)?.ok_or("no data")?;
+    let bytes = log
+        .read_below(Offset(0), 1 << 20, true, Offset(5))?
+        .ok_or("no data")?;
     assert_eq!(batches_last(&bytes)?, 5, "batches based at 0, 2, 4");
-    assert_eq!(log.read_below(6, 1 << 20, true, 6)?, None, "at the bound");
     assert_eq!(
-        log.read_below(70, 1 << 20, true, 80)?
+        log.read_below(Offset(6), 1 << 20, true, Offset(6))?,
+        None,
+        "at the bound"
+    );
+    assert_eq!(
+        log.read_below(Offset(70), 1 << 20, true, Offset(80))?
             .map(|b| batches_last(&b)),
         Some(Ok(79))
     );
     // An upper bound past a segment boundary reads on from the segment holding it.
     let second = *log.segments.keys().nth(1).ok_or("no segment")?;
     let bytes = log
-        .read_below(second, 1 << 20, true, second + 3)?
+        .read_below(Offset(second), 1 << 20, true, Offset(second + 3))?
         .ok_or("none")?;
     assert_eq!(batches_last(&bytes)?, second + 3);
-    assert!(log.read_below(81, 1, true, 100).is_err(), "out of range");
-    assert_eq!(log.read_below(80, 1, true, 100)?, None, "the log end");
+    assert!(
+        log.read_below(Offset(81), 1, true, Offset(100)).is_err(),
+        "out of range"
+    );
+    assert_eq!(
+        log.read_below(Offset(80), 1, true, Offset(100))?,
+        None,
+        "the log end"
+    );
     Ok(())
 }
 
@@ -1027,18 +1048,33 @@ fn the_epoch_checkpoint_is_rebuilt_when_missing_and_trimmed_to_the_recovered_log
     let dir = tempfile::tempdir()?;
     let mut log = fresh(dir.path())?;
     for (epoch, count) in [(1, 5), (4, 5), (6, 5)] {
-        log.set_leader_epoch(epoch);
+        log.set_leader_epoch(LeaderEpoch(epoch));
         for i in 0..count {
             log.append(&simple_batch(2, i), 0)?;
         }
     }
     let expected = [(1, 0), (4, 10), (6, 20)];
     assert_eq!(log.epoch_entries(), &expected);
-    assert_eq!(log.end_offset_for_epoch(4), (4, 20));
-    assert_eq!(log.end_offset_for_epoch(5), (4, 20));
-    assert_eq!(log.end_offset_for_epoch(6), (6, 30));
-    assert_eq!(log.end_offset_for_epoch(7), (-1, -1));
-    assert_eq!(log.end_offset_for_epoch(0), (0, 0));
+    assert_eq!(
+        log.end_offset_for_epoch(LeaderEpoch(4)),
+        (LeaderEpoch(4), Offset(20))
+    );
+    assert_eq!(
+        log.end_offset_for_epoch(LeaderEpoch(5)),
+        (LeaderEpoch(4), Offset(20))
+    );
+    assert_eq!(
+        log.end_offset_for_epoch(LeaderEpoch(6)),
+        (LeaderEpoch(6), Offset(30))
+    );
+    assert_eq!(
+        log.end_offset_for_epoch(LeaderEpoch(7)),
+        (LeaderEpoch(-1), Offset(-1))
+    );
+    assert_eq!(
+        log.end_offset_for_epoch(LeaderEpoch(0)),
+        (LeaderEpoch(0), Offset(0))
+    );
     assert_eq!(
         std::fs::read_to_string(dir.path().join(epochs::CHECKPOINT_FILE))?,
         "0\n3\n1 0\n4 10\n6 20\n"
@@ -1095,14 +1131,14 @@ fn the_tail_recovered_after_a_crash_is_not_durable_until_flushed() -> TestResult
     }
     drop(log); // crash: the last ten batches were never synced
     let mut log = open_with(dir.path(), false, 20)?;
-    assert_eq!(log.log_end_offset(), 40);
-    assert_eq!(log.recovery_point(), 20, "not reported durable");
-    assert_eq!(log.checkpoint_offset(), 20);
+    assert_eq!(log.end(), 40);
+    assert_eq!(log.recovery_point().0, 20, "not reported durable");
+    assert_eq!(log.checkpoint_offset().0, 20);
     assert!(log.unflushed_bytes() > 0, "the next flush syncs it");
     let plan = log.flush_plan();
     assert!(!plan.segments.is_empty());
     plan.run()?;
     log.mark_flushed(&plan);
-    assert_eq!(log.recovery_point(), 40);
+    assert_eq!(log.recovery_point().0, 40);
     Ok(())
 }

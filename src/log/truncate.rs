@@ -9,6 +9,7 @@ use super::files::{list_suffix, snapshot_path};
 use super::producer_state::ProducerStateTable;
 use super::segment::{self, Segment};
 use super::{io_error, AppendError, Log, OffsetOutOfRange};
+use crate::model::Offset;
 
 /// Segments taken out of the log, whose files the caller deletes once it no longer
 /// holds the log's lock (unlinking a large file can take a while). Readers holding
@@ -67,8 +68,9 @@ impl Log {
     /// The recovery point drops to the cut, so a crash rescans from there, and the
     /// next flush syncs the invalidation; producer state is rebuilt as of the cut
     /// (snapshots above it go) and the epoch cache is truncated from the end.
-    pub fn truncate_to(&mut self, offset: i64) -> Result<Doomed, AppendError> {
-        let log_end = self.log_end_offset();
+    pub fn truncate_to(&mut self, offset: Offset) -> Result<Doomed, AppendError> {
+        let offset = offset.0;
+        let log_end = self.end();
         if offset < 0 {
             return Err(self.out_of_range(offset));
         }
@@ -83,7 +85,7 @@ impl Log {
             return Ok(Doomed::default());
         }
         if offset < self.log_start_offset {
-            return self.reset_to(offset);
+            return self.reset_to(Offset(offset));
         }
         let dir = self.dir.clone();
         let target_base = self
@@ -162,7 +164,8 @@ impl Log {
     /// once), one empty active segment starts at `offset`, which becomes the log start
     /// (written by the next flush, as DeleteRecords' is); producer state and the epoch
     /// cache are cleared.
-    pub fn reset_to(&mut self, offset: i64) -> Result<Doomed, AppendError> {
+    pub fn reset_to(&mut self, offset: Offset) -> Result<Doomed, AppendError> {
+        let offset = offset.0;
         if offset < 0 {
             return Err(self.out_of_range(offset));
         }
@@ -200,7 +203,7 @@ impl Log {
                 OffsetOutOfRange {
                     offset,
                     log_start: self.log_start_offset,
-                    log_end: self.log_end_offset(),
+                    log_end: self.end(),
                 },
             ),
         }

@@ -125,26 +125,25 @@ impl ReplicaLog for Log {
     type Removed = Doomed;
 
     fn log_start(&self) -> Offset {
-        Offset(self.log_start_offset())
+        self.log_start_offset()
     }
     fn log_end(&self) -> Offset {
-        Offset(self.log_end_offset())
+        self.log_end_offset()
     }
     fn leader_epoch(&self) -> LeaderEpoch {
-        LeaderEpoch(Log::leader_epoch(self))
+        Log::leader_epoch(self)
     }
     fn set_leader_epoch(&mut self, epoch: LeaderEpoch) {
-        Log::set_leader_epoch(self, epoch.0);
+        Log::set_leader_epoch(self, epoch);
     }
     fn start_leader_epoch(&mut self, epoch: LeaderEpoch) -> Result<(), AppendError> {
-        Log::start_leader_epoch(self, epoch.0)
+        Log::start_leader_epoch(self, epoch)
     }
     fn latest_epoch(&self) -> Option<LeaderEpoch> {
-        Log::latest_epoch(self).map(LeaderEpoch)
+        Log::latest_epoch(self)
     }
     fn end_offset_for_epoch(&self, epoch: LeaderEpoch) -> (LeaderEpoch, Offset) {
-        let (epoch, offset) = Log::end_offset_for_epoch(self, epoch.0);
-        (LeaderEpoch(epoch), Offset(offset))
+        Log::end_offset_for_epoch(self, epoch)
     }
     fn append(&mut self, records: &[u8], now_ms: i64) -> Result<AppendInfo, AppendError> {
         Log::append(self, records, now_ms)
@@ -153,16 +152,16 @@ impl ReplicaLog for Log {
         Log::append_replicated(self, records)
     }
     fn truncate_to(&mut self, offset: Offset) -> Result<Doomed, AppendError> {
-        Log::truncate_to(self, offset.0)
+        Log::truncate_to(self, offset)
     }
     fn reset_to(&mut self, offset: Offset) -> Result<Doomed, AppendError> {
-        Log::reset_to(self, offset.0)
+        Log::reset_to(self, offset)
     }
     fn raise_log_start(&mut self, offset: Offset) -> Result<Doomed, AppendError> {
-        Log::delete_records_before(self, offset.0).map(|(_, doomed)| doomed)
+        Log::delete_records_before(self, offset).map(|(_, doomed)| doomed)
     }
     fn durable_end(&self) -> Offset {
-        Offset(self.recovery_point())
+        self.recovery_point()
     }
     fn flush_messages(&self) -> i64 {
         self.config().flush_messages
@@ -174,7 +173,7 @@ impl ReplicaLog for Log {
         min_one: bool,
         upper: Offset,
     ) -> Result<Option<Bytes>, OffsetOutOfRange> {
-        self.read_below(offset.0, max_bytes, min_one, upper.0)
+        self.read_below(offset, max_bytes, min_one, upper)
     }
 }
 
@@ -239,7 +238,7 @@ impl Partition {
         min_insync_replicas: i32,
         lease: LeaderLease,
     ) -> Self {
-        let durable = log.recovery_point();
+        let durable = log.recovery_point().0;
         let flush_messages = AtomicI64::new(log.config().flush_messages);
         let state = ReplicaState::new(
             BrokerId(node_id),
@@ -247,7 +246,7 @@ impl Partition {
             Offset(high_watermark),
             min_insync_replicas,
         );
-        let (log_end, _) = watch::channel(state.log().log_end_offset());
+        let (log_end, _) = watch::channel(state.log().log_end_offset().0);
         let (high_watermark, _) = watch::channel(state.high_watermark().0);
         Self {
             id,
@@ -302,7 +301,7 @@ impl Partition {
     /// Publishes what changed under the lock: the log end for replica fetches, the high
     /// watermark for consumers and acknowledgements.
     fn publish(&self, state: &ReplicaState<Log>) {
-        let log_end = state.log().log_end_offset();
+        let log_end = state.log().log_end_offset().0;
         self.log_end.send_if_modified(|end| {
             let moved = *end != log_end;
             *end = log_end;
@@ -481,7 +480,7 @@ impl Partition {
                 let durable = self
                     .durable_offset
                     .load(Ordering::Acquire)
-                    .clamp(log.log_start_offset(), log.log_end_offset());
+                    .clamp(log.log_start_offset().0, log.log_end_offset().0);
                 self.durable_offset.store(durable, Ordering::Release);
             }
             self.publish(&state);
@@ -511,7 +510,7 @@ impl Partition {
     }
 
     /// Our own `(epoch, end offset)` for `epoch` (OffsetForLeaderEpoch).
-    pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
+    pub fn end_offset_for_epoch(&self, epoch: LeaderEpoch) -> (LeaderEpoch, Offset) {
         self.state.lock().log().end_offset_for_epoch(epoch)
     }
 
@@ -519,11 +518,8 @@ impl Partition {
     pub fn truncation_point(&self, diverging: (i32, i64)) -> follower::TruncationDecision {
         let state = self.state.lock();
         let log = state.log();
-        follower::truncation_offset(
-            diverging,
-            log.end_offset_for_epoch(diverging.0),
-            log.log_end_offset(),
-        )
+        let (epoch, end) = log.end_offset_for_epoch(LeaderEpoch(diverging.0));
+        follower::truncation_offset(diverging, (epoch.0, end.0), log.log_end_offset().0)
     }
 
     /// Serves a follower's fetch as the leader (see `ReplicaState::serve_follower`).
@@ -623,7 +619,7 @@ impl Partition {
                 let durable = if log.mark_flushed(&plan) {
                     up_to
                 } else {
-                    log.recovery_point()
+                    log.recovery_point().0
                 };
                 self.durable_offset.fetch_max(durable, Ordering::AcqRel);
                 state.on_flushed();
@@ -655,6 +651,7 @@ impl Partition {
             .lock()
             .log()
             .checkpoint_offset()
+            .0
             .min(self.durable_offset())
     }
 
@@ -679,7 +676,7 @@ impl Partition {
         Ok(ReadResult {
             records,
             high_watermark: state.high_watermark().0,
-            log_start_offset: state.log().log_start_offset(),
+            log_start_offset: state.log().log_start_offset().0,
         })
     }
 
@@ -694,11 +691,11 @@ impl Partition {
         let state = self.state.lock();
         let high_watermark = state.high_watermark().0;
         let log = state.log();
-        let records = log.read(offset, max_bytes, min_one)?;
+        let records = log.read(Offset(offset), max_bytes, min_one)?;
         Ok(ReadResult {
             records,
             high_watermark,
-            log_start_offset: log.log_start_offset(),
+            log_start_offset: log.log_start_offset().0,
         })
     }
 
@@ -730,14 +727,14 @@ impl Partition {
         let state = self.state.lock();
         let log = state.log();
         PartitionOffsets::new(
-            Offset(log.log_start_offset()),
+            log.log_start_offset(),
             state.high_watermark(),
-            Offset(log.log_end_offset()),
+            log.log_end_offset(),
         )
     }
 
     pub fn leader_epoch(&self) -> i32 {
-        self.state.lock().log().leader_epoch()
+        self.state.lock().log().leader_epoch().0
     }
 
     pub fn offset_for_timestamp(&self, timestamp: i64) -> Option<(i64, i64)> {
@@ -767,7 +764,7 @@ impl Partition {
                 .delete_records_before(Offset(offset))
                 .map_err(|e| PartitionError::of(&self.id, e))?;
             self.publish(&state);
-            (state.log().log_start_offset(), doomed)
+            (state.log().log_start_offset().0, doomed)
         };
         let id = self.id.clone();
         let _ = tokio::task::spawn_blocking(move || delete_segments(&id, doomed)).await;

@@ -19,6 +19,7 @@ use kafka_protocol::ResponseError;
 
 use super::super::context::RequestContext;
 use super::super::errors;
+use crate::model::LeaderEpoch;
 use crate::security::acl::AclOperation;
 
 pub async fn handle(
@@ -75,8 +76,11 @@ pub async fn handle(
                         };
                         return answer.with_error_code(error.code());
                     }
-                    let (epoch, end_offset) = partition.end_offset_for_epoch(wanted.leader_epoch);
-                    answer.with_leader_epoch(epoch).with_end_offset(end_offset)
+                    let (epoch, end_offset) =
+                        partition.end_offset_for_epoch(LeaderEpoch(wanted.leader_epoch));
+                    answer
+                        .with_leader_epoch(epoch.0)
+                        .with_end_offset(end_offset.0)
                 })
                 .collect();
             OffsetForLeaderTopicResult::default()
