@@ -141,6 +141,20 @@ pub fn code(error: Option<ResponseError>) -> i16 {
     error.map_or(0, |e| e.code())
 }
 
+/// Kafka's check of a client's `current_leader_epoch` (KIP-320) against this replica's
+/// (`Partition.getLocalLog` with a current epoch): none asked (negative) passes, an older
+/// one is FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH.
+pub fn check_current_leader_epoch(
+    asked: i32,
+    current: crate::model::LeaderEpoch,
+) -> Result<(), ResponseError> {
+    match asked {
+        a if a < 0 || a == current.0 => Ok(()),
+        a if a < current.0 => Err(ResponseError::FencedLeaderEpoch),
+        _ => Err(ResponseError::UnknownLeaderEpoch),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

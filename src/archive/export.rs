@@ -120,7 +120,7 @@ async fn export(
     if !partition.is_leader() {
         return Ok(None);
     }
-    let leader_epoch = partition.leader_epoch();
+    let leader_epoch = partition.leader_epoch().0;
     let log_start = partition.offsets().log_start().0;
     let mut changed = false;
     if manifest.next_offset < log_start {
@@ -251,7 +251,7 @@ async fn export_work(
 /// Whole batches from `position` on, below the high watermark.
 fn read_chunk(partition: &Partition, position: i64) -> Result<Bytes, ArchiveError> {
     let read = partition
-        .read(position, READ_CHUNK_BYTES, true)
+        .read(crate::model::Offset(position), READ_CHUNK_BYTES, true)
         .map_err(|e| ArchiveError::Log(format!("{} at {position}: {e}", partition.id())))?;
     read.records.ok_or_else(|| {
         ArchiveError::Log(format!("{}: nothing to read at {position}", partition.id()))
@@ -311,7 +311,7 @@ async fn write_manifest(
     leader_epoch: i32,
     manifest: &Manifest,
 ) -> Result<(), ArchiveError> {
-    if !partition.is_leader() || partition.leader_epoch() != leader_epoch {
+    if !partition.is_leader() || partition.leader_epoch().0 != leader_epoch {
         return Err(ArchiveError::Log(format!(
             "{}: no longer the leader of epoch {leader_epoch}",
             partition.id()

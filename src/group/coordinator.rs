@@ -799,7 +799,8 @@ fn replay(partition: &Partition) -> ReplayedState {
     let end = offsets.log_end().0;
     let mut skipped = 0usize;
     while offset < end {
-        let Ok(read) = partition.read_to_log_end(offset, 1 << 20, true) else {
+        let Ok(read) = partition.read_to_log_end(crate::model::Offset(offset), 1 << 20, true)
+        else {
             break;
         };
         let Some(records) = read.records else { break };

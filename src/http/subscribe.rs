@@ -58,7 +58,7 @@ use crate::limits::{HTTP_MAX_DECOMPRESSED_BYTES as MAX_DECOMPRESSED_BYTES, HTTP_
 pub fn read_from(partition: &Partition, from: i64, max: usize) -> Read {
     let log_start = partition.offsets().log_start().0;
     let from = from.max(log_start);
-    match partition.read(from, 1024 * 1024, true) {
+    match partition.read(crate::model::Offset(from), 1024 * 1024, true) {
         Ok(ReadResult {
             records: Some(bytes),
             ..

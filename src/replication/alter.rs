@@ -74,7 +74,7 @@ async fn write_topic(
         .iter()
         .map(|(partition, proposal)| IsrChange {
             index: partition.id().partition,
-            leader_epoch: partition.leader_epoch(),
+            leader_epoch: partition.leader_epoch().0,
             partition_epoch: proposal.partition_epoch,
             isr: proposal.isr.clone(),
         })

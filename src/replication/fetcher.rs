@@ -84,7 +84,7 @@ impl ReplicaFetchers {
             .replicas
             .all_partitions()
             .iter()
-            .filter_map(|p| p.following())
+            .filter_map(|p| p.following().map(|leader| leader.0))
             .collect();
         let mut tasks = self.tasks.lock();
         tasks.retain(|leader, task| {

@@ -104,8 +104,8 @@ impl PartitionError {
 pub struct ReadResult {
     /// Whole batches, a zero-copy view of a segment; `None` at the end of what may be read.
     pub records: Option<Bytes>,
-    pub high_watermark: i64,
-    pub log_start_offset: i64,
+    pub high_watermark: Offset,
+    pub log_start_offset: Offset,
 }
 
 /// What a follower's fetch from this leader found.
@@ -272,8 +272,8 @@ impl Partition {
         self.state.lock().min_insync_replicas()
     }
     /// The committed in-sync replicas while this replica leads; empty otherwise.
-    pub fn isr(&self) -> Vec<i32> {
-        self.state.lock().isr()
+    pub fn isr(&self) -> Vec<BrokerId> {
+        self.state.lock().isr().into_iter().map(BrokerId).collect()
     }
     /// How many replicas are in sync (0 unless this replica leads).
     pub fn isr_size(&self) -> i32 {
@@ -283,8 +283,8 @@ impl Partition {
         self.state.lock().is_leader()
     }
     /// The broker this replica follows, if it is a follower.
-    pub fn following(&self) -> Option<i32> {
-        self.state.lock().following().map(|b| b.0)
+    pub fn following(&self) -> Option<BrokerId> {
+        self.state.lock().following()
     }
 
     pub fn set_config(&self, config: LogConfig, min_insync_replicas: i32) {
@@ -547,8 +547,8 @@ impl Partition {
         Ok(ReplicaRead {
             read: ReadResult {
                 records: served.records,
-                high_watermark: served.high_watermark.0,
-                log_start_offset: served.log_start.0,
+                high_watermark: served.high_watermark,
+                log_start_offset: served.log_start,
             },
             diverging: served.diverging.map(|(epoch, end)| (epoch.0, end.0)),
             log_end_offset: served.log_end.0,
@@ -577,8 +577,8 @@ impl Partition {
         self.state.lock().follower_progress()
     }
 
-    pub fn high_watermark(&self) -> i64 {
-        *self.high_watermark.borrow()
+    pub fn high_watermark(&self) -> Offset {
+        Offset(*self.high_watermark.borrow())
     }
 
     /// Returns once every offset up to and including `offset` is on disk. Concurrent
@@ -667,16 +667,16 @@ impl Partition {
     /// What a consumer may read: whole batches below the high watermark.
     pub fn read(
         &self,
-        offset: i64,
+        offset: Offset,
         max_bytes: u64,
         min_one: bool,
     ) -> Result<ReadResult, PartitionError> {
         let state = self.state.lock();
-        let records = state.read(Offset(offset), max_bytes, min_one)?;
+        let records = state.read(offset, max_bytes, min_one)?;
         Ok(ReadResult {
             records,
-            high_watermark: state.high_watermark().0,
-            log_start_offset: state.log().log_start_offset().0,
+            high_watermark: state.high_watermark(),
+            log_start_offset: state.log().log_start_offset(),
         })
     }
 
@@ -684,18 +684,18 @@ impl Partition {
     /// replay of a partition it now leads (the group coordinator's load).
     pub fn read_to_log_end(
         &self,
-        offset: i64,
+        offset: Offset,
         max_bytes: u64,
         min_one: bool,
     ) -> Result<ReadResult, PartitionError> {
         let state = self.state.lock();
-        let high_watermark = state.high_watermark().0;
+        let high_watermark = state.high_watermark();
         let log = state.log();
-        let records = log.read(Offset(offset), max_bytes, min_one)?;
+        let records = log.read(offset, max_bytes, min_one)?;
         Ok(ReadResult {
             records,
             high_watermark,
-            log_start_offset: log.log_start_offset().0,
+            log_start_offset: log.log_start_offset(),
         })
     }
 
@@ -704,18 +704,18 @@ impl Partition {
     /// no records rather than OFFSET_OUT_OF_RANGE, which would reset the consumer.
     pub fn read_for_consumer(
         &self,
-        offset: i64,
+        offset: Offset,
         max_bytes: u64,
         min_one: bool,
     ) -> Result<ReadResult, PartitionError> {
         match self.read(offset, max_bytes, min_one) {
             Err(PartitionError::OutOfRange(range))
-                if offset > range.log_end && self.following().is_some() =>
+                if offset.0 > range.log_end && self.following().is_some() =>
             {
                 Ok(ReadResult {
                     records: None,
                     high_watermark: self.high_watermark(),
-                    log_start_offset: range.log_start,
+                    log_start_offset: Offset(range.log_start),
                 })
             }
             other => other,
@@ -733,8 +733,8 @@ impl Partition {
         )
     }
 
-    pub fn leader_epoch(&self) -> i32 {
-        self.state.lock().log().leader_epoch().0
+    pub fn leader_epoch(&self) -> LeaderEpoch {
+        self.state.lock().log().leader_epoch()
     }
 
     pub fn offset_for_timestamp(&self, timestamp: i64) -> Option<(i64, i64)> {
@@ -754,14 +754,14 @@ impl Partition {
     /// watermark]`, and returns once the new log start is on disk. The lock is held
     /// only to move it in memory; removed segments are unlinked and the log start
     /// written after it is released.
-    pub async fn delete_records_before(&self, offset: i64) -> Result<i64, PartitionError> {
+    pub async fn delete_records_before(&self, offset: Offset) -> Result<Offset, PartitionError> {
         if self.is_offline() {
             return Err(PartitionError::StorageFailed(self.id.clone()));
         }
         let (log_start, doomed) = {
             let mut state = self.state.lock();
             let doomed = state
-                .delete_records_before(Offset(offset))
+                .delete_records_before(offset)
                 .map_err(|e| PartitionError::of(&self.id, e))?;
             self.publish(&state);
             (state.log().log_start_offset().0, doomed)
@@ -769,7 +769,7 @@ impl Partition {
         let id = self.id.clone();
         let _ = tokio::task::spawn_blocking(move || delete_segments(&id, doomed)).await;
         self.flush().await?;
-        Ok(log_start)
+        Ok(Offset(log_start))
     }
 
     /// Removes segments past retention (see [`Log::apply_retention`]). Blocking
@@ -788,7 +788,7 @@ impl Partition {
     /// The expired, committed section the archive has yet to take, given that it holds
     /// everything below `archived_below`.
     pub fn archive_work(&self, now_ms: i64, archived_below: i64) -> Option<ArchiveWork> {
-        let upper = self.high_watermark();
+        let upper = self.high_watermark().0;
         self.state
             .lock()
             .log()
@@ -818,7 +818,7 @@ impl Partition {
     /// How dirty this replica's log is (`None` unless compacted); cleaned only below
     /// the high watermark, which no leader change can truncate.
     pub fn dirtiness(&self, now_ms: i64) -> Option<Dirtiness> {
-        let upper = self.high_watermark();
+        let upper = self.high_watermark().0;
         self.state.lock().log().dirtiness(upper, now_ms)
     }
 
@@ -831,7 +831,7 @@ impl Partition {
         io_max_bytes_per_second: Option<f64>,
         now_ms: i64,
     ) -> Result<Option<PassOutcome>, PassError> {
-        let upper = self.high_watermark();
+        let upper = self.high_watermark().0;
         let Some(job) = self.state.lock().log().cleaning_job(upper, now_ms) else {
             return Ok(None);
         };
@@ -975,7 +975,7 @@ mod tests {
         // Leading again with node 1 out of the ISR: the high watermark passes `old`'s
         // offsets at once, but in epoch 3 those offsets may hold another write.
         partition.apply_assignment(&led_by_0(3, vec![0]), None, 0);
-        assert!(partition.high_watermark() > old.last_offset);
+        assert!(partition.high_watermark().0 > old.last_offset);
         assert!(matches!(
             partition.wait_acknowledged(&old, Acks::All).await,
             Err(PartitionError::NotLeader(_))
@@ -1070,10 +1070,13 @@ mod tests {
         for i in 0..20 {
             partition.append(&simple_batch(2, i), 0, Acks::Leader)?;
         }
-        assert_eq!(partition.delete_records_before(11).await?, 11);
+        assert_eq!(
+            partition.delete_records_before(Offset(11)).await?,
+            Offset(11)
+        );
         let stored = std::fs::read_to_string(dir.path().join("log-start-offset"))?;
         assert_eq!(stored.trim(), "11");
-        assert!(partition.delete_records_before(99).await.is_err());
+        assert!(partition.delete_records_before(Offset(99)).await.is_err());
         Ok(())
     }
 }

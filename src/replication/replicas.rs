@@ -26,7 +26,7 @@ use crate::cluster::topic_config::{DynamicBrokerConfigs, TopicDefaults};
 use crate::cluster::{TopicAssignment, TopicSpec};
 use crate::log::retention::RetentionCounts;
 use crate::log::{write_atomically, Log, OpenMode};
-use crate::model::{now_ms, TopicPartition};
+use crate::model::{now_ms, BrokerId, Offset, TopicPartition};
 
 const CLEAN_SHUTDOWN_FILE: &str = ".clean-shutdown";
 const RECOVERY_CHECKPOINT_FILE: &str = "recovery-point-offset-checkpoint";
@@ -489,7 +489,7 @@ impl ReplicaManager {
     pub fn followed_from(&self, leader: i32) -> Vec<Arc<Partition>> {
         self.all_partitions()
             .into_iter()
-            .filter(|p| p.following() == Some(leader))
+            .filter(|p| p.following() == Some(BrokerId(leader)))
             .collect()
     }
 
@@ -523,7 +523,7 @@ impl ReplicaManager {
             .collect();
         let raw = serde_json::to_vec(&points).map_err(io::Error::other)?;
         write_atomically(&self.data_dir.join(RECOVERY_CHECKPOINT_FILE), &raw)?;
-        let high_watermarks: BTreeMap<String, i64> = partitions
+        let high_watermarks: BTreeMap<String, Offset> = partitions
             .iter()
             .map(|p| (p.id().dir_name(), p.high_watermark()))
             .collect();

@@ -13,6 +13,7 @@ use kafka_protocol::ResponseError;
 
 use super::super::context::RequestContext;
 use super::super::errors;
+use crate::model::Offset;
 use crate::replication::Partition;
 use crate::security::acl::AclOperation;
 
@@ -85,7 +86,8 @@ async fn delete_before(partition: &Partition, offset: i64) -> Result<i64, Respon
         return Err(ResponseError::OffsetOutOfRange);
     }
     partition
-        .delete_records_before(offset)
+        .delete_records_before(Offset(offset))
         .await
+        .map(|log_start| log_start.0)
         .map_err(|e| errors::partition_error(&e))
 }

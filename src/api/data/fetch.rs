@@ -27,6 +27,7 @@ use tokio::time::Instant;
 
 use super::super::context::RequestContext;
 use super::super::errors;
+use crate::model::Offset;
 use crate::replication::{NotServed, TopicReplicas};
 use crate::security::acl::AclOperation;
 
@@ -181,13 +182,10 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
                     })
             } else {
                 let epoch = partition.leader_epoch();
-                if wanted.current_leader_epoch >= 0 && wanted.current_leader_epoch != epoch {
+                if let Err(code) =
+                    errors::check_current_leader_epoch(wanted.current_leader_epoch, epoch)
+                {
                     has_error = true;
-                    let code = if wanted.current_leader_epoch < epoch {
-                        ResponseError::FencedLeaderEpoch
-                    } else {
-                        ResponseError::UnknownLeaderEpoch
-                    };
                     partitions.push(data.with_error_code(code.code()));
                     continue;
                 }
@@ -209,7 +207,7 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
                     continue;
                 }
                 watches.push(partition.watch_high_watermark());
-                partition.read_for_consumer(wanted.fetch_offset, limit, bytes == 0)
+                partition.read_for_consumer(Offset(wanted.fetch_offset), limit, bytes == 0)
             };
             match outcome {
                 Ok(read) => {
@@ -223,9 +221,9 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
                     bytes += size;
                     remaining -= size;
                     data = data
-                        .with_high_watermark(read.high_watermark)
-                        .with_last_stable_offset(read.high_watermark)
-                        .with_log_start_offset(read.log_start_offset)
+                        .with_high_watermark(read.high_watermark.0)
+                        .with_last_stable_offset(read.high_watermark.0)
+                        .with_log_start_offset(read.log_start_offset.0)
                         .with_records(Some(read.records.unwrap_or_default()));
                 }
                 Err(e) => {
@@ -282,7 +280,7 @@ fn preferred_read_replica(
     partition
         .follower_progress()
         .into_iter()
-        .filter(|(id, _, _)| isr.contains(id) && in_rack.contains(id))
+        .filter(|(id, _, _)| isr.contains(&crate::model::BrokerId(*id)) && in_rack.contains(id))
         .max_by_key(|&(id, fetch_offset, _)| (fetch_offset, -id))
         .map(|(id, _, _)| id)
 }

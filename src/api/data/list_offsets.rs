@@ -56,12 +56,9 @@ pub async fn handle(ctx: &RequestContext, request: ListOffsetsRequest) -> ListOf
                     }
                 };
                 let epoch = partition.leader_epoch();
-                if wanted.current_leader_epoch >= 0 && wanted.current_leader_epoch != epoch {
-                    let error = if wanted.current_leader_epoch < epoch {
-                        ResponseError::FencedLeaderEpoch
-                    } else {
-                        ResponseError::UnknownLeaderEpoch
-                    };
+                if let Err(error) =
+                    errors::check_current_leader_epoch(wanted.current_leader_epoch, epoch)
+                {
                     return response.with_error_code(error.code());
                 }
                 let offsets = partition.offsets();
@@ -78,7 +75,7 @@ pub async fn handle(ctx: &RequestContext, request: ListOffsetsRequest) -> ListOf
                 let response = response.with_offset(offset).with_timestamp(timestamp);
                 // The field exists from v4; the encoder refuses a non-default value below.
                 if ctx.api_version >= 4 {
-                    response.with_leader_epoch(epoch)
+                    response.with_leader_epoch(epoch.0)
                 } else {
                     response
                 }

@@ -67,13 +67,9 @@ pub async fn handle(
                         }
                     };
                     let current = partition.leader_epoch();
-                    let asked = wanted.current_leader_epoch;
-                    if asked >= 0 && asked != current {
-                        let error = if asked < current {
-                            ResponseError::FencedLeaderEpoch
-                        } else {
-                            ResponseError::UnknownLeaderEpoch
-                        };
+                    if let Err(error) =
+                        errors::check_current_leader_epoch(wanted.current_leader_epoch, current)
+                    {
                         return answer.with_error_code(error.code());
                     }
                     let (epoch, end_offset) =
