@@ -4,11 +4,14 @@
 //! truncating a divergent tail by `follower`'s decisions) or idles.
 
 pub mod alter;
+mod error;
 pub mod fetcher;
 pub mod follower;
 pub mod leader;
+mod lease;
 pub mod log_cleaner;
 mod partition;
+mod real_log;
 pub mod replica;
 mod replicas;
 #[cfg(test)]

@@ -19,85 +19,20 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 use uuid::Uuid;
 
+pub use super::error::PartitionError;
 use super::follower;
 use super::leader::IsrProposal;
+pub use super::lease::LeaderLease;
 pub use super::replica::Acks;
-use super::replica::{
-    Acknowledgement, Assigned, FetchAnswer, FetchPosition, ReplicaError, ReplicaLog, ReplicaState,
-};
+use super::replica::{Acknowledgement, Assigned, FetchAnswer, FetchPosition, ReplicaState};
 use crate::cluster::PartitionAssignment;
 use crate::log::cleaner::TombstonePolicy;
 use crate::log::cleaning::Dirtiness;
 use crate::log::compaction::{self, PassError, PassOutcome, PassSettings};
 use crate::log::retention::{ArchiveWork, RetentionCounts};
 use crate::log::truncate::Doomed;
-use crate::log::{
-    AppendError, AppendInfo, ArchiveGate, CleanupPolicy, Log, LogConfig, OffsetOutOfRange,
-};
+use crate::log::{AppendInfo, ArchiveGate, CleanupPolicy, Log, LogConfig};
 use crate::model::{BrokerId, LeaderEpoch, Offset, PartitionOffsets, TopicPartition};
-
-#[derive(Debug, thiserror::Error)]
-pub enum PartitionError {
-    #[error(transparent)]
-    Append(#[from] AppendError),
-    #[error("partition {0} has failed storage and takes no writes")]
-    StorageFailed(TopicPartition),
-    #[error(transparent)]
-    OutOfRange(#[from] OffsetOutOfRange),
-    #[error("this broker is not the leader of {0}")]
-    NotLeader(TopicPartition),
-    #[error("this broker is not a follower of {0}")]
-    NotFollower(TopicPartition),
-    #[error("leader epoch {requested} of {partition} is older than the current {current}")]
-    FencedLeaderEpoch {
-        partition: TopicPartition,
-        requested: i32,
-        current: i32,
-    },
-    #[error("leader epoch {requested} of {partition} is newer than the current {current}")]
-    UnknownLeaderEpoch {
-        partition: TopicPartition,
-        requested: i32,
-        current: i32,
-    },
-    #[error("{partition} has {isr} in-sync replicas, below min.insync.replicas {min}")]
-    NotEnoughReplicas {
-        partition: TopicPartition,
-        isr: i32,
-        min: i32,
-    },
-    #[error("{0}: the in-sync replicas fell below min.insync.replicas after the append")]
-    NotEnoughReplicasAfterAppend(TopicPartition),
-    #[error("{0}: the write was not replicated within the request's timeout")]
-    TimedOut(TopicPartition),
-}
-
-impl PartitionError {
-    fn of(partition: &TopicPartition, error: ReplicaError) -> Self {
-        let partition = partition.clone();
-        match error {
-            ReplicaError::Append(e) => Self::Append(e),
-            ReplicaError::OutOfRange(e) => Self::OutOfRange(e),
-            ReplicaError::NotLeader => Self::NotLeader(partition),
-            ReplicaError::NotFollower => Self::NotFollower(partition),
-            ReplicaError::FencedLeaderEpoch { requested, current } => Self::FencedLeaderEpoch {
-                partition,
-                requested: requested.0,
-                current: current.0,
-            },
-            ReplicaError::UnknownLeaderEpoch { requested, current } => Self::UnknownLeaderEpoch {
-                partition,
-                requested: requested.0,
-                current: current.0,
-            },
-            ReplicaError::NotEnoughReplicas { isr, min } => Self::NotEnoughReplicas {
-                partition,
-                isr,
-                min,
-            },
-        }
-    }
-}
 
 /// What a fetch found in one partition.
 #[derive(Debug, Clone)]
@@ -118,90 +53,6 @@ pub struct ReplicaRead {
     pub log_end_offset: i64,
     /// An ISR change the fetch made due (an expansion), for the store.
     pub proposal: Option<IsrProposal>,
-}
-
-/// The real log as a replica's storage.
-impl ReplicaLog for Log {
-    type Removed = Doomed;
-
-    fn log_start(&self) -> Offset {
-        self.log_start_offset()
-    }
-    fn log_end(&self) -> Offset {
-        self.log_end_offset()
-    }
-    fn leader_epoch(&self) -> LeaderEpoch {
-        Log::leader_epoch(self)
-    }
-    fn set_leader_epoch(&mut self, epoch: LeaderEpoch) {
-        Log::set_leader_epoch(self, epoch);
-    }
-    fn start_leader_epoch(&mut self, epoch: LeaderEpoch) -> Result<(), AppendError> {
-        Log::start_leader_epoch(self, epoch)
-    }
-    fn latest_epoch(&self) -> Option<LeaderEpoch> {
-        Log::latest_epoch(self)
-    }
-    fn end_offset_for_epoch(&self, epoch: LeaderEpoch) -> (LeaderEpoch, Offset) {
-        Log::end_offset_for_epoch(self, epoch)
-    }
-    fn append(&mut self, records: &[u8], now_ms: i64) -> Result<AppendInfo, AppendError> {
-        Log::append(self, records, now_ms)
-    }
-    fn append_replicated(&mut self, records: &[u8]) -> Result<AppendInfo, AppendError> {
-        Log::append_replicated(self, records)
-    }
-    fn truncate_to(&mut self, offset: Offset) -> Result<Doomed, AppendError> {
-        Log::truncate_to(self, offset)
-    }
-    fn reset_to(&mut self, offset: Offset) -> Result<Doomed, AppendError> {
-        Log::reset_to(self, offset)
-    }
-    fn raise_log_start(&mut self, offset: Offset) -> Result<Doomed, AppendError> {
-        Log::delete_records_before(self, offset).map(|(_, doomed)| doomed)
-    }
-    fn durable_end(&self) -> Offset {
-        self.recovery_point()
-    }
-    fn flush_messages(&self) -> i64 {
-        self.config().flush_messages
-    }
-    fn read(
-        &self,
-        offset: Offset,
-        max_bytes: u64,
-        min_one: bool,
-        upper: Offset,
-    ) -> Result<Option<Bytes>, OffsetOutOfRange> {
-        self.read_below(offset, max_bytes, min_one, upper)
-    }
-}
-
-/// Whether this broker's cluster session lets it act as a leader now
-/// (`MetadataStore::may_lead`): a broker whose lease may have lapsed appends nothing, so
-/// that a partition is never written by two leaders at once.
-#[derive(Clone)]
-pub struct LeaderLease(std::sync::Arc<dyn Fn() -> bool + Send + Sync>);
-
-impl LeaderLease {
-    pub fn new(may_lead: impl Fn() -> bool + Send + Sync + 'static) -> Self {
-        Self(std::sync::Arc::new(may_lead))
-    }
-    /// Always good: a single broker, or a test.
-    pub fn always() -> Self {
-        Self::new(|| true)
-    }
-    pub fn may_lead(&self) -> bool {
-        (self.0)()
-    }
-}
-
-impl std::fmt::Debug for LeaderLease {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("LeaderLease")
-            .field(&self.may_lead())
-            .finish()
-    }
 }
 
 #[derive(Debug)]
