@@ -146,9 +146,14 @@ async fn place_all(
         .filter(|b| b.shutting_down)
         .map(|b| b.node_id)
         .collect();
+    let restarted_now: std::collections::BTreeMap<i32, i64> = restarted
+        .iter()
+        .filter_map(|b| snapshot.incarnations.get(b).map(|&i| (*b, i)))
+        .collect();
     let members = Membership {
         live: &live_ids,
         shutting_down: &shutting_down,
+        restarted: &restarted_now,
     };
     for spec in snapshot.topics.values() {
         let previous = snapshot
@@ -396,6 +401,7 @@ pub fn assign_topic(
                 leader_incarnation: 0,
                 pinned: false,
                 unclean_requested: false,
+                isr_incarnations: Default::default(),
             }
         })
         .collect();
@@ -633,6 +639,7 @@ mod tests {
         let members = Membership {
             live: &all,
             shutting_down: &none,
+            restarted: &BTreeMap::new(),
         };
         let placed = next_assignment(&ring, &topic, None, &members, false).assignment;
         assert!(placed.partitions.iter().all(|p| p.isr.len() == 3));
@@ -641,6 +648,7 @@ mod tests {
         let members = Membership {
             live: &without_3,
             shutting_down: &none,
+            restarted: &BTreeMap::new(),
         };
         let next = next_assignment(&ring, &topic, Some(&placed), &members, false).assignment;
         for (old, new) in placed.partitions.iter().zip(&next.partitions) {
@@ -753,6 +761,7 @@ mod tests {
         let members = Membership {
             live: &all,
             shutting_down: &none,
+            restarted: &BTreeMap::new(),
         };
         let placed = next_assignment(&ring, &topic, None, &members, false).assignment;
         let original = placed.partitions[0].clone();
@@ -821,6 +830,7 @@ mod tests {
         let members = Membership {
             live: &all,
             shutting_down: &none,
+            restarted: &BTreeMap::new(),
         };
         let placed = next_assignment(&ring, &topic, None, &members, false).assignment;
         let p = placed.partitions[0].clone();
@@ -831,6 +841,7 @@ mod tests {
         let members = Membership {
             live: &live,
             shutting_down: &none,
+            restarted: &BTreeMap::new(),
         };
         let offline = next_assignment(&ring, &topic, Some(&alone), &members, false);
         assert_eq!(offline.assignment.partitions[0].leader, -1);
@@ -849,6 +860,7 @@ mod tests {
         let nobody = Membership {
             live: &dead,
             shutting_down: &none,
+            restarted: &BTreeMap::new(),
         };
         let stale = next_assignment(&ring, &topic, Some(&asked), &nobody, false);
         assert_eq!(stale.unclean, 0);

@@ -1274,6 +1274,7 @@ impl MetadataStore for EtcdStore {
                         change.leader_epoch,
                         change.partition_epoch,
                         &change.isr,
+                        &change.incarnations,
                         |broker| live.contains(&broker),
                     )?;
                     *current = next.clone();

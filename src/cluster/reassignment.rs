@@ -220,6 +220,7 @@ mod tests {
             leader_incarnation: 0,
             pinned: false,
             unclean_requested: false,
+            isr_incarnations: Default::default(),
         }
     }
 

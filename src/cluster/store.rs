@@ -144,6 +144,14 @@ pub struct PartitionAssignment {
     /// `unclean.leader.election.enable`, and clears it with its next write.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unclean_requested: bool,
+    /// For ISR members a leader admitted by catching up: the incarnation of the
+    /// follower process that caught up (KIP-903's broker epoch). A broker the controller
+    /// sees restarted keeps its place in this ISR only when its current incarnation is
+    /// the one recorded here — it rejoined after the restart, holding everything
+    /// acknowledged; any other restarted member may have lost its unsynced tail and
+    /// leaves the ISR.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub isr_incarnations: BTreeMap<i32, i64>,
 }
 
 fn is_zero(value: &i64) -> bool {
@@ -192,6 +200,7 @@ impl TopicAssignment {
             leader_incarnation: 0,
             pinned: false,
             unclean_requested: false,
+            isr_incarnations: BTreeMap::new(),
         };
         Self {
             topic_id: spec.topic_id,
@@ -214,6 +223,9 @@ pub struct IsrChange {
     pub leader_epoch: i32,
     pub partition_epoch: i32,
     pub isr: Vec<i32>,
+    /// The incarnations of the members this change admits (see
+    /// [`PartitionAssignment::isr_incarnations`]).
+    pub incarnations: BTreeMap<i32, i64>,
 }
 
 /// Kafka's AlterPartition checks, as a pure function: the proposal of `leader` must
@@ -226,6 +238,7 @@ pub fn apply_isr_change(
     leader_epoch: i32,
     partition_epoch: i32,
     isr: &[i32],
+    admitted: &BTreeMap<i32, i64>,
     is_live: impl Fn(i32) -> bool,
 ) -> Option<PartitionAssignment> {
     let before = current.in_sync();
@@ -240,6 +253,19 @@ pub fn apply_isr_change(
         let mut members = vec![leader];
         members.extend(isr.iter().copied().filter(|&r| r != leader));
         members.dedup();
+        // A member's recorded incarnation is the one it was admitted with: a newly
+        // admitted member's from this change, the others' as stored.
+        next.isr_incarnations = members
+            .iter()
+            .filter_map(|&m| {
+                let recorded = if before.contains(&m) {
+                    current.isr_incarnations.get(&m)
+                } else {
+                    admitted.get(&m)
+                };
+                recorded.map(|&incarnation| (m, incarnation))
+            })
+            .collect();
         next.isr = members;
         next.partition_epoch += 1;
         next
@@ -447,4 +473,40 @@ pub trait MetadataStore: Send + Sync + Debug + 'static {
     async fn begin_shutdown(&self) {}
     /// Leaves the cluster on a clean shutdown, so others take over at once.
     async fn leave(&self) {}
+}
+
+#[cfg(test)]
+mod isr_change_tests {
+    use super::*;
+
+    #[test]
+    fn an_admitted_member_is_recorded_with_its_incarnation_and_the_rest_keep_theirs() {
+        let mut current = PartitionAssignment {
+            leader: 1,
+            replicas: vec![1, 2, 3],
+            leader_epoch: 0,
+            isr: vec![1],
+            partition_epoch: 0,
+            target: Vec::new(),
+            leader_incarnation: 0,
+            pinned: false,
+            unclean_requested: false,
+            isr_incarnations: BTreeMap::new(),
+        };
+        current.replicas = vec![1, 2, 3];
+        current.isr_incarnations = [(1, 5)].into_iter().collect();
+        let admitted: BTreeMap<i32, i64> = [(2, 7), (3, 99)].into_iter().collect();
+        let next = apply_isr_change(&current, 1, 0, 0, &[1, 2], &admitted, |_| true)
+            .expect("a valid expansion");
+        assert_eq!(next.isr, vec![1, 2]);
+        assert_eq!(
+            next.isr_incarnations,
+            [(1, 5), (2, 7)].into_iter().collect::<BTreeMap<_, _>>(),
+            "3 is not in the ISR; 1 keeps what it had"
+        );
+        // A shrink admits nobody and drops the leaver's record.
+        let shrunk = apply_isr_change(&next, 1, 0, 1, &[1], &BTreeMap::new(), |_| true)
+            .expect("a valid shrink");
+        assert_eq!(shrunk.isr_incarnations, [(1, 5)].into_iter().collect());
+    }
 }

@@ -77,6 +77,7 @@ async fn write_topic(
             leader_epoch: partition.leader_epoch().0,
             partition_epoch: proposal.partition_epoch,
             isr: proposal.isr.clone(),
+            incarnations: proposal.incarnations.clone(),
         })
         .collect();
     let outcomes = match store.alter_partitions(topic, topic_id, &requests).await {

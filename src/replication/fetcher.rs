@@ -17,8 +17,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
-use kafka_protocol::messages::{BrokerId, FetchResponse, TopicName};
+use kafka_protocol::messages::fetch_request::{
+    FetchPartition, FetchRequest, FetchTopic, ReplicaState,
+};
+use kafka_protocol::messages::{ApiKey, BrokerId, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use tokio_util::sync::CancellationToken;
@@ -35,7 +37,9 @@ use crate::model::{LeaderEpoch, Offset};
 
 /// The fetch version followers send: v12 has `last_fetched_epoch` and
 /// `diverging_epoch` (KIP-595's truncation on fetch) and still names topics.
-const FETCH_VERSION: i16 = 12;
+/// v15: the replica's id and incarnation travel in `replica_state` (KIP-903), so that
+/// an ISR expansion names the follower process that caught up; topics by id (v13+).
+const FETCH_VERSION: i16 = 15;
 
 #[derive(Debug)]
 pub struct ReplicaFetchers {
@@ -137,8 +141,12 @@ impl ReplicaFetchers {
                     (p, position)
                 })
                 .collect();
-            let request = self.request(&partitions);
-            match connection.send(request, FETCH_VERSION).await {
+            // The replica's identity moves into `replica_state` at v15 (KIP-903).
+            let version = connection
+                .version_for(ApiKey::Fetch, FETCH_VERSION)
+                .unwrap_or(FETCH_VERSION);
+            let request = self.request(&partitions, version);
+            match connection.send(request, version).await {
                 Ok((_, response)) => {
                     if !self.apply(leader, &partitions, response).await {
                         tokio::time::sleep(REPLICA_FETCH_BACKOFF).await;
@@ -170,7 +178,11 @@ impl ReplicaFetchers {
     }
 
     /// One Fetch for every partition followed from this leader, each at its log end.
-    fn request(&self, partitions: &[(Arc<Partition>, FetchPosition)]) -> FetchRequest {
+    fn request(
+        &self,
+        partitions: &[(Arc<Partition>, FetchPosition)],
+        version: i16,
+    ) -> FetchRequest {
         let mut topics: Vec<FetchTopic> = Vec::new();
         for (partition, position) in partitions {
             let wanted = FetchPartition::default()
@@ -191,8 +203,16 @@ impl ReplicaFetchers {
                 ),
             }
         }
-        FetchRequest::default()
-            .with_replica_id(BrokerId(self.node_id))
+        let request = if version >= 15 {
+            FetchRequest::default().with_replica_state(
+                ReplicaState::default()
+                    .with_replica_id(BrokerId(self.node_id))
+                    .with_replica_epoch(self.store.incarnation().unwrap_or(-1)),
+            )
+        } else {
+            FetchRequest::default().with_replica_id(BrokerId(self.node_id))
+        };
+        request
             .with_max_wait_ms(REPLICA_FETCH_WAIT_MS)
             .with_min_bytes(1)
             .with_max_bytes(REPLICA_FETCH_MAX_BYTES)
@@ -215,8 +235,10 @@ impl ReplicaFetchers {
         let mut progressed = false;
         for topic in &response.responses {
             for data in &topic.partitions {
+                // v13+ answers name topics by id only.
                 let Some((partition, asked)) = partitions.iter().find(|(p, _)| {
-                    p.id().topic == topic.topic.0.as_str()
+                    (p.id().topic == topic.topic.0.as_str()
+                        || (!topic.topic_id.is_nil() && p.topic_id() == topic.topic_id))
                         && p.id().partition == data.partition_index
                 }) else {
                     continue;

@@ -38,6 +38,11 @@ pub struct IsrProposal {
     pub isr: Vec<i32>,
     /// The partition epoch this proposal was computed from.
     pub partition_epoch: i32,
+    /// For a member this proposal adds: the incarnation of the follower process whose
+    /// fetch caught it up (KIP-903's broker epoch), so that the controller keeps it in
+    /// the ISR when it notices a restart that happened *before* that fetch. Empty for a
+    /// shrink, or when the follower did not say.
+    pub incarnations: BTreeMap<i32, i64>,
 }
 
 /// The answer to "is this acks=all write acknowledged?" (Kafka's
@@ -65,6 +70,8 @@ struct Follower {
     /// The leader's log end at the follower's previous fetch, and that fetch's time.
     last_fetch_leader_log_end: i64,
     last_fetch_ms: i64,
+    /// The incarnation its last fetch declared (Fetch v15+ `replica_epoch`), if any.
+    incarnation: Option<i64>,
 }
 
 impl Follower {
@@ -76,6 +83,7 @@ impl Follower {
             last_caught_up_ms: if in_sync { now_ms } else { 0 },
             last_fetch_leader_log_end: leader_log_end,
             last_fetch_ms: now_ms,
+            incarnation: None,
         }
     }
 
@@ -227,7 +235,21 @@ impl LeaderState {
         }
         let mut isr = self.isr.clone();
         isr.push(follower);
-        Some(self.propose(isr))
+        let incarnation = self.followers.get(&follower).and_then(|f| f.incarnation);
+        let mut proposal = self.propose(isr);
+        if let Some(incarnation) = incarnation {
+            proposal.incarnations.insert(follower, incarnation);
+            self.pending = Some(proposal.clone());
+        }
+        Some(proposal)
+    }
+
+    /// The incarnation a follower's fetch declared, before [`Self::on_follower_fetch`]
+    /// counts that fetch: an ISR expansion it triggers names it.
+    pub fn on_follower_incarnation(&mut self, follower: i32, incarnation: Option<i64>) {
+        if let Some(state) = self.followers.get_mut(&follower) {
+            state.incarnation = incarnation;
+        }
     }
 
     /// The leader's own log end moved (an append): the high watermark may move when the
@@ -282,6 +304,7 @@ impl LeaderState {
         let proposal = IsrProposal {
             isr,
             partition_epoch: self.partition_epoch,
+            incarnations: BTreeMap::new(),
         };
         self.pending = Some(proposal.clone());
         proposal
@@ -347,6 +370,7 @@ impl LeaderState {
                     last_caught_up_ms: 0,
                     last_fetch_leader_log_end: self.leader_log_end,
                     last_fetch_ms: 0,
+                    incarnation: None,
                 });
             }
         }
@@ -537,7 +561,8 @@ mod tests {
             p,
             Some(IsrProposal {
                 isr: vec![1, 2, 3],
-                partition_epoch: 10
+                partition_epoch: 10,
+                incarnations: BTreeMap::new(),
             })
         );
         // One in flight at a time; the pending member already holds the HW back.

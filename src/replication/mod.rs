@@ -19,5 +19,7 @@ pub(crate) mod sim;
 
 pub use follower::{diverging_epoch, truncation_offset, TruncationDecision};
 pub use leader::{AckCheck, IsrProposal, LeaderState};
-pub use partition::{Acks, LeaderLease, Partition, PartitionError, ReadResult, ReplicaRead};
+pub use partition::{
+    Acks, FollowerProcess, LeaderLease, Partition, PartitionError, ReadResult, ReplicaRead,
+};
 pub use replicas::{Durability, NotServed, ReplicaManager, TopicReplicas};

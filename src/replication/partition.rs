@@ -43,6 +43,14 @@ pub struct ReadResult {
     pub log_start_offset: Offset,
 }
 
+/// Who sent a replica fetch: the follower's broker id and, when it said (Fetch v15+
+/// `replica_epoch`), the incarnation of its process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FollowerProcess {
+    pub id: i32,
+    pub incarnation: Option<i64>,
+}
+
 /// What a follower's fetch from this leader found.
 #[derive(Debug, Clone)]
 pub struct ReplicaRead {
@@ -376,7 +384,7 @@ impl Partition {
     /// Serves a follower's fetch as the leader (see `ReplicaState::serve_follower`).
     pub fn read_for_follower(
         &self,
-        follower: i32,
+        follower: FollowerProcess,
         fetch_offset: i64,
         current_leader_epoch: i32,
         last_fetched_epoch: Option<i32>,
@@ -384,9 +392,10 @@ impl Partition {
         now_ms: i64,
     ) -> Result<ReplicaRead, PartitionError> {
         let mut state = self.state.lock();
+        state.note_follower_incarnation(BrokerId(follower.id), follower.incarnation);
         let (served, proposal) = state
             .serve_follower(
-                BrokerId(follower),
+                BrokerId(follower.id),
                 Offset(fetch_offset),
                 LeaderEpoch(current_leader_epoch),
                 last_fetched_epoch.map(LeaderEpoch),
@@ -781,6 +790,7 @@ mod tests {
             leader_incarnation: 0,
             pinned: false,
             unclean_requested: false,
+            isr_incarnations: Default::default(),
         }
     }
 

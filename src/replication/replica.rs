@@ -508,6 +508,14 @@ impl<L: ReplicaLog> ReplicaState<L> {
         Ok((served, proposal))
     }
 
+    /// The incarnation a follower's fetch declares (Fetch v15+ `replica_epoch`), told to
+    /// the leader before [`Self::serve_follower`] serves that fetch.
+    pub fn note_follower_incarnation(&mut self, follower: BrokerId, incarnation: Option<i64>) {
+        if let Role::Leader(leader) = &mut self.role {
+            leader.on_follower_incarnation(follower.0, incarnation);
+        }
+    }
+
     /// What a follower's next fetch asks.
     pub fn fetch_position(&self) -> FetchPosition {
         FetchPosition {

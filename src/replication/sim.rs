@@ -431,6 +431,8 @@ enum Msg {
     Metadata(u64, PartitionAssignment),
     FetchReq {
         from: i32,
+        /// The sender's incarnation when it sent (Fetch v15+ `replica_epoch`).
+        incarnation: i64,
         position: FetchPosition,
         seq: u64,
     },
@@ -522,6 +524,7 @@ impl Sim {
         let members = Membership {
             live: &live,
             shutting_down: &none,
+            restarted: &BTreeMap::new(),
         };
         let mut store = next_state(None, &target, &members, false)
             .map(|change| change.next)
@@ -685,10 +688,11 @@ impl Sim {
             Msg::Metadata(revision, state) => self.learn(to, revision, state),
             Msg::FetchReq {
                 from,
+                incarnation,
                 position,
                 seq,
             } => {
-                let answer = self.serve_fetch(to, from, &position);
+                let answer = self.serve_fetch(to, (from, incarnation), &position);
                 self.send(
                     from,
                     Msg::FetchResp {
@@ -782,11 +786,17 @@ impl Sim {
         }
     }
 
-    fn serve_fetch(&mut self, at: i32, from: i32, position: &FetchPosition) -> Answer {
+    fn serve_fetch(
+        &mut self,
+        at: i32,
+        (from, incarnation): (i32, i64),
+        position: &FetchPosition,
+    ) -> Answer {
         let now = self.now;
         let Some(replica) = self.brokers[at as usize].replica.as_mut() else {
             return Answer::Refused;
         };
+        replica.note_follower_incarnation(BrokerId(from), Some(incarnation));
         let served = replica.serve_follower(
             BrokerId(from),
             position.fetch_offset,
@@ -920,6 +930,7 @@ impl Sim {
             leader_epoch,
             proposal.partition_epoch,
             &proposal.isr,
+            &proposal.incarnations,
             |b| live.contains(&b),
         );
         self.log(|| {
@@ -1116,6 +1127,7 @@ impl Sim {
             b.fetch_sent_ms = Some(now);
             let msg = Msg::FetchReq {
                 from: b.id,
+                incarnation: b.incarnation,
                 position,
                 seq: b.fetch_seq,
             };
@@ -1184,9 +1196,14 @@ impl Sim {
             .copied()
             .filter(|b| !restarted.contains(b))
             .collect();
+        let restarted_now: BTreeMap<i32, i64> = restarted
+            .iter()
+            .filter_map(|b| incarnations.get(b).map(|&i| (*b, i)))
+            .collect();
         let members = Membership {
             live: &live,
             shutting_down: &self.shutting_down,
+            restarted: &restarted_now,
         };
         let mut desired = TopicAssignment {
             topic_id: uuid::Uuid::nil(),

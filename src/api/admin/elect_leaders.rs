@@ -79,6 +79,7 @@ fn verdict_now(
     let members = Membership {
         live: &live,
         shutting_down: &down,
+        restarted: &std::collections::BTreeMap::new(),
     };
     let assignment = store.assignment(spec)?;
     let state = assignment.partition(partition)?;

@@ -110,6 +110,9 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
     } else {
         request.replica_id.0
     };
+    // KIP-903's broker epoch: tern's followers send their incarnation (v15+).
+    let replica_incarnation = (ctx.api_version >= 15 && request.replica_state.replica_epoch >= 0)
+        .then_some(request.replica_state.replica_epoch);
     let now = crate::model::now_ms();
     for topic in &request.topics {
         let replicas = resolve(ctx, &topic.topic, topic.topic_id);
@@ -161,7 +164,10 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
                 watches.push(partition.watch_log_end());
                 partition
                     .read_for_follower(
-                        replica_id,
+                        crate::replication::FollowerProcess {
+                            id: replica_id,
+                            incarnation: replica_incarnation,
+                        },
                         wanted.fetch_offset,
                         wanted.current_leader_epoch,
                         last_fetched_epoch,
