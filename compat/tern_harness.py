@@ -103,11 +103,14 @@ class Broker:
     """
 
     def __init__(self, data_dir: Path, log_dir: Path, port: int | None = None, binary: Path | None = None,
-                 extra_args: list[str] | tuple[str, ...] = (), node_id: int = 1):
+                 extra_args: list[str] | tuple[str, ...] = (), node_id: int = 1,
+                 extra_env: dict[str, str] | None = None):
         self.binary = Path(binary or tern_bin())
         self.node_id = node_id
         # Appended to every `tern serve` command line (e.g. GROUP_ARGS), on every (re)start.
         self.extra_args = [str(a) for a in extra_args]
+        # Added to the environment of every (re)start (e.g. tools/powerloss.py's shim).
+        self.extra_env = dict(extra_env or {})
         self.data_dir = Path(data_dir)
         self.log_dir = Path(log_dir)
         self.port = port or free_port()
@@ -150,6 +153,7 @@ class Broker:
             *self.extra_args,
         ]
         env = dict(os.environ)
+        env.update(self.extra_env)
         env.setdefault("RUST_BACKTRACE", "1")
         env.setdefault("NO_COLOR", "1")  # plain-text logs in the log file
         with open(log_path, "wb") as log:

@@ -14,12 +14,18 @@ import re
 import threading
 import time
 
+import sys
+from pathlib import Path
+
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from ck import consume_all, produce_all
-from tern_harness import GROUP_ARGS, wait_until
+from tern_harness import GROUP_ARGS, Broker, free_port, wait_until
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+import powerloss  # noqa: E402
 
 VALUE_RE = re.compile(rb"^msg-(\d{8})-[a-z]+$")
 WORDS = [b"alpha", b"bravo", b"charlie", b"delta", b"echo", b"foxtrot", b"golf"]
@@ -433,30 +439,42 @@ def test_kill9_while_committing_keeps_last_acknowledged_commit(broker, topic):
         expected_start = got_consumer
 
 
-@pytest.mark.timeout(120)
-@pytest.mark.broker_args("--test-drop-unflushed-on-start", "true", "--log-flush-interval-ms", "600000")
-def test_flush_messages_1_keeps_every_acknowledged_write_through_a_power_loss(broker, topic):
+@pytest.mark.timeout(180)
+def test_flush_messages_1_keeps_every_acknowledged_write_through_a_power_loss(tmp_path, topic):
     """`flush.messages=1` fsyncs each write before acknowledging it; the default leaves it in
-    the page cache until the flush interval. A restart that drops everything not fsynced
-    (as a power loss would) keeps all of the first topic and not all of the second."""
-    durable, lazy = f"{topic}-fsynced", f"{topic}-default"
-    admin = AdminClient({"bootstrap.servers": broker.address})
-    futures = admin.create_topics(
-        [NewTopic(durable, num_partitions=1, replication_factor=1, config={"flush.messages": "1"}),
-         NewTopic(lazy, num_partitions=1, replication_factor=1)], operation_timeout=10)
-    for f in futures.values():
-        f.result(timeout=15)
-    n = 200
-    for name, acks in ((durable, "all"), (durable, "1"), (lazy, "all")):
-        results = produce_all(broker.address, name, [{"value": value_for(i)} for i in range(n)],
-                              {"acks": acks, "linger.ms": 0})
-        assert all(err is None for _, err, _, _ in results), results[:3]
-    broker.kill9()
+    the page cache until the flush interval. The broker runs under tools/powerloss_shim.c;
+    after kill -9 its data directory is cut back to what it had asked the kernel to make
+    durable (tools/powerloss.py), as a power loss would leave it: all of the first topic
+    survives, not all of the second."""
+    data, shadow = tmp_path / "data", tmp_path / "shadow"
+    broker = Broker(data_dir=data, log_dir=tmp_path / "logs", port=free_port(),
+                    extra_args=["--log-flush-interval-ms", "600000"],
+                    extra_env=powerloss.environment(data, shadow, base={}))
     broker.start()
-    got, errors, wm = consume_all(broker.address, durable)
-    assert not errors, [str(e) for e in errors]
-    assert [m.value() for m in got] == [value_for(i) for i in range(n)] * 2, \
-        "an fsynced, acknowledged write was lost"
-    left, errors, _ = consume_all(broker.address, lazy)
-    assert not errors, [str(e) for e in errors]
-    assert len(left) < n, "the restart dropped nothing: this test would not see a missing fsync"
+    try:
+        durable, lazy = f"{topic}-fsynced", f"{topic}-default"
+        admin = AdminClient({"bootstrap.servers": broker.address})
+        futures = admin.create_topics(
+            [NewTopic(durable, num_partitions=1, replication_factor=1, config={"flush.messages": "1"}),
+             NewTopic(lazy, num_partitions=1, replication_factor=1)], operation_timeout=10)
+        for f in futures.values():
+            f.result(timeout=15)
+        n = 200
+        for name, acks in ((durable, "all"), (durable, "1"), (lazy, "all")):
+            results = produce_all(broker.address, name, [{"value": value_for(i)} for i in range(n)],
+                                  {"acks": acks, "linger.ms": 0})
+            assert all(err is None for _, err, _, _ in results), results[:3]
+        broker.kill9()
+        lost = powerloss.apply(data, shadow)
+        assert lost["bytes_dropped"] > 0, f"the power loss took nothing: {lost}"
+        broker.extra_env = {}
+        broker.start()
+        got, errors, wm = consume_all(broker.address, durable)
+        assert not errors, [str(e) for e in errors]
+        assert [m.value() for m in got] == [value_for(i) for i in range(n)] * 2, \
+            f"an fsynced, acknowledged write was lost (the power loss took {lost})"
+        left, errors, _ = consume_all(broker.address, lazy)
+        assert not errors, [str(e) for e in errors]
+        assert len(left) < n, f"the power loss dropped nothing of the default topic: {lost}"
+    finally:
+        broker.stop()

@@ -20,7 +20,14 @@ impl Log {
     /// Opens or creates the log in `dir`, recovering the unflushed tail if the last
     /// shutdown was not clean.
     pub fn open(dir: &Path, config: LogConfig, mode: OpenMode) -> io::Result<Self> {
-        std::fs::create_dir_all(dir)?;
+        if !dir.is_dir() {
+            // A new partition directory exists after a power loss only once its parent's
+            // entry for it is synced: otherwise every fsync inside it is for nothing.
+            std::fs::create_dir_all(dir)?;
+            if let Some(parent) = dir.parent() {
+                super::files::sync_dir(parent)?;
+            }
+        }
         compaction::complete_swaps(dir)?;
         remove_temporary_files(dir)?;
         let bases = list_suffix(dir, ".log")?;
@@ -93,6 +100,15 @@ impl Log {
         }
         log.load_producer_state()?;
         log.load_epochs(mode)?;
+        // What recovery kept past the checkpoint is synced now, before the log serves:
+        // under `flush.messages` the leader's high watermark waits for its own log to be
+        // durable, and nothing else would flush a partition that takes no new writes
+        // until the flush interval — its consumers would not see the recovered records.
+        if log.recovery_point < log.end() {
+            let plan = log.flush_plan();
+            plan.run()?;
+            log.mark_flushed(&plan);
+        }
         Ok(log)
     }
 

@@ -1118,8 +1118,12 @@ fn the_epoch_checkpoint_is_rebuilt_when_missing_and_trimmed_to_the_recovered_log
     Ok(())
 }
 
+/// The recovered tail is synced before the log serves: nothing else would flush a
+/// partition that takes no new writes, and under `flush.messages` its leader's high
+/// watermark waits for its own log to be durable (found by the power-loss shim: a
+/// restarted broker served an empty topic until the flush interval).
 #[test]
-fn the_tail_recovered_after_a_crash_is_not_durable_until_flushed() -> TestResult {
+fn the_tail_recovered_after_a_crash_is_synced_before_the_log_serves() -> TestResult {
     let dir = tempfile::tempdir()?;
     let mut log = fresh(dir.path())?;
     for i in 0..10 {
@@ -1130,15 +1134,10 @@ fn the_tail_recovered_after_a_crash_is_not_durable_until_flushed() -> TestResult
         log.append(&simple_batch(2, 100 + i), 0)?;
     }
     drop(log); // crash: the last ten batches were never synced
-    let mut log = open_with(dir.path(), false, 20)?;
+    let log = open_with(dir.path(), false, 20)?;
     assert_eq!(log.end(), 40);
-    assert_eq!(log.recovery_point().0, 20, "not reported durable");
-    assert_eq!(log.checkpoint_offset().0, 20);
-    assert!(log.unflushed_bytes() > 0, "the next flush syncs it");
-    let plan = log.flush_plan();
-    assert!(!plan.segments.is_empty());
-    plan.run()?;
-    log.mark_flushed(&plan);
-    assert_eq!(log.recovery_point().0, 40);
+    assert_eq!(log.recovery_point().0, 40, "synced at open");
+    assert_eq!(log.checkpoint_offset().0, 40);
+    assert_eq!(log.unflushed_bytes(), 0);
     Ok(())
 }
