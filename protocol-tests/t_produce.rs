@@ -680,3 +680,42 @@ fn a_topic_compression_type_recompresses_what_producers_send() {
         "producer keeps the batch as sent"
     );
 }
+
+#[test]
+fn clients_cannot_write_control_or_stray_transactional_batches() {
+    // Kafka's LogValidator refuses a client's control batch (INVALID_RECORD); its
+    // KafkaApis refuses transactional records without a transactional id
+    // (TRANSACTIONAL_ID_AUTHORIZATION_FAILED). Either would leave a batch that nothing
+    // completes (and the cleaner would keep a control batch forever).
+    let ctx = Ctx::new();
+    let t = ctx.topic("ptxnbits", 1, &[]);
+    let mut c = ctx.client();
+    let batch_with = |attributes: i16| {
+        let mut spec = BatchSpec::new(now_ms(), vec![Rec::value(b"v")]);
+        spec.attributes = attributes;
+        spec.producer_id = 7;
+        spec.producer_epoch = 0;
+        spec.base_sequence = 0;
+        encode_batch(&spec)
+    };
+    for v in ctx.versions_req(ApiKey::Produce, 3, 13) {
+        let pr = produce(&mut c, v, &t, 0, batch_with(1 << 5));
+        assert_code!(
+            pr.error_code,
+            INVALID_RECORD,
+            "Produce v{v}: a control batch"
+        );
+        let pr = produce(&mut c, v, &t, 0, batch_with(1 << 4));
+        assert_code!(
+            pr.error_code,
+            TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            "Produce v{v}: a transactional batch without a transactional id"
+        );
+    }
+    assert_eq!(
+        offset_for(&ctx, &mut c, &t.name, 0, LATEST),
+        0,
+        "nothing was appended"
+    );
+    assert_broker_serves(&ctx, "control and transactional batches refused");
+}

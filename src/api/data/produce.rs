@@ -9,6 +9,11 @@
 //! `timeout_ms`. Either waits for an fsync too when the topic's `flush.messages` says
 //! so (`Partition::flush_due`).
 //!
+//! Until transactions exist, nothing a client sends can start one: transactional
+//! batches without a transactional id refuse the whole request
+//! (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka), with one INVALID_REQUEST, and a
+//! control batch from a client is INVALID_RECORD (Kafka's `LogValidator`).
+//!
 //! With an authorizer, each topic needs WRITE (else TOPIC_AUTHORIZATION_FAILED on every
 //! partition, nothing appended), and auto-creation CREATE on the cluster or the topic.
 
@@ -23,6 +28,7 @@ use kafka_protocol::ResponseError;
 
 use super::super::context::RequestContext;
 use super::super::{errors, str_bytes};
+use crate::log::batch::BatchHeader;
 use crate::log::{AppendError, AppendInfo};
 use crate::model::now_ms;
 use crate::model::TopicPartition;
@@ -86,6 +92,26 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Outcome {
     let level = if acks == -1 { Acks::All } else { Acks::Leader };
     let mut durable_waits: Vec<(Arc<Partition>, AppendInfo)> = Vec::new();
     let mut responses = Vec::with_capacity(request.topic_data.len());
+    // Kafka's KafkaApis.handleProduceRequest: transactional records need a transactional
+    // id (WRITE on it); without one the whole request is refused.
+    if request.transactional_id.is_none() && has_transactional_records(&request) {
+        let responses = request
+            .topic_data
+            .into_iter()
+            .map(|topic| {
+                refused(
+                    topic,
+                    ResponseError::TransactionalIdAuthorizationFailed,
+                    None,
+                )
+            })
+            .collect::<Vec<_>>();
+        count_partition_errors(&responses);
+        if acks == 0 {
+            return Outcome::Silent;
+        }
+        return Outcome::Done(ProduceResponse::default().with_responses(responses));
+    }
     for topic in request.topic_data {
         if crate::topics::is_internal(&topic.name) {
             responses.push(refused(
@@ -192,6 +218,14 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Outcome {
                 partitions.push(error(ResponseError::CorruptMessage, "no records".into()));
                 continue;
             };
+            if BatchHeader::parse(&records).is_ok_and(|batch| batch.is_control()) {
+                // Kafka's LogValidator.validateBatch: control records are the broker's.
+                partitions.push(error(
+                    ResponseError::InvalidRecord,
+                    "Clients are not allowed to write control records".into(),
+                ));
+                continue;
+            }
             if holds_more_than_one_batch(&records) {
                 // Kafka's ProduceRequest.validateRecords: v3+ carries exactly one batch.
                 let message = "Produce requests with version 3+ are only allowed to contain exactly one record batch per partition";
@@ -292,6 +326,17 @@ fn keyless_refusal(
 
 /// Whether a record set continues past its first batch, judged from the first
 /// batch's length field alone (the log validates the batch itself).
+/// Kafka's `RequestUtils.hasTransactionalRecords`: some partition's first batch has the
+/// transactional bit.
+fn has_transactional_records(request: &ProduceRequest) -> bool {
+    request
+        .topic_data
+        .iter()
+        .flat_map(|topic| &topic.partition_data)
+        .filter_map(|data| data.records.as_deref())
+        .any(|records| BatchHeader::parse(records).is_ok_and(|batch| batch.is_transactional()))
+}
+
 fn holds_more_than_one_batch(records: &[u8]) -> bool {
     let Some(length) = records.get(8..12) else {
         return false;
