@@ -302,11 +302,9 @@ def test_stable_group_survives_broker_restart(broker, topic, tmp_path, client, h
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("client,assignor", [
     ("confluent-kafka", "range"), ("confluent-kafka", "cooperative-sticky"),
-    # FIXME: after a restarted static *leader* is let back in without a rebalance,
-    # kafka-python (JoinGroup < v9, so no skip_assignment) sends a second JoinGroup as
-    # the known leader, which starts a rebalance; see compat/FINDINGS.md.
-    pytest.param("kafka-python", "range", marks=pytest.mark.xfail(
-        strict=True, reason="kafka-python's restarted static leader rejoins and triggers a rebalance")),
+    # kafka-python speaks JoinGroup below v9: its returning leader is told the old leader
+    # id and no members (Kafka's answer without skip_assignment), follows, and syncs.
+    ("kafka-python", "range"),
 ])
 def test_static_member_restart_keeps_assignment_without_rebalance(broker, topic, tmp_path, client, assignor):
     """Static membership (group.instance.id, KIP-345, JoinGroup v5+): a static member that is

@@ -127,6 +127,8 @@ pub struct JoinRequest {
     pub protocols: Vec<(String, Bytes)>,
     /// v4+: a member without an id first gets MEMBER_ID_REQUIRED and a new id.
     pub require_known_member_id: bool,
+    /// v9+: the answer can tell a returning static leader to skip the assignment.
+    pub supports_skip_assignment: bool,
 }
 
 /// What a joining member is told.
@@ -552,14 +554,27 @@ impl Group {
             self.static_members.insert(instance.clone(), new_id.clone());
         }
         let was_leader = self.leader.as_deref() == Some(old_id);
+        let leader_before = self.leader.clone().unwrap_or_default();
         self.members.insert(new_id.clone(), member);
         if was_leader {
             self.leader = Some(new_id.clone());
         }
         if self.state == GroupState::Stable && keeps_protocol {
-            // A returning static leader gets the member list but keeps the assignment.
-            let mut result = self.join_result_for(&new_id, was_leader);
-            result.skip_assignment = was_leader;
+            // Kafka's updateStaticMemberThenRebalanceOrCompleteJoin. v9+: a returning
+            // static leader gets the member list and skip_assignment. Below v9 there is
+            // no such flag: the answer names the leader as it was before the
+            // replacement (the old member id) and no members, so the returning client
+            // follows and syncs for its assignment instead of computing a new one.
+            let mut result = if request.supports_skip_assignment {
+                let mut result = self.join_result_for(&new_id, was_leader);
+                result.skip_assignment = was_leader;
+                result
+            } else {
+                let mut result = self.join_result_for(&new_id, false);
+                result.leader = leader_before;
+                result
+            };
+            result.member_id = new_id;
             return (Reply::Now(result), deliveries);
         }
         let mut request = request;
@@ -1129,6 +1144,7 @@ mod tests {
             protocol_type: "consumer".into(),
             protocols: vec![("range".into(), Bytes::from_static(b"m"))],
             require_known_member_id: true,
+            supports_skip_assignment: true,
         }
     }
 
@@ -1394,5 +1410,29 @@ mod tests {
             "still the leader, under its new id"
         );
         assert_eq!(group.state(), GroupState::Stable);
+    }
+
+    /// Below JoinGroup v9 (no skip_assignment) Kafka answers a returning static leader
+    /// with the old member id as leader and no members: the client follows, syncs and
+    /// gets its old assignment back, and nobody rebalances.
+    #[test]
+    fn a_static_leader_rejoining_below_v9_is_told_the_old_leader_and_no_members() {
+        let mut group = Group::new("g", limits());
+        let (reply, _) = group.join(request("", Some("i1")), 0);
+        let leader = joined(reply);
+        group.sync(&leader.member_id, Some("i1"), 1, vec![], 0);
+        let old_v8 = JoinRequest {
+            supports_skip_assignment: false,
+            ..request("", Some("i1"))
+        };
+        let (reply, deliveries) = group.join(old_v8, 5);
+        let again = joined(reply);
+        assert!(deliveries.is_empty());
+        assert_eq!((again.error, again.generation_id), (None, 1));
+        assert_ne!(again.member_id, leader.member_id, "a new member id");
+        assert_eq!(again.leader, leader.member_id, "the leader as it was");
+        assert!(again.members.is_empty() && !again.skip_assignment);
+        assert_eq!(group.state(), GroupState::Stable, "no rebalance");
+        assert_eq!(group.leader(), Some(again.member_id.as_str()));
     }
 }

@@ -43,6 +43,7 @@ pub async fn handle(ctx: &RequestContext, request: JoinGroupRequest) -> JoinGrou
             .map(|p| (p.name.to_string(), p.metadata.clone()))
             .collect(),
         require_known_member_id: ctx.api_version >= 4,
+        supports_skip_assignment: ctx.api_version >= 9,
     };
     let waiting = std::time::Instant::now();
     let result = ctx.services.groups.join(&request.group_id, join).await;
