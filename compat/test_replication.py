@@ -385,3 +385,40 @@ def test_committed_offsets_survive_the_kill9_of_their_coordinator(cluster, topic
             c.close()
 
     wait_until(committed, LEASE_TTL_S + 20, interval=0.5, what="the commits served by the new coordinator")
+
+
+@pytest.mark.timeout(150)
+def test_deleted_records_stay_deleted_after_the_leader_fails_over(cluster, topic):
+    """DeleteRecords raises the log start on the leader; each follower raises its own from
+    the leader's log_start_offset on its next fetch (Kafka's maybeIncrementLogStartOffset).
+    So after the leader's kill -9 the new leader's earliest offset is still past the
+    deleted records, and no consumer reads them again."""
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    cluster.create_topic(topic, 1, 3, {"min.insync.replicas": "2"})
+    wait_until(lambda: all_in_sync(cluster, topic), 15, what="all in sync")
+    kcat("-b", cluster.bootstrap(), "-P", "-t", topic, "-X", "acks=all",
+         input=b"\n".join(b"old-%d" % i for i in range(50)) + b"\n")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+    (done,) = admin.delete_records([TopicPartition(topic, 0, 30)], request_timeout=10).values()
+    assert done.result(timeout=15).low_watermark == 30
+    # A write acknowledged by every ISR member after the delete: each follower has
+    # fetched since, and every fetch answer carries the leader's log start.
+    kcat("-b", cluster.bootstrap(), "-P", "-t", topic, "-X", "acks=all", input=b"new-0\n")
+    wait_until(lambda: all_in_sync(cluster, topic), 15, what="all in sync after the delete")
+    old_leader = cluster.leaders(topic)[0]
+    cluster.brokers[old_leader].kill9()
+    wait_until(lambda: cluster.leaders(topic).get(0, -1) not in (-1, old_leader), 30,
+               what="a new leader")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+    tp = TopicPartition(topic, 0)
+    earliest = admin.list_offsets({tp: OffsetSpec.earliest()}, request_timeout=10)[tp].result(timeout=15)
+    assert earliest.offset == 30, f"the new leader's log start is {earliest.offset}: deleted records came back"
+    # The new leader's high watermark reaches what the old one acknowledged once a
+    # follower fetches from it.
+    latest = lambda: admin.list_offsets({tp: OffsetSpec.latest()}, request_timeout=10)[tp].result(15).offset  # noqa: E731
+    wait_until(lambda: latest() == 51, 30, what="the new leader's high watermark past new-0")
+    got, errors, _ = ck.consume_all(cluster.bootstrap(), topic)
+    assert not errors, [str(e) for e in errors]
+    values = [m.value() for m in got]
+    assert values[0] == b"old-30" and b"old-0" not in values and values[-1] == b"new-0", values[:3]
