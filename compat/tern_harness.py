@@ -111,6 +111,8 @@ class Broker:
         self.extra_args = [str(a) for a in extra_args]
         # Added to the environment of every (re)start (e.g. tools/powerloss.py's shim).
         self.extra_env = dict(extra_env or {})
+        # Set by kill9(): the process is meant to be dead until the next start().
+        self.killed = False
         self.data_dir = Path(data_dir)
         self.log_dir = Path(log_dir)
         self.port = port or free_port()
@@ -143,6 +145,7 @@ class Broker:
         if not self.binary.is_file() or not os.access(self.binary, os.X_OK):
             raise BrokerError(f"tern binary not found or not executable: {self.binary} (set TERN_BIN)")
         self.starts += 1
+        self.killed = False
         log_path = self.log_dir / f"tern-{self.starts}.log"
         self.log_paths.append(log_path)
         cmd = [
@@ -182,9 +185,13 @@ class Broker:
         raise BrokerError(f"tern did not accept connections on {self.address} within {timeout:.0f}s\n" + self.log_tail())
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> int | None:
-        """SIGTERM, then SIGKILL after `timeout`. Returns the exit code (None if not running)."""
+        """SIGTERM, then SIGKILL after `timeout`. Returns the exit code (None if never
+        started). Raises BrokerError when the broker misbehaved at any time: it exited by
+        itself (not through kill9()), SIGTERM did not end it with status 0, or any of its
+        logs holds a panic."""
         if self.proc is None:
             return None
+        problems = []
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -193,10 +200,31 @@ class Broker:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
                 raise BrokerError(f"tern did not exit within {timeout:.0f}s of SIGTERM; killed it\n" + self.log_tail())
+            if self.proc.returncode != 0:
+                problems.append(f"tern exited with status {self.proc.returncode} on SIGTERM")
+        elif not self.killed:
+            problems.append(f"tern exited by itself (status {self.proc.returncode})")
+        panics = self.panics()
+        if panics:
+            problems.append("tern panicked: " + " | ".join(panics[:3]))
+        if problems:
+            raise BrokerError("; ".join(problems) + "\n" + self.log_tail())
         return self.proc.returncode
+
+    def panics(self) -> list[str]:
+        """The `panicked at` lines of every log of this broker's starts."""
+        found = []
+        for p in self.log_paths:
+            try:
+                text = p.read_text(errors="replace")
+            except OSError:
+                continue
+            found.extend(line.strip()[:300] for line in text.splitlines() if "panicked at" in line)
+        return found
 
     def kill9(self) -> None:
         """kill -9 the broker process (no chance to flush or clean up)."""
+        self.killed = True
         if self.proc is not None and self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=10)

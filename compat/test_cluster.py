@@ -72,12 +72,18 @@ class Cluster:
         return self
 
     def stop(self) -> None:
+        """Stops every broker and etcd; then fails if any broker panicked, exited by itself
+        or did not stop cleanly (Broker.stop)."""
+        problems = []
         for b in self.brokers.values():
             try:
                 b.stop()
-            except Exception:  # noqa: BLE001 - stop the rest regardless
+            except Exception as e:  # noqa: BLE001 - stop the rest regardless
+                problems.append(f"broker {b.node_id}: {str(e)[:2000]}")
                 b.kill9()
         self.etcd.stop()
+        if problems:
+            raise BrokerError("\n".join(problems))
 
     def live(self) -> list[Broker]:
         return [b for b in self.brokers.values() if b.alive()]

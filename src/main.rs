@@ -86,16 +86,29 @@ fn init_logging(format: &str) {
     }
 }
 
-async fn wait_for_signal() -> anyhow::Result<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut terminate =
-        signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut interrupt = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-    tokio::select! {
-        _ = terminate.recv() => {}
-        _ = interrupt.recv() => {}
+/// SIGTERM and SIGINT, caught from before the broker starts: a signal that arrives while
+/// it is still starting (systemd stopping it early, a test harness) is then a clean
+/// shutdown once the start is done, not the default action that kills the process.
+struct ShutdownSignals {
+    terminate: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl ShutdownSignals {
+    fn install() -> anyhow::Result<Self> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Self {
+            terminate: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+            interrupt: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
+        })
     }
-    Ok(())
+
+    async fn received(&mut self) {
+        tokio::select! {
+            _ = self.terminate.recv() => {}
+            _ = self.interrupt.recv() => {}
+        }
+    }
 }
 
 /// Runs an admin command on a small single-threaded runtime.
@@ -148,8 +161,9 @@ fn main() -> anyhow::Result<()> {
         .build()
         .context("starting the runtime")?;
     runtime.block_on(async {
+        let mut signals = ShutdownSignals::install()?;
         let broker = Broker::start(config).await.context("starting the broker")?;
-        wait_for_signal().await?;
+        signals.received().await;
         broker.shutdown().await.context("shutting down")?;
         Ok(())
     })

@@ -52,6 +52,7 @@ sys.path.insert(0, str(HERE))  # faults
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
+import powerloss  # noqa: E402
 from faults import CuttableProxy  # noqa: E402
 from tern_harness import Broker, BrokerError, Etcd, free_port, tern_bin, wait_until  # noqa: E402
 
@@ -63,7 +64,6 @@ LEASE_TTL_S = 3
 REPLICA_LAG_TIME_MAX_MS = 4000
 # Small segments, so that rolls happen during a run and the audit reads several files.
 SEGMENT_BYTES = 8 * 1024 * 1024
-DROP_UNFLUSHED_FLAG = "--test-drop-unflushed-on-start"
 
 FAULT_KINDS = (
     "kill_leader",
@@ -72,7 +72,7 @@ FAULT_KINDS = (
     "pause_follower",
     "etcd_cut",
     "peer_cut",
-    "kill_drop_unflushed",
+    "power_loss",
 )
 
 # Bounds of the waits between faults and at the end.
@@ -126,14 +126,18 @@ class Node:
     """One broker, with the proxy it reaches etcd through and the proxy its peers reach it
     through (its --peer-advertise)."""
 
-    def __init__(self, node_id: int, work: Path, etcd: Etcd, binary: Path):
+    def __init__(self, node_id: int, work: Path, etcd: Etcd, binary: Path, power_loss: bool = False):
         self.node_id = node_id
+        data_dir = work / f"node-{node_id}" / "data"
+        # Where tools/powerloss_shim.c keeps what this broker made durable (power_loss).
+        self.shadow = work / f"node-{node_id}" / "durable"
+        shim = powerloss.environment(data_dir, self.shadow, base={}) if power_loss else {}
         self.port = free_port()
         self.etcd_proxy = CuttableProxy(etcd.client_port)
         self.peer_proxy = CuttableProxy(self.port)
         self.paused = False
         self.broker = Broker(
-            data_dir=work / f"node-{node_id}" / "data", log_dir=work / f"node-{node_id}" / "logs",
+            data_dir=data_dir, log_dir=work / f"node-{node_id}" / "logs", extra_env=shim,
             port=self.port, binary=binary, node_id=node_id,
             extra_args=["--etcd", self.etcd_proxy.endpoint, "--etcd-lease-ttl-secs", str(LEASE_TTL_S),
                         "--metrics", f"127.0.0.1:{free_port()}", "--http", f"127.0.0.1:{free_port()}",
@@ -180,11 +184,11 @@ class Node:
 
 
 class Cluster:
-    def __init__(self, work: Path, binary: Path, brokers: int = 3):
+    def __init__(self, work: Path, binary: Path, brokers: int = 3, power_loss: bool = False):
         self.work = work
         self.binary = binary
         self.etcd = Etcd(work / "etcd", work / "etcd-logs")
-        self.nodes: dict[int, Node] = {n: Node(n, work, self.etcd, binary) for n in range(1, brokers + 1)}
+        self.nodes: dict[int, Node] = {n: Node(n, work, self.etcd, binary, power_loss) for n in range(1, brokers + 1)}
 
     def start(self) -> None:
         self.etcd.start()
@@ -430,23 +434,9 @@ class ProducerLoop(threading.Thread):
 
 # ---- faults ---------------------------------------------------------------------------
 
-def drop_unflushed_args(binary: Path) -> list[str] | None:
-    """The flags that make one start of `tern serve` lose its unflushed tails, or None when
-    the broker has no such test-only flag (`--flag` alone, or `--flag true` for a valued one)."""
-    try:
-        out = subprocess.run([str(binary), "serve", "--help"], capture_output=True, timeout=30).stdout.decode()
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if DROP_UNFLUSHED_FLAG not in out:
-        return None
-    return [DROP_UNFLUSHED_FLAG, "true"] if f"{DROP_UNFLUSHED_FLAG} <" in out else [DROP_UNFLUSHED_FLAG]
-
-
 class Faults:
-    def __init__(self, cluster: Cluster, history: History, rng: random.Random, kinds: list[str],
-                 drop_args: list[str] | None = None):
+    def __init__(self, cluster: Cluster, history: History, rng: random.Random, kinds: list[str]):
         self.cluster = cluster
-        self.drop_args = drop_args or []
         self.history = history
         self.rng = rng
         self.kinds = kinds
@@ -542,7 +532,10 @@ class Faults:
         down = self._kill_and_restart(n)
         return {"node": controller, "down": round(down, 2)}
 
-    def kill_drop_unflushed(self):
+    def power_loss(self):
+        """A leader's machine loses power: SIGKILL, then its data dir is cut back to what
+        it had asked the kernel to make durable (tools/powerloss_shim.c, under which every
+        broker of the run starts), and it boots again."""
         picked = self._pick_partition()
         if picked is None:
             return None
@@ -550,8 +543,13 @@ class Faults:
         n = self._node(leader)
         if n is None:
             return None
-        down = self._kill_and_restart(n, self.drop_args)
-        return {"node": leader, "p": p, "down": round(down, 2)}
+        n.broker.kill9()
+        lost = powerloss.apply(n.broker.data_dir, n.shadow)
+        down = self.rng.uniform(1.0, 3.0)
+        time.sleep(down)
+        n.start()
+        return {"node": leader, "p": p, "down": round(down, 2),
+                "files_cut": len(lost["rewritten"]) + len(lost["removed"]), "bytes_lost": lost["bytes_dropped"]}
 
     def _pause(self, n: Node, secs: float) -> None:
         n.stop_signal()
@@ -905,7 +903,7 @@ def parse_args(argv=None):
     return ap.parse_args(argv)
 
 
-def choose_kinds(spec: str, drop_supported: bool) -> tuple[list[str], list[str]]:
+def choose_kinds(spec: str) -> tuple[list[str], list[str]]:
     """(enabled kinds, kinds left out and why)."""
     if spec == "none":
         return [], []
@@ -913,11 +911,7 @@ def choose_kinds(spec: str, drop_supported: bool) -> tuple[list[str], list[str]]
     unknown = [k for k in wanted if k not in FAULT_KINDS]
     if unknown:
         raise SystemExit(f"unknown fault kinds: {unknown} (known: {', '.join(FAULT_KINDS)})")
-    left_out = []
-    if "kill_drop_unflushed" in wanted and not drop_supported:
-        wanted.remove("kill_drop_unflushed")
-        left_out.append(f"kill_drop_unflushed (the broker has no {DROP_UNFLUSHED_FLAG})")
-    return wanted, left_out
+    return wanted, []
 
 
 def print_table(summary: dict) -> None:
@@ -960,12 +954,11 @@ def run(args) -> int:
     temp = args.work_dir is None
     work = Path(tempfile.mkdtemp(prefix="tern-check-")) if temp else args.work_dir.resolve()
     work.mkdir(parents=True, exist_ok=True)
-    drop_args = drop_unflushed_args(binary)
-    kinds, left_out = choose_kinds(args.faults, drop_args is not None)
+    kinds, left_out = choose_kinds(args.faults)
     log(f"seed {seed}; work dir {work}; faults {kinds or 'none'}" + (f"; left out: {left_out}" if left_out else ""))
     history = History(work / "history.jsonl")
     history.write(ev="start", seed=seed, faults=kinds, rate=args.rate, seconds=args.seconds, binary=str(binary))
-    cluster = Cluster(work, binary)
+    cluster = Cluster(work, binary, power_loss="power_loss" in kinds)
     producer = None
     try:
         try:
@@ -976,7 +969,7 @@ def run(args) -> int:
             return 2
         producer = ProducerLoop(cluster, history, args.rate, args.message_timeout_ms)
         producer.start()
-        faults = Faults(cluster, history, rng, kinds, drop_args)
+        faults = Faults(cluster, history, rng, kinds)
         t0 = now()
         time.sleep(min(2.0, args.seconds))  # some traffic before the first fault
         while now() - t0 < args.seconds and producer.is_alive():
