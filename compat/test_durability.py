@@ -131,7 +131,10 @@ def test_a_bounded_chaos_run_loses_nothing_and_leaves_identical_replicas(tmp_pat
     where = f"seed {s['seed']}; work dir {s['work_dir']}"
     assert s["faults_total"] >= max(3, int(FAULT_SECONDS / 30)), f"faults were injected ({where}): {s['faults']}"
     assert s["acknowledged"] > 0, f"something was acknowledged ({where}): {s['producer_errors']}"
-    assert s["acknowledged"] + s["failed"] + s["pending_after_flush"] == s["sent"], where
+    assert s["pending_after_flush"] == 0, f"messages still pending after the final flush ({where})"
+    assert s["acknowledged"] + s["failed"] == s["sent"], where
+    assert not s["unclean_stops"], \
+        f"brokers that panicked, exited by themselves or stopped uncleanly: {s['unclean_stops']} ({where})"
     assert s["lost"] == 0, f"acknowledged messages lost ({where}): {s['examples']}"
     assert s["inconsistent"] == 0, f"acknowledged at one offset, found at another ({where}): {s['examples']}"
     assert s["duplicates"] == 0, where
