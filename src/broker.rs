@@ -330,7 +330,7 @@ impl Broker {
             .iter()
             .map(|l| l.protocol.name())
             .collect();
-        listener_names.push("HTTP");
+        listener_names.push(crate::http::HTTP_LISTENER);
         crate::metrics::export_broker_series(&crate::metrics::KnownLabels {
             apis: crate::api::table::SUPPORTED
                 .iter()

@@ -120,40 +120,26 @@ async fn place_all(
         return Ok(true);
     }
     let ring = Ring::new(&live);
-    // A broker that restarted since the last round (a new incarnation) may have lost
-    // what it had not synced: for this round it counts as dead, so it leaves every ISR
-    // and must catch up again before it can be elected.
-    let mut restarted = incarnations.restarted(&snapshot.incarnations);
-    // A leader elected under an incarnation it no longer has restarted too, even if no
-    // round saw it go (this controller is new, or the restart fell between rounds).
-    restarted.extend(restarted_leaders(
-        snapshot.assignments.values(),
+    let round = RoundMembers::of(
+        snapshot.brokers.keys().copied(),
+        incarnations,
         &snapshot.incarnations,
-    ));
+        snapshot.assignments.values(),
+    );
     let mut all_written = true;
-    if !restarted.is_empty() {
-        tracing::info!(brokers = ?restarted, "brokers restarted: out of the ISRs until caught up");
+    if !round.restarted.is_empty() {
+        tracing::info!(brokers = ?round.restarted.keys(), "brokers restarted: out of the ISRs until caught up");
     }
-    let live_ids: BTreeSet<i32> = snapshot
-        .brokers
-        .keys()
-        .copied()
-        .filter(|b| !restarted.contains(b))
-        .collect();
     let shutting_down: BTreeSet<i32> = snapshot
         .brokers
         .values()
         .filter(|b| b.shutting_down)
         .map(|b| b.node_id)
         .collect();
-    let restarted_now: std::collections::BTreeMap<i32, i64> = restarted
-        .iter()
-        .filter_map(|b| snapshot.incarnations.get(b).map(|&i| (*b, i)))
-        .collect();
     let members = Membership {
-        live: &live_ids,
+        live: &round.live,
         shutting_down: &shutting_down,
-        restarted: &restarted_now,
+        restarted: &round.restarted,
     };
     for spec in snapshot.topics.values() {
         let previous = snapshot
@@ -244,6 +230,40 @@ impl Incarnations {
         let before = self.seen.clone();
         self.seen.extend(now.iter().map(|(id, rev)| (*id, *rev)));
         self.seen != before
+    }
+}
+
+/// Who takes part in one controller round, as `place_all` and the simulator both see it.
+#[derive(Debug)]
+pub(crate) struct RoundMembers {
+    /// The registered brokers, less the restarted ones.
+    pub live: BTreeSet<i32>,
+    /// The restarted brokers, with their new incarnation (see `Membership::restarted`).
+    pub restarted: std::collections::BTreeMap<i32, i64>,
+}
+
+impl RoundMembers {
+    /// A broker that restarted since the last round (a new incarnation) may have lost
+    /// what it had not synced: for this round it counts as dead, so it leaves every ISR
+    /// that did not admit it in that incarnation and must catch up again before it can
+    /// be elected. A leader elected under an incarnation it no longer has restarted
+    /// too, even if no round saw it go (this controller is new, or the restart fell
+    /// between rounds).
+    pub(crate) fn of<'a>(
+        registered: impl Iterator<Item = i32>,
+        seen: &Incarnations,
+        now: &std::collections::BTreeMap<i32, i64>,
+        assignments: impl Iterator<Item = &'a TopicAssignment>,
+    ) -> Self {
+        let mut restarted = seen.restarted(now);
+        restarted.extend(restarted_leaders(assignments, now));
+        Self {
+            live: registered.filter(|b| !restarted.contains(b)).collect(),
+            restarted: restarted
+                .iter()
+                .filter_map(|b| now.get(b).map(|&incarnation| (*b, incarnation)))
+                .collect(),
+        }
     }
 }
 

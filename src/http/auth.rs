@@ -34,7 +34,7 @@ use crate::security::access::AccessControl;
 use crate::security::acl::{AclOperation, ResourceType, CLUSTER_NAME};
 
 /// The `listener` label of the HTTP API's authentication metrics.
-const LISTENER: &str = "HTTP";
+pub const LISTENER: &str = "HTTP";
 
 /// The caller of one HTTP request, as the ACLs name it.
 #[derive(Debug, Clone)]

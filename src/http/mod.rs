@@ -45,7 +45,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use tokio_util::sync::CancellationToken;
 
-pub use self::auth::Caller;
+pub use self::auth::{Caller, LISTENER as HTTP_LISTENER};
 pub use self::bodies::{Fields, MessageId};
 pub use self::error::ApiError;
 pub use self::state::HttpApi;

@@ -235,13 +235,12 @@ impl LeaderState {
         }
         let mut isr = self.isr.clone();
         isr.push(follower);
-        let incarnation = self.followers.get(&follower).and_then(|f| f.incarnation);
-        let mut proposal = self.propose(isr);
-        if let Some(incarnation) = incarnation {
-            proposal.incarnations.insert(follower, incarnation);
-            self.pending = Some(proposal.clone());
-        }
-        Some(proposal)
+        let admitted = self
+            .followers
+            .get(&follower)
+            .and_then(|f| f.incarnation)
+            .map(|incarnation| (follower, incarnation));
+        Some(self.propose(isr, admitted.into_iter().collect()))
     }
 
     /// The incarnation a follower's fetch declared, before [`Self::on_follower_fetch`]
@@ -297,14 +296,14 @@ impl LeaderState {
         if isr.len() == self.isr.len() {
             return None;
         }
-        Some(self.propose(isr))
+        Some(self.propose(isr, BTreeMap::new()))
     }
 
-    fn propose(&mut self, isr: Vec<i32>) -> IsrProposal {
+    fn propose(&mut self, isr: Vec<i32>, incarnations: BTreeMap<i32, i64>) -> IsrProposal {
         let proposal = IsrProposal {
             isr,
             partition_epoch: self.partition_epoch,
-            incarnations: BTreeMap::new(),
+            incarnations,
         };
         self.pending = Some(proposal.clone());
         proposal

@@ -34,7 +34,7 @@ use super::leader::IsrProposal;
 use super::replica::{
     Acknowledgement, Acks, FetchAnswer, FetchPosition, ReplicaError, ReplicaLog, ReplicaState,
 };
-use crate::cluster::controller::{restarted_leaders, stamp_leader_incarnations, Incarnations};
+use crate::cluster::controller::{stamp_leader_incarnations, Incarnations, RoundMembers};
 use crate::cluster::election::{next_state, Membership};
 use crate::cluster::{apply_isr_change, PartitionAssignment, TopicAssignment};
 use crate::log::batch::{self, BatchError, BatchHeader};
@@ -1185,25 +1185,20 @@ impl Sim {
     /// stamped; restarts remembered once the round wrote.
     fn controller(&mut self) {
         let incarnations = self.incarnation_map();
-        let mut restarted = self.incarnations.restarted(&incarnations);
         let current = TopicAssignment {
             topic_id: uuid::Uuid::nil(),
             partitions: vec![self.store.clone()],
         };
-        restarted.extend(restarted_leaders(std::iter::once(&current), &incarnations));
-        let live: BTreeSet<i32> = incarnations
-            .keys()
-            .copied()
-            .filter(|b| !restarted.contains(b))
-            .collect();
-        let restarted_now: BTreeMap<i32, i64> = restarted
-            .iter()
-            .filter_map(|b| incarnations.get(b).map(|&i| (*b, i)))
-            .collect();
+        let RoundMembers { live, restarted } = RoundMembers::of(
+            incarnations.keys().copied(),
+            &self.incarnations,
+            &incarnations,
+            std::iter::once(&current),
+        );
         let members = Membership {
             live: &live,
             shutting_down: &self.shutting_down,
-            restarted: &restarted_now,
+            restarted: &restarted,
         };
         let mut desired = TopicAssignment {
             topic_id: uuid::Uuid::nil(),
