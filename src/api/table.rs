@@ -96,6 +96,24 @@ macro_rules! api_table {
             max: $max,
         }),*];
 
+        /// Whether ApiVersions advertises `version` of `key` (a match, not a scan of
+        /// the table: every request asks).
+        pub fn supported(key: ApiKey, version: i16) -> bool {
+            match key {
+                $(ApiKey::$key => ($min..=$max).contains(&version),)*
+                _ => false,
+            }
+        }
+
+        /// The metric label of `key`, as Kafka's own metrics spell it ("Other" for a
+        /// key tern does not serve).
+        pub fn api_name(key: ApiKey) -> &'static str {
+            match key {
+                $(ApiKey::$key => stringify!($key),)*
+                _ => "Other",
+            }
+        }
+
         /// Decodes the request and runs its handler (versions `kafka-protocol` decodes;
         /// the older ones go through `server::legacy` first).
         pub async fn route(ctx: RequestContext, key: ApiKey, body: Bytes) -> Reply {
@@ -190,25 +208,9 @@ api_table! {
 /// Produce's first served version; v0–2 are only advertised (module doc).
 pub const PRODUCE_SERVED_MIN: i16 = 3;
 
-/// Whether ApiVersions advertises `version` of `key`.
-pub fn supported(key: ApiKey, version: i16) -> bool {
-    SUPPORTED
-        .iter()
-        .any(|r| r.key == key && (r.min..=r.max).contains(&version))
-}
-
 /// Whether a request of `version` of `key` is executed (else the connection closes).
 pub fn served(key: ApiKey, version: i16) -> bool {
     supported(key, version) && !(key == ApiKey::Produce && version < PRODUCE_SERVED_MIN)
-}
-
-/// The metric label of `key`, as Kafka's own metrics spell it ("Other" for a key
-/// tern does not serve).
-pub fn api_name(key: ApiKey) -> &'static str {
-    SUPPORTED
-        .iter()
-        .find(|r| r.key == key)
-        .map_or("Other", |r| r.name)
 }
 
 fn decode_body<T: Decodable>(key: ApiKey, version: i16, mut body: Bytes) -> Result<T, DecodeError> {
