@@ -43,7 +43,7 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 from botocore.config import Config as BotoConfig
-from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, KafkaException
+from confluent_kafka import TIMESTAMP_CREATE_TIME, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigSource, NewTopic, ResourceType
 
 import ck
@@ -706,6 +706,79 @@ def test_restore_round_trip(start_broker, tmp_path, topic):
     doc = json.loads(restore(f"{topic}-from-time", "--from-time", str(since)))
     assert (doc["restored"], doc["partitions"]) == (len(from_time), {str(p): n for p, n in ends_of(from_time).items()})
     assert_restored(f"{topic}-from-time", from_time)
+
+
+@pytest.mark.timeout(120)
+def test_restore_is_exactly_once_and_takes_to_offset_and_partition(start_broker, tmp_path, topic):
+    """`tern archive restore` writes each selected record once: it produces as an
+    idempotent producer and commits its progress (group tern-restore.<target>.<hash>)
+    after every batch, so running the same restore again adds nothing, and neither does a
+    run that ended after a batch landed but before its commit (that state is made here by
+    moving the commit back over the last batch). --partition and --to-offset select; a
+    restore into the archived source topic itself is refused (it would archive the
+    records again under new offsets)."""
+    archive = DirArchive(tmp_path / "archive")
+    b = start_broker(*ENABLED, *archive.flags())
+    create_topic(b.address, topic, partitions=2, config=ARCHIVED_TOPIC)
+    recs = produce_archivable(b.address, topic, 120, partitions=2)
+    wait_log_start(b.address, topic, recs)
+    admin = AdminClient({"bootstrap.servers": b.address})
+
+    def restore(to: str, *selection: str) -> dict:
+        return json.loads(tern_cli("archive", "restore", topic, *selection, "--to-topic", to, "-b", b.address,
+                                   *archive.flags(), "--json"))
+
+    def assert_restored(to: str, want: list[Rec]) -> None:
+        messages, errors, _ = ck.consume_all(b.address, to)
+        assert not errors, errors
+        for p in (0, 1):
+            got = [(m.key(), m.value(), tuple(m.headers() or ())) for m in messages if m.partition() == p]
+            assert got == [(r.key, r.value, r.headers) for r in want if r.partition == p], \
+                f"{to} partition {p}: {len(got)} records, {len([r for r in want if r.partition == p])} wanted"
+
+    everything = f"{topic}-all"
+    create_topic(b.address, everything, partitions=2)
+    first = restore(everything, "--from-offset", "0")
+    assert first["restored"] == len(recs), first
+    again = restore(everything, "--from-offset", "0")
+    assert (again["restored"], again.get("already_restored")) == (0, 0), f"a second run wrote again: {again}"
+    assert_restored(everything, recs)
+
+    # A run that ended after its last batch of partition 0 landed but before the commit.
+    group = first["progress_group"]
+    listed = admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, [TopicPartition(everything, 0)])])[group].result(15)
+    (committed,) = listed.topic_partitions
+    fields = dict(w.split("=") for w in committed.metadata.split()[1:])
+    (listing,) = [p for p in json.loads(tern_cli("archive", "ls", topic, *archive.flags(), "--json"))["partitions"]
+                  if p["partition"] == 0]
+    last_object = max(listing["objects"], key=lambda o: o["first_offset"])
+    k = last_object["records"]
+    assert committed.offset == last_object["last_offset"] + 1, (committed, last_object)
+    before = (f"tern-restore-v1 producer_id={fields['producer_id']} producer_epoch={fields['producer_epoch']} "
+              f"sequence={int(fields['sequence']) - k} target_offset={int(fields['target_offset']) - k}")
+    admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
+        group, [TopicPartition(everything, 0, last_object["first_offset"], metadata=before)])])[group].result(15)
+    resumed = restore(everything, "--from-offset", "0")
+    assert (resumed["restored"], resumed["already_restored"]) == (0, k), \
+        f"the batch in flight when a run ended was written again: {resumed}"
+    assert_restored(everything, recs)
+
+    # --partition 1 --to-offset 40: partition 1's records 0..40 only, once.
+    selected = f"{topic}-p1-to40"
+    create_topic(b.address, selected, partitions=2)
+    want = [r for r in recs if r.partition == 1 and r.offset <= 40]
+    doc = restore(selected, "--from-offset", "0", "--partition", "1", "--to-offset", "40")
+    assert (doc["restored"], doc["partitions"]) == (len(want), {"1": len(want)}), doc
+    assert restore(selected, "--from-offset", "0", "--partition", "1", "--to-offset", "40")["restored"] == 0
+    assert_restored(selected, want)
+
+    # Into the archived source topic itself: refused, nothing written.
+    ends = {p: low_watermark(b.address, topic, p)[1] for p in (0, 1)}
+    r = subprocess.run([str(tern_bin()), "archive", "restore", topic, "--from-offset", "0", "-b", b.address,
+                        *archive.flags()], capture_output=True, timeout=60)
+    assert r.returncode != 0 and b"archive.enable=true" in r.stderr, (r.returncode, r.stderr[-500:])
+    assert {p: low_watermark(b.address, topic, p)[1] for p in (0, 1)} == ends, "nothing produced to the source"
 
 
 @pytest.mark.timeout(60)
