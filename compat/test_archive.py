@@ -43,7 +43,7 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 from botocore.config import Config as BotoConfig
-from confluent_kafka import TIMESTAMP_CREATE_TIME, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigSource, NewTopic, ResourceType
 
 import ck
@@ -722,7 +722,6 @@ def test_restore_is_exactly_once_and_takes_to_offset_and_partition(start_broker,
     create_topic(b.address, topic, partitions=2, config=ARCHIVED_TOPIC)
     recs = produce_archivable(b.address, topic, 120, partitions=2)
     wait_log_start(b.address, topic, recs)
-    admin = AdminClient({"bootstrap.servers": b.address})
 
     def restore(to: str, *selection: str) -> dict:
         return json.loads(tern_cli("archive", "restore", topic, *selection, "--to-topic", to, "-b", b.address,
@@ -745,20 +744,27 @@ def test_restore_is_exactly_once_and_takes_to_offset_and_partition(start_broker,
     assert_restored(everything, recs)
 
     # A run that ended after its last batch of partition 0 landed but before the commit.
+    # kafka-python moves the commit (librdkafka reads and writes commit metadata as C
+    # strings: past the end, or with a NUL).
+    from kafka import KafkaAdminClient
+    from kafka.structs import OffsetAndMetadata, TopicPartition as KTopicPartition
+
     group = first["progress_group"]
-    listed = admin.list_consumer_group_offsets(
-        [ConsumerGroupTopicPartitions(group, [TopicPartition(everything, 0)])])[group].result(15)
-    (committed,) = listed.topic_partitions
-    fields = dict(w.split("=") for w in committed.metadata.split()[1:])
-    (listing,) = [p for p in json.loads(tern_cli("archive", "ls", topic, *archive.flags(), "--json"))["partitions"]
-                  if p["partition"] == 0]
-    last_object = max(listing["objects"], key=lambda o: o["first_offset"])
-    k = last_object["records"]
-    assert committed.offset == last_object["last_offset"] + 1, (committed, last_object)
-    before = (f"tern-restore-v1 producer_id={fields['producer_id']} producer_epoch={fields['producer_epoch']} "
-              f"sequence={int(fields['sequence']) - k} target_offset={int(fields['target_offset']) - k}")
-    admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
-        group, [TopicPartition(everything, 0, last_object["first_offset"], metadata=before)])])[group].result(15)
+    kadmin = KafkaAdminClient(bootstrap_servers=b.address)
+    try:
+        tp = KTopicPartition(everything, 0)
+        committed = kadmin.list_group_offsets({group: [tp]})[group][tp]
+        fields = dict(w.split("=") for w in committed.metadata.split()[1:])
+        (listing,) = [p for p in json.loads(tern_cli("archive", "ls", topic, *archive.flags(), "--json"))["partitions"]
+                      if p["partition"] == 0]
+        last_object = max(listing["objects"], key=lambda o: o["first_offset"])
+        k = last_object["records"]
+        assert committed.offset == last_object["last_offset"] + 1, (committed, last_object)
+        before = (f"tern-restore-v1 producer_id={fields['producer_id']} producer_epoch={fields['producer_epoch']} "
+                  f"sequence={int(fields['sequence']) - k} target_offset={int(fields['target_offset']) - k}")
+        kadmin.alter_group_offsets(group, {tp: OffsetAndMetadata(last_object["first_offset"], before, -1)})
+    finally:
+        kadmin.close()
     resumed = restore(everything, "--from-offset", "0")
     assert (resumed["restored"], resumed["already_restored"]) == (0, k), \
         f"the batch in flight when a run ended was written again: {resumed}"
