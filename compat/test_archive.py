@@ -28,8 +28,11 @@ import json
 import os
 import random
 import re
+import socket
+import struct
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections import Counter
@@ -785,6 +788,104 @@ def test_restore_is_exactly_once_and_takes_to_offset_and_partition(start_broker,
                         *archive.flags()], capture_output=True, timeout=60)
     assert r.returncode != 0 and b"archive.enable=true" in r.stderr, (r.returncode, r.stderr[-500:])
     assert {p: low_watermark(b.address, topic, p)[1] for p in (0, 1)} == ends, "nothing produced to the source"
+
+
+class AnswerDroppingProxy:
+    """A Kafka-aware TCP proxy in front of a broker's listener: once armed, it forwards the
+    next Produce request and drops the connection instead of forwarding its answer (the
+    broker has appended; the client never learns it)."""
+
+    def __init__(self, target_port: int):
+        self.target_port = target_port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.armed = threading.Event()
+        self.dropped = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
+            upstream.settimeout(None)
+            produce_ids: set[int] = set()
+            threading.Thread(target=self._requests, args=(client, upstream, produce_ids), daemon=True).start()
+            threading.Thread(target=self._answers, args=(upstream, client, produce_ids), daemon=True).start()
+
+    @staticmethod
+    def _frame(sock: socket.socket) -> bytes | None:
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+            want = 4 - len(data) if len(data) < 4 else 4 + struct.unpack(">i", data[:4])[0] - len(data)
+            chunk = sock.recv(want)
+            if not chunk:
+                return None
+            data += chunk
+        return data
+
+    def _requests(self, client: socket.socket, upstream: socket.socket, produce_ids: set[int]) -> None:
+        try:
+            while (frame := self._frame(client)) is not None:
+                api_key, correlation_id = struct.unpack_from(">h", frame, 4)[0], struct.unpack_from(">i", frame, 8)[0]
+                if api_key == 0 and self.armed.is_set() and not self.dropped.is_set():
+                    produce_ids.add(correlation_id)
+                upstream.sendall(frame)
+        except OSError:
+            pass
+
+    def _answers(self, upstream: socket.socket, client: socket.socket, produce_ids: set[int]) -> None:
+        try:
+            while (frame := self._frame(upstream)) is not None:
+                if struct.unpack_from(">i", frame, 4)[0] in produce_ids:
+                    self.dropped.set()
+                    break
+                client.sendall(frame)
+        except OSError:
+            pass
+        for sock in (client, upstream):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)  # close() alone waits for the other thread's recv
+                sock.close()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.mark.timeout(90)
+def test_restore_retries_a_lost_answer_without_writing_twice(tmp_path, topic):
+    """The answer to a restore's Produce is lost (the connection drops after the broker
+    appended): the restore sends the batch again with the same producer id and sequence,
+    and the broker answers it as a duplicate instead of appending it twice."""
+    archive = DirArchive(tmp_path / "archive")
+    port = free_port()
+    proxy = AnswerDroppingProxy(port)
+    b = Broker(data_dir=tmp_path / "data", log_dir=tmp_path / "logs", port=port,
+               extra_args=[*ENABLED, *archive.flags(), "--advertised-listeners", f"PLAINTEXT://127.0.0.1:{proxy.port}"])
+    try:
+        b.start()
+        create_topic(b.address, topic, partitions=1, config=ARCHIVED_TOPIC)
+        recs = produce_archivable(b.address, topic, 40)
+        wait_log_start(b.address, topic, recs)
+        target = f"{topic}-restored"
+        create_topic(b.address, target, partitions=1)
+        proxy.armed.set()
+        doc = json.loads(tern_cli("archive", "restore", topic, "--from-offset", "0", "--to-topic", target,
+                                  "-b", b.address, *archive.flags(), "--json"))
+        assert proxy.dropped.is_set(), "the proxy saw no Produce to drop the answer of"
+        assert doc["restored"] == len(recs), doc
+        messages, errors, _ = ck.consume_all(b.address, target)
+        assert not errors, errors
+        values = [m.value() for m in messages]
+        assert values == [r.value for r in recs], \
+            f"{len(values)} records in the target for {len(recs)} restored (a retried batch written twice?)"
+    finally:
+        proxy.close()
+        b.stop()
 
 
 @pytest.mark.timeout(60)
