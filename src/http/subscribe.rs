@@ -619,6 +619,10 @@ async fn step(st: &mut StreamState) -> Result<Option<Event>, ApiError> {
             Err(_) => Vec::new(),
         };
         if messages.is_empty() {
+            // Without this handle on the topic's partitions, a partition deleted (or
+            // moved away) meanwhile drops its log-end watch, which ends the wait: the
+            // next look sees the topic gone at once, not after HTTP_STREAM_WAIT.
+            drop(topic);
             let deadline = tokio::time::Instant::now() + HTTP_STREAM_WAIT;
             wait_for_append(appends, deadline, &st.api.shutdown).await;
             continue;
