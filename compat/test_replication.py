@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
+import struct
 import subprocess
 import threading
 import time
@@ -387,12 +389,44 @@ def test_committed_offsets_survive_the_kill9_of_their_coordinator(cluster, topic
     wait_until(committed, LEASE_TTL_S + 20, interval=0.5, what="the commits served by the new coordinator")
 
 
+def fetch_from_replica(address: str, topic: str, partition: int, offset: int) -> tuple[int, int, int]:
+    """One raw Fetch v11 as a consumer (replica id -1) to the broker at `address`: its
+    (error_code, high_watermark, log_start_offset) for the partition. From v11 a broker
+    that only follows the partition answers from its own log (KIP-392), so this reads
+    that very replica's log start."""
+    def s16(text: str) -> bytes:
+        return struct.pack(">h", len(text)) + text.encode()
+
+    body = struct.pack(">iiiibii", -1, 0, 0, 1 << 20, 0, 0, -1)
+    body += struct.pack(">i", 1) + s16(topic)
+    body += struct.pack(">i", 1) + struct.pack(">iiqqi", partition, -1, offset, -1, 1 << 20)
+    body += struct.pack(">i", 0) + s16("")  # no forgotten topics, no rack
+    request = struct.pack(">hhi", 1, 11, 7) + s16("replica-probe") + body
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(struct.pack(">i", len(request)) + request)
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack_from(">i", data)[0]:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise ConnectionError(f"{address} closed the connection")
+            data += chunk
+    at = 4 + 4 + 4 + 2 + 4  # size, correlation id, throttle, error, session id
+    (topics,) = struct.unpack_from(">i", data, at)
+    assert topics == 1, topics
+    (name_len,) = struct.unpack_from(">h", data, at + 4)
+    at += 4 + 2 + name_len + 4  # topic count, name, partition count
+    _, error, high_watermark, _, log_start = struct.unpack_from(">ihqqq", data, at)
+    return error, high_watermark, log_start
+
+
 @pytest.mark.timeout(150)
 def test_deleted_records_stay_deleted_after_the_leader_fails_over(cluster, topic):
     """DeleteRecords raises the log start on the leader; each follower raises its own from
-    the leader's log_start_offset on its next fetch (Kafka's maybeIncrementLogStartOffset).
-    So after the leader's kill -9 the new leader's earliest offset is still past the
-    deleted records, and no consumer reads them again."""
+    the leader's log_start_offset on its next fetch (Kafka's maybeIncrementLogStartOffset),
+    which each broker's own answer to a Fetch v11 shows. So after the leader's kill -9 the
+    new leader's earliest offset is still past the deleted records, and no consumer reads
+    them again."""
     from confluent_kafka.admin import AdminClient, OffsetSpec
 
     cluster.create_topic(topic, 1, 3, {"min.insync.replicas": "2"})
@@ -406,6 +440,20 @@ def test_deleted_records_stay_deleted_after_the_leader_fails_over(cluster, topic
     # fetched since, and every fetch answer carries the leader's log start.
     kcat("-b", cluster.bootstrap(), "-P", "-t", topic, "-X", "acks=all", input=b"new-0\n")
     wait_until(lambda: all_in_sync(cluster, topic), 15, what="all in sync after the delete")
+    # Every replica's own log start, read from each broker (KIP-392 fetch from a follower).
+    seen: dict[int, tuple] = {}
+
+    def every_replica_starts_at_30() -> bool:
+        seen.update({b.node_id: fetch_from_replica(b.address, topic, 0, 30) for b in cluster.live()})
+        return all(answer == (0, 51, 30) for answer in seen.values())
+
+    try:
+        wait_until(every_replica_starts_at_30, 15, what="every replica's log start at 30")
+    except AssertionError as e:
+        raise AssertionError(f"{e}; (error, high watermark, log start) per broker: {seen}") from None
+    for b in cluster.live():
+        assert fetch_from_replica(b.address, topic, 0, 0)[::2] == (1, 30), \
+            f"broker {b.node_id}: a fetch at 0 is below its log start (OFFSET_OUT_OF_RANGE)"
     old_leader = cluster.leaders(topic)[0]
     cluster.brokers[old_leader].kill9()
     wait_until(lambda: cluster.leaders(topic).get(0, -1) not in (-1, old_leader), 30,
