@@ -576,7 +576,11 @@ def test_switching_cleanup_policy_to_compact_starts_compaction(broker, topic):
     filler, filler_offsets = seal_keyed_data(broker, topic, "switch")
     total = len(msgs) + len(filler)
 
-    time.sleep(3.0)  # 15 cleaner rounds, plenty of flushes
+    # Flushed (so its sealed segments would be cleanable), then two cleaner rounds: the
+    # cleaner never passes over it, and nothing is lost.
+    wait_flushed(broker, topic, total)
+    cleaner_rounds(broker, create_witness(broker, admin, topic))
+    assert cleaner_passes(broker, topic) == [], "the cleaner passed over a delete-policy topic"
     recs, wm = read_log(broker.address, topic)
     assert wm == (0, total) and [r[0] for r in recs] == list(range(total)), \
         f"a delete-policy topic lost records: {len(recs)} of {total}"
@@ -659,7 +663,8 @@ def test_compacted_log_survives_clean_restart_and_kill9(broker, topic):
     check_latest_kept(before, latest_by_key(msgs, offsets))
     assert wm[0] == 0 and before[0][0] > 1
     assert first_offset_from(broker.address, topic, 1) == before[0][0]
-    time.sleep(2.0)  # past the 1 s flush interval: kill -9 loses nothing the cleaner wrote
+    wait_flushed(broker, topic, wm[1])  # the kill -9 below finds it all below the recovery checkpoint
+    witness = create_witness(broker, admin, topic)
 
     def kill9_and_start():
         broker.kill9()
@@ -673,7 +678,7 @@ def test_compacted_log_survives_clean_restart_and_kill9(broker, topic):
         assert after == before, f"the {how} changed the compacted log"
         got = first_offset_from(broker.address, topic, 1)
         assert got == before[0][0], f"after the {how}: fetching offset 1 (a hole) gave {got}"
-        time.sleep(1.0)  # 5 cleaner rounds over an already clean log
+        cleaner_rounds(broker, witness)  # the cleaner has looked at the restarted clean log
 
     again, wm_again = read_log(broker.address, topic)
     assert (again, wm_again) == (before, wm), "a cleaner pass after the restarts changed a clean log"
@@ -690,16 +695,15 @@ def test_min_compaction_lag_holds_back_recent_records(broker, topic):
     msgs = keyed_messages(N_KEYS, N_VALUES, "minlag", timestamp_base=None)  # CreateTime = now
     offsets = produce_ok(broker.address, topic, msgs)
     filler, filler_offsets = seal_keyed_data(broker, topic, "minlag")
-    total = len(msgs) + len(filler)
-
-    time.sleep(max(0.0, started + 3.0 - time.time()))  # 15 cleaner rounds inside the lag
-    recs, wm = read_log(broker.address, topic)
-    assert [r[0] for r in recs] == list(range(total)), \
-        f"records cleaned within 3 s under a 6 s min.compaction.lag.ms: {len(recs)} of {total} left"
 
     recs, wm = wait_compacted(broker.address, topic, N_KEYS)
-    waited = time.time() - started
-    assert waited >= 5.5, f"compacted {waited:.1f}s after the records were written (min.compaction.lag.ms=6000)"
+    # By the broker's clock: every record's CreateTime is >= `started`, so no segment is old
+    # enough before started + 6 s, and no pass (the first one included) may start earlier;
+    # together the passes removed exactly the overwritten values.
+    passes = cleaner_passes(broker, topic)
+    assert passes and passes[0].ended - started >= 6.0 - 0.002, \
+        f"first pass {passes[0].ended - started:.3f}s after the records were written (min.compaction.lag.ms=6000)"
+    assert sum(p.removed for p in passes) == len(msgs) - N_KEYS, passes
     check_latest_kept(recs, latest_by_key(msgs, offsets))
     check_all_kept(recs, filler, filler_offsets)
 
@@ -741,7 +745,11 @@ def test_max_compaction_lag_cleans_a_log_below_the_dirty_ratio(broker, topic):
     check_latest_kept(recs, latest_by_key(msgs, offsets))
     check_all_kept(recs, filler, filler_offsets)
 
-    time.sleep(max(0.0, (oldest_dirty_ms[control] + 5000) / 1000 - time.time()))
+    # The twin's oldest dirty record gets as old as the lag that forced the pass above (the
+    # age is wall-clock time by design: this sleep is the stimulus), then two cleaner rounds
+    # look at the twin: still not cleaned.
+    time.sleep(max(0.0, (oldest_dirty_ms[control] + 4000) / 1000 - time.time()))
+    cleaner_rounds(broker, create_witness(broker, admin, topic))
     recs, _ = read_log(broker.address, control)
     counts = keyed_counts(recs)
     assert set(counts.values()) == {2}, \
@@ -793,7 +801,7 @@ def test_idempotent_producer_carries_on_after_its_batches_are_compacted(broker, 
     more_offsets = kept.send(topic, more)
     assert more_offsets == list(range(filler_offsets[-1] + 1, filler_offsets[-1] + 1 + N_KEYS))
 
-    time.sleep(2.0)  # flushed
+    wait_flushed(broker, topic, more_offsets[-1] + 1)
     broker.restart()
     read_log_when_up(broker.address, topic)
     last = keyed_messages(N_KEYS, 1, "idem-after-restart", timestamp_base=None)
@@ -826,7 +834,7 @@ def test_kill9_at_random_moments_while_the_cleaner_works(broker, topic):
         for m, o in zip(msgs + filler, offsets):
             acked[o] = (m["key"], m["value"])
         latest.update(latest_by_key(msgs + filler, offsets))
-        time.sleep(rng.uniform(0.0, 1.5))
+        time.sleep(rng.uniform(0.0, 1.5))  # the stimulus: a random moment of the cleaner's work
         broker.kill9()
         broker.start()
 
@@ -893,16 +901,16 @@ def test_tombstone_kept_through_a_restart_until_its_delete_horizon(broker, topic
     offsets = produce_ok(broker.address, topic, msgs + [{"key": doomed, "value": None}])
     tomb_offset = offsets[-1]
     seal_keyed_data(broker, topic, "tomb-restart")
-    recs, _ = wait_compacted(broker.address, topic, N_KEYS)
-    first_seen = time.monotonic()
+    recs, wm = wait_compacted(broker.address, topic, N_KEYS)
     assert [(r[0], r[2]) for r in recs if r[1] == doomed] == [(tomb_offset, None)]
-    time.sleep(1.2)  # flushed
+    wait_flushed(broker, topic, wm[1])
 
     broker.restart()
     recs, _ = read_log_when_up(broker.address, topic)
-    if time.monotonic() - first_seen < 4.0:
-        assert [(r[0], r[2]) for r in recs if r[1] == doomed] == [(tomb_offset, None)], \
-            "the tombstone went (or the old values came back) across the restart"
+    # The old values never come back; the tombstone is there unless a pass removed it, which
+    # the broker's pass times below must show was at its horizon or later.
+    assert [(r[0], r[2]) for r in recs if r[1] == doomed] in ([(tomb_offset, None)], []), \
+        "the old values came back across the restart"
 
     extra = {"n": 0}
 
@@ -913,7 +921,12 @@ def test_tombstone_kept_through_a_restart_until_its_delete_horizon(broker, topic
         return all(r[1] != doomed for r in recs)
 
     wait_until(tombstone_gone, 40, interval=1.0, what="the tombstone removed after the restart")
-    assert time.monotonic() - first_seen >= 4.0, "tombstone went before delete.retention.ms=5000"
+    passes = cleaner_passes(broker, topic)
+    first = next(p for p in passes if p.cleaned_up_to > tomb_offset)
+    removal = next(p for p in passes if p.ended > first.ended and p.removed > 0)
+    assert removal.removed == 1, f"the tombstone's pass removed {removal.removed} records: {passes}"
+    assert removal.ended - first.started >= 5.0, \
+        f"tombstone removed {removal.ended - first.started:.3f}s after its first pass (delete.retention.ms=5000)"
 
 
 def test_delete_records_refused_on_a_compact_only_topic(broker, topic):
