@@ -98,7 +98,9 @@ def apply(data_dir: Path, shadow_dir: Path) -> dict:
     """Rewrites `data_dir` (whose process is dead) to its durable state and removes the
     shadow. Returns what the power loss did: `removed` (paths not durable), `restored`
     (paths back from an undone rename or unlink), `rewritten` (files whose bytes changed),
-    `bytes_dropped` (bytes of removed files plus what rewritten files shrank by)."""
+    `bytes_dropped` (data bytes lost: of a removed file its content, of a rewritten one
+    from the first byte that differs to its last non-zero byte -- zeros a preallocation
+    added are not data)."""
     data_dir, shadow = Path(data_dir).resolve(), Path(shadow_dir).resolve()
     durable = durable_tree(shadow)
     current = _current_tree(data_dir)
@@ -106,10 +108,10 @@ def apply(data_dir: Path, shadow_dir: Path) -> dict:
     for rel, content in sorted(current.items()):
         if rel not in durable or (durable[rel] is None) != (content is None):
             report["removed"].append(rel)
-            report["bytes_dropped"] += len(content or b"")
+            report["bytes_dropped"] += len((content or b"").rstrip(b"\0"))
         elif content is not None and content != durable[rel]:
             report["rewritten"].append(rel)
-            report["bytes_dropped"] += max(0, len(content) - len(durable[rel]))
+            report["bytes_dropped"] += _lost(content, durable[rel])
     report["restored"] = sorted(rel for rel in durable if rel not in current)
     # Replace the root's children (the root itself, a mount point perhaps, stays).
     for child in data_dir.iterdir():
@@ -122,3 +124,15 @@ def apply(data_dir: Path, shadow_dir: Path) -> dict:
             path.write_bytes(content)
     shutil.rmtree(shadow, ignore_errors=True)
     return report
+
+
+def _lost(current: bytes, durable: bytes) -> int:
+    """Data bytes of `current` a power loss takes when the file goes back to `durable`:
+    from the first byte that differs to the last non-zero byte of `current`."""
+    n = min(len(current), len(durable))
+    at, step = 0, 1 << 16
+    while at < n and current[at:at + step] == durable[at:at + step]:
+        at += step
+    while at < n and current[at] == durable[at]:
+        at += 1
+    return max(0, len(current.rstrip(b"\0")) - at)
