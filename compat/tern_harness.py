@@ -210,9 +210,6 @@ class Broker:
                 problems.append(f"tern exited with status {self.proc.returncode} on SIGTERM")
         elif not self.killed:
             problems.append(f"tern exited by itself (status {self.proc.returncode})")
-        # A stopped broker is meant to be down until the next start: a second stop()
-        # (a test's own, then its fixture's) is no failure.
-        self.killed = True
         panics = self.panics()
         if panics:
             problems.append("tern panicked: " + " | ".join(panics[:3]))
