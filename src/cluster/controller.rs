@@ -18,10 +18,11 @@ use tokio_util::sync::CancellationToken;
 use std::collections::BTreeSet;
 
 use super::election::{next_state, Membership};
-use super::etcd::{ControllerTerm, EtcdStore, Placed};
+use super::etcd::{EtcdStore, Placed};
 use super::ring::{partition_key, place, Ring};
 use super::store::{
-    MetadataError, MetadataEvent, MetadataStore, PartitionAssignment, TopicAssignment, TopicSpec,
+    ControllerTerm, MetadataError, MetadataEvent, MetadataStore, PartitionAssignment,
+    TopicAssignment, TopicSpec,
 };
 use super::topic_config;
 use crate::metrics as m;

@@ -10,6 +10,7 @@
 //! the store's events.
 
 pub mod broker_config;
+pub mod cache;
 pub mod controller;
 pub mod election;
 pub mod embedded;
@@ -20,10 +21,11 @@ pub mod ring;
 pub mod store;
 pub mod topic_config;
 
+pub use self::cache::{MetadataCache, Snapshot};
 pub use self::embedded::EmbeddedStore;
 pub use self::etcd::EtcdStore;
 pub use self::store::{
-    apply_isr_change, set_user_credential, BrokerEndpoint, BrokerInfo, IsrChange, MetadataError,
-    MetadataEvent, MetadataStore, NewTopic, PartitionAssignment, TopicAssignment, TopicSpec,
-    UserCredentials,
+    apply_isr_change, set_user_credential, BrokerEndpoint, BrokerInfo, ControllerTerm, IsrChange,
+    MetadataError, MetadataEvent, MetadataStore, NewTopic, PartitionAssignment, TopicAssignment,
+    TopicSpec, UserCredentials,
 };

@@ -7,10 +7,10 @@ use std::sync::atomic::Ordering;
 
 use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
 
-use super::cache::{ControllerTerm, Placed};
+use super::cache::Placed;
 use super::keys::ControllerRecord;
 use super::{corrupt, EtcdStore};
-use crate::cluster::store::{MetadataError, MetadataStore, TopicAssignment};
+use crate::cluster::store::{ControllerTerm, MetadataError, MetadataStore, TopicAssignment};
 
 impl EtcdStore {
     /// Tries to become the controller; returns the term when it did.

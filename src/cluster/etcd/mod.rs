@@ -29,18 +29,18 @@ mod store;
 mod txn;
 mod watch;
 
-pub use self::cache::{ControllerTerm, Placed, Snapshot};
+pub use self::cache::Placed;
 
 use std::sync::atomic::{AtomicI64, AtomicU64};
 use std::time::Duration;
 
 use etcd_client::{Client, ConnectOptions};
-use parking_lot::RwLock;
 use tokio::sync::{broadcast, watch as tokio_watch};
 use tokio_util::sync::CancellationToken;
 
 use self::keys::Keys;
-use super::store::{BrokerInfo, MetadataError, MetadataEvent};
+use super::cache::{MetadataCache, Snapshot};
+use super::store::{BrokerInfo, ControllerTerm, MetadataError, MetadataEvent};
 use crate::limits::{
     ETCD_CONNECT_TIMEOUT, ETCD_KEEP_ALIVE, ETCD_LEASE_MIN_MARGIN, ETCD_REGISTER_GRACE,
     ETCD_REQUEST_TIMEOUT, ETCD_RETRY_PAUSE, ETCD_STARTUP_RETRY,
@@ -68,7 +68,7 @@ pub struct EtcdStore {
     cluster_id: String,
     node: BrokerInfo,
     lease_ttl: Duration,
-    cache: RwLock<Snapshot>,
+    cache: MetadataCache,
     /// The etcd revision the cache reflects.
     applied: tokio_watch::Sender<i64>,
     /// Cancelled when the watch stops for good (shutdown): nothing will apply a newer
@@ -118,7 +118,7 @@ impl EtcdStore {
             cluster_id: cluster_id.to_string(),
             node,
             lease_ttl: config.lease_ttl,
-            cache: RwLock::new(Snapshot::default()),
+            cache: MetadataCache::default(),
             applied,
             watch_ended: CancellationToken::new(),
             events,
@@ -154,11 +154,11 @@ impl EtcdStore {
 
     /// A copy of the whole cache.
     pub fn snapshot(&self) -> Snapshot {
-        self.cache.read().clone()
+        self.cache.snapshot()
     }
 
     pub fn controller(&self) -> Option<ControllerTerm> {
-        self.cache.read().controller
+        self.cache.controller()
     }
 
     pub(super) fn ttl_ms(&self) -> u64 {

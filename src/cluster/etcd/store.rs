@@ -29,20 +29,15 @@ impl MetadataStore for EtcdStore {
     }
 
     async fn topics(&self) -> Vec<TopicSpec> {
-        self.cache.read().topics.values().cloned().collect()
+        self.cache.topics()
     }
 
     async fn topic(&self, name: &str) -> Option<TopicSpec> {
-        self.cache.read().topics.get(name).cloned()
+        self.cache.topic(name)
     }
 
     async fn topic_by_id(&self, topic_id: Uuid) -> Option<TopicSpec> {
-        self.cache
-            .read()
-            .topics
-            .values()
-            .find(|t| t.topic_id == topic_id)
-            .cloned()
+        self.cache.topic_by_id(topic_id)
     }
 
     async fn create_topic(&self, topic: NewTopic) -> Result<TopicSpec, MetadataError> {
@@ -190,12 +185,7 @@ impl MetadataStore for EtcdStore {
     }
 
     fn broker_configs(&self, broker: Option<i32>) -> BTreeMap<String, String> {
-        self.cache
-            .read()
-            .broker_configs
-            .get(&broker)
-            .cloned()
-            .unwrap_or_default()
+        self.cache.broker_configs(broker)
     }
 
     async fn set_broker_configs(
@@ -217,7 +207,7 @@ impl MetadataStore for EtcdStore {
     }
 
     fn scram_credentials(&self) -> UserCredentials {
-        self.cache.read().users.clone()
+        self.cache.scram_credentials()
     }
 
     fn scram_credential(
@@ -225,12 +215,7 @@ impl MetadataStore for EtcdStore {
         user: &str,
         mechanism: ScramMechanism,
     ) -> Option<StoredScramCredential> {
-        self.cache
-            .read()
-            .users
-            .get(user)?
-            .get(mechanism.name())
-            .cloned()
+        self.cache.scram_credential(user, mechanism)
     }
 
     async fn set_scram_credential(
@@ -252,7 +237,7 @@ impl MetadataStore for EtcdStore {
     }
 
     fn acls(&self) -> Vec<AclBinding> {
-        self.cache.read().acls.values().cloned().collect()
+        self.cache.acls()
     }
 
     async fn create_acls(&self, bindings: &[AclBinding]) -> Result<(), MetadataError> {
@@ -294,17 +279,15 @@ impl MetadataStore for EtcdStore {
     }
 
     fn brokers(&self) -> Vec<BrokerInfo> {
-        self.cache.read().brokers.values().cloned().collect()
+        self.cache.brokers()
     }
 
     fn controller_id(&self) -> Option<i32> {
-        self.cache.read().controller.map(|c| c.node_id)
+        self.cache.controller_id()
     }
 
     fn assignment(&self, spec: &TopicSpec) -> Option<TopicAssignment> {
-        let cache = self.cache.read();
-        let assignment = cache.assignments.get(&spec.name)?;
-        (assignment.topic_id == spec.topic_id).then(|| assignment.clone())
+        self.cache.assignment(spec)
     }
 
     async fn alter_partitions(
@@ -326,13 +309,7 @@ impl MetadataStore for EtcdStore {
             if assignment.topic_id != topic_id {
                 return Ok(refused());
             }
-            let live = self
-                .cache
-                .read()
-                .brokers
-                .keys()
-                .copied()
-                .collect::<Vec<_>>();
+            let live = self.cache.broker_ids();
             let mut outcomes = Vec::with_capacity(changes.len());
             for change in changes {
                 let slot = usize::try_from(change.index)

@@ -5,8 +5,9 @@
 use etcd_client::{EventType, GetOptions, WatchOptions};
 use tokio_util::sync::CancellationToken;
 
-use super::cache::Snapshot;
+use super::cache::apply;
 use super::{etcd_error, EtcdStore};
+use crate::cluster::cache::Snapshot;
 use crate::cluster::store::{MetadataError, MetadataEvent};
 use crate::limits::{ETCD_READ_YOUR_WRITES_WAIT as READ_YOUR_WRITES_WAIT, ETCD_RETRY_PAUSE};
 use crate::metrics as m;
@@ -26,9 +27,9 @@ impl EtcdStore {
         let revision = response.header().map_or(0, |h| h.revision());
         let mut fresh = Snapshot::default();
         for kv in response.kvs() {
-            fresh.apply(&self.keys.prefix, kv, true);
+            apply(&mut fresh, &self.keys.prefix, kv, true);
         }
-        *self.cache.write() = fresh;
+        self.cache.replace(fresh);
         self.applied.send_replace(revision);
         self.publish(MetadataEvent::Resynced);
         Ok(revision)
@@ -109,15 +110,14 @@ impl EtcdStore {
             }
             let mut events = Vec::new();
             let mut revision = None;
-            {
-                let mut cache = self.cache.write();
+            self.cache.update(|cache| {
                 for event in response.events() {
                     let Some(kv) = event.kv() else { continue };
                     let put = event.event_type() == EventType::Put;
-                    events.extend(cache.apply(&self.keys.prefix, kv, put));
+                    events.extend(apply(cache, &self.keys.prefix, kv, put));
                     revision = Some(kv.mod_revision());
                 }
-            }
+            });
             if let Some(revision) = revision {
                 self.applied.send_if_modified(|r| {
                     let newer = revision > *r;
