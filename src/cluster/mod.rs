@@ -12,6 +12,7 @@
 pub mod broker_config;
 pub mod cache;
 pub mod controller;
+pub mod controller_store;
 pub mod election;
 pub mod embedded;
 pub mod etcd;
@@ -22,6 +23,7 @@ pub mod store;
 pub mod topic_config;
 
 pub use self::cache::{MetadataCache, Snapshot};
+pub use self::controller_store::{ControllerStore, Placed};
 pub use self::embedded::EmbeddedStore;
 pub use self::etcd::EtcdStore;
 pub use self::store::{

@@ -14,16 +14,6 @@ use crate::cluster::store::{
 use crate::security::acl::AclBinding;
 use crate::security::credentials::StoredScramCredential;
 
-/// How a controller's write of a placement went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Placed {
-    Written,
-    /// Someone (a leader's ISR change) wrote it since: re-read and decide again.
-    Stale,
-    /// This broker is no longer the controller.
-    Fenced,
-}
-
 /// Applies one put (`put`) or delete of `kv` to the cache; returns the event it makes.
 pub(super) fn apply(
     cache: &mut Snapshot,

@@ -1,5 +1,4 @@
-//! What the controller does through etcd: campaign for the lease-held `controller`
-//! key, resign, and the writes fenced by its term (placements, the incarnations it
+//! `ControllerStore` on etcd: campaign for the lease-held `controller` key, resign, and the writes fenced by its term (placements, the incarnations it
 //! placed with).
 
 use std::collections::BTreeMap;
@@ -7,14 +6,29 @@ use std::sync::atomic::Ordering;
 
 use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
 
-use super::cache::Placed;
 use super::keys::ControllerRecord;
 use super::{corrupt, EtcdStore};
+use crate::cluster::cache::Snapshot;
+use crate::cluster::controller_store::{ControllerStore, Placed};
 use crate::cluster::store::{ControllerTerm, MetadataError, MetadataStore, TopicAssignment};
 
-impl EtcdStore {
-    /// Tries to become the controller; returns the term when it did.
-    pub async fn campaign(&self) -> Result<Option<ControllerTerm>, MetadataError> {
+#[async_trait::async_trait]
+impl ControllerStore for EtcdStore {
+    fn node_id(&self) -> i32 {
+        self.node.node_id
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        self.cache.snapshot()
+    }
+
+    fn controller(&self) -> Option<ControllerTerm> {
+        self.cache.controller()
+    }
+
+    /// Creates the `controller` key on this broker's lease if absent; its create
+    /// revision is the term.
+    async fn campaign(&self) -> Result<Option<ControllerTerm>, MetadataError> {
         let lease = self.lease.load(Ordering::Acquire);
         if lease == 0 || !self.may_lead() {
             return Ok(None);
@@ -43,8 +57,8 @@ impl EtcdStore {
         }))
     }
 
-    /// Gives up the controller role (on a clean shutdown), if still held in `term`.
-    pub async fn resign(&self, term: ControllerTerm) {
+    /// Deletes the `controller` key if it still has the term's create revision.
+    async fn resign(&self, term: ControllerTerm) {
         let key = self.keys.controller();
         let txn = Txn::new()
             .when([Compare::create_revision(
@@ -58,10 +72,10 @@ impl EtcdStore {
         }
     }
 
-    /// Writes a topic's placement, only while `term` still holds (the fencing) and
-    /// nobody changed it since revision `expected` (0: absent) — a leader's ISR change
-    /// in between must not be overwritten.
-    pub async fn put_assignment(
+    /// One transaction guarded by the `controller` key's create revision (the term)
+    /// and the placement key's mod revision; when it fails, a second tells stale from
+    /// fenced.
+    async fn put_assignment(
         &self,
         term: ControllerTerm,
         topic: &str,
@@ -95,10 +109,8 @@ impl EtcdStore {
         })
     }
 
-    /// The broker incarnations the last controller placed partitions with (empty when
-    /// none was saved), so that a new controller notices restarts that happened while
-    /// there was none.
-    pub async fn controller_incarnations(&self) -> Result<BTreeMap<i32, i64>, MetadataError> {
+    /// Read from etcd (`controller-incarnations`), not the cache.
+    async fn controller_incarnations(&self) -> Result<BTreeMap<i32, i64>, MetadataError> {
         let key = self.keys.controller_incarnations();
         match self.get(&key).await? {
             Some(kv) => serde_json::from_slice(kv.value()).map_err(|e| corrupt(&key, e)),
@@ -106,8 +118,7 @@ impl EtcdStore {
         }
     }
 
-    /// Saves the incarnations this controller has placed with (fenced by its term).
-    pub async fn save_controller_incarnations(
+    async fn save_controller_incarnations(
         &self,
         term: ControllerTerm,
         incarnations: &BTreeMap<i32, i64>,

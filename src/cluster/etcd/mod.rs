@@ -7,7 +7,7 @@
 //!   (read-your-writes on this broker);
 //! - `txn.rs`: reads with their revisions and the compare-and-swap writes;
 //! - `session.rs`: the lease, its keep-alive and this broker's registration;
-//! - `controller_ops.rs`: what the controller does through etcd (campaign, fenced writes);
+//! - `controller_ops.rs`: `ControllerStore` (campaign, the writes fenced by the term);
 //! - `store.rs`: the `MetadataStore` implementation.
 //!
 //! Every broker keeps the whole prefix in a local cache: one range read, then a watch
@@ -29,8 +29,6 @@ mod store;
 mod txn;
 mod watch;
 
-pub use self::cache::Placed;
-
 use std::sync::atomic::{AtomicI64, AtomicU64};
 use std::time::Duration;
 
@@ -39,8 +37,8 @@ use tokio::sync::{broadcast, watch as tokio_watch};
 use tokio_util::sync::CancellationToken;
 
 use self::keys::Keys;
-use super::cache::{MetadataCache, Snapshot};
-use super::store::{BrokerInfo, ControllerTerm, MetadataError, MetadataEvent};
+use super::cache::MetadataCache;
+use super::store::{BrokerInfo, MetadataError, MetadataEvent};
 use crate::limits::{
     ETCD_CONNECT_TIMEOUT, ETCD_KEEP_ALIVE, ETCD_LEASE_MIN_MARGIN, ETCD_REGISTER_GRACE,
     ETCD_REQUEST_TIMEOUT, ETCD_RETRY_PAUSE, ETCD_STARTUP_RETRY,
@@ -146,19 +144,6 @@ impl EtcdStore {
         self.resync().await?;
         let deadline = tokio::time::Instant::now() + lease_ttl + ETCD_REGISTER_GRACE;
         self.register(Some(deadline)).await
-    }
-
-    pub fn node_id(&self) -> i32 {
-        self.node.node_id
-    }
-
-    /// A copy of the whole cache.
-    pub fn snapshot(&self) -> Snapshot {
-        self.cache.snapshot()
-    }
-
-    pub fn controller(&self) -> Option<ControllerTerm> {
-        self.cache.controller()
     }
 
     pub(super) fn ttl_ms(&self) -> u64 {
