@@ -26,7 +26,7 @@ lint: build-deps
 
 # Unit tests and the raw-protocol conformance suite (which starts its own broker).
 unit: build
-	$(CARGO) test --release -- --test-threads=2
+	TERN_ETCD_REQUIRED=1 $(CARGO) test --release -- --test-threads=2
 
 protocol-test: build
 	$(CARGO) test --release --test protocol -- --test-threads=2

@@ -29,7 +29,7 @@ mod store;
 mod txn;
 mod watch;
 
-use std::sync::atomic::{AtomicI64, AtomicU64};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use etcd_client::{Client, ConnectOptions};
@@ -138,12 +138,17 @@ impl EtcdStore {
         }
     }
 
-    /// Loads the cache and registers, giving a previous run's registration of this
-    /// broker id a lease TTL (and a grace) to expire.
+    /// Registers, giving a previous run's registration of this broker id a lease TTL
+    /// (and a grace) to expire, then loads the cache: so that it shows this broker's
+    /// own registration when `connect` returns (read-your-writes, before any watch
+    /// runs). A retry after a failed load keeps the registration it made.
     pub(super) async fn join(&self, lease_ttl: Duration) -> Result<(), MetadataError> {
+        if self.lease.load(Ordering::Acquire) == 0 {
+            let deadline = tokio::time::Instant::now() + lease_ttl + ETCD_REGISTER_GRACE;
+            self.register(Some(deadline)).await?;
+        }
         self.resync().await?;
-        let deadline = tokio::time::Instant::now() + lease_ttl + ETCD_REGISTER_GRACE;
-        self.register(Some(deadline)).await
+        Ok(())
     }
 
     pub(super) fn ttl_ms(&self) -> u64 {

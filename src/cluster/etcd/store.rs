@@ -114,12 +114,11 @@ impl MetadataStore for EtcdStore {
                 });
             }
             spec.partitions = count;
-            spec.replica_assignments.extend(
-                assignments
-                    .iter()
-                    .filter(|(index, _)| **index < count)
-                    .map(|(index, replicas)| (*index, replicas.clone())),
-            );
+            let pins = assignments
+                .iter()
+                .map(|(index, replicas)| (*index, Some(replicas.clone())))
+                .collect();
+            crate::cluster::reassignment::apply_pins(spec, &pins);
             Ok(())
         })
         .await
@@ -240,10 +239,15 @@ impl MetadataStore for EtcdStore {
         self.cache.acls()
     }
 
+    /// One put per distinct binding: etcd refuses a transaction naming a key twice
+    /// ("duplicate key given in txn request"), and a request may repeat a binding.
     async fn create_acls(&self, bindings: &[AclBinding]) -> Result<(), MetadataError> {
-        let mut operations = Vec::with_capacity(bindings.len());
-        for binding in bindings {
-            let key = self.keys.acl(binding);
+        let distinct: BTreeMap<String, &AclBinding> = bindings
+            .iter()
+            .map(|binding| (self.keys.acl(binding), binding))
+            .collect();
+        let mut operations = Vec::with_capacity(distinct.len());
+        for (key, binding) in distinct {
             let value = serde_json::to_vec(binding).map_err(|e| corrupt(&key, e))?;
             operations.push(TxnOp::put(key, value, None));
         }
@@ -251,9 +255,13 @@ impl MetadataStore for EtcdStore {
     }
 
     async fn delete_acls(&self, bindings: &[AclBinding]) -> Result<(), MetadataError> {
-        let operations = bindings
+        let distinct: std::collections::BTreeSet<String> = bindings
             .iter()
-            .map(|binding| TxnOp::delete(self.keys.acl(binding), None))
+            .map(|binding| self.keys.acl(binding))
+            .collect();
+        let operations = distinct
+            .into_iter()
+            .map(|key| TxnOp::delete(key, None))
             .collect();
         self.write_in_chunks(operations).await
     }
