@@ -407,6 +407,39 @@ async fn every_partition_is_placed_with_a_leader_epoch(h: &Harness) {
     );
 }
 
+async fn replica_pins_are_set_and_cleared_on_one_incarnation(h: &Harness) {
+    let store = &*h.store;
+    let spec = store
+        .create_topic(new_topic("pinned", 2))
+        .await
+        .expect("created");
+    let mut events = store.subscribe();
+    let pin = BTreeMap::from([(0, Some(vec![NODE_ID])), (9, Some(vec![NODE_ID]))]);
+    let pinned = store
+        .set_replica_assignments("pinned", spec.topic_id, &pin)
+        .await
+        .expect("pinned");
+    assert_eq!(pinned.pinned(0), Some(&[NODE_ID][..]));
+    assert_eq!(pinned.pinned(9), None, "no such partition");
+    expect_event(&mut events, "TopicChanged", |e| {
+        *e == MetadataEvent::TopicChanged(pinned.clone())
+    })
+    .await;
+    let unpinned = store
+        .set_replica_assignments("pinned", spec.topic_id, &BTreeMap::from([(0, None)]))
+        .await
+        .expect("unpinned");
+    assert!(unpinned.replica_assignments.is_empty());
+    assert_eq!(store.topic("pinned").await, Some(unpinned));
+    let other = store
+        .set_replica_assignments("pinned", uuid::Uuid::new_v4(), &pin)
+        .await;
+    assert!(
+        matches!(other, Err(MetadataError::UnknownTopic(_))),
+        "another incarnation's id: {other:?}"
+    );
+}
+
 async fn a_stale_isr_change_is_refused(h: &Harness) {
     let store = &*h.store;
     let spec = store
@@ -687,6 +720,7 @@ contract!(
     topics_are_listed_and_found_by_name_and_id,
     a_deleted_topic_is_gone_with_its_placement,
     every_partition_is_placed_with_a_leader_epoch,
+    replica_pins_are_set_and_cleared_on_one_incarnation,
     a_stale_isr_change_is_refused,
     producer_ids_never_repeat,
     dynamic_configs_are_set_read_and_deleted,

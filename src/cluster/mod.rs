@@ -3,7 +3,10 @@
 //! controller, producer-id allocation, and the dynamic broker configs (KIP-226: per
 //! broker and the cluster-wide default). `EmbeddedStore` serves a single node from a
 //! file in the data directory; `EtcdStore` serves a cluster from etcd, with a local
-//! cache kept current by watches.
+//! cache kept current by watches. Both answer reads from one `MetadataCache`, and both
+//! pass the same contract (`tests/store_contract.rs`). The controller needs more than
+//! `MetadataStore` (an election, writes fenced by its term): `ControllerStore`, which
+//! `EtcdStore` implements.
 //!
 //! Writers change the store; every broker (this one included) then reconciles its local
 //! partitions with what the store says (`topics::TopicService::reconcile`), driven by

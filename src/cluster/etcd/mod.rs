@@ -2,7 +2,7 @@
 //! place that knows etcd exists.
 //!
 //! - `keys.rs`: the key layout under `/tern/<cluster-id>/` and its encoding;
-//! - `cache.rs`: the local copy of the prefix and how a key's value changes it;
+//! - `cache.rs`: how a key's put or delete changes the local copy (`cluster::cache`);
 //! - `watch.rs`: the range read and the watch that keep that copy current
 //!   (read-your-writes on this broker);
 //! - `txn.rs`: reads with their revisions and the compare-and-swap writes;
