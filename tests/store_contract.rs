@@ -452,6 +452,7 @@ async fn a_stale_isr_change_is_refused(h: &Harness) {
         leader_epoch,
         partition_epoch,
         isr: vec![NODE_ID],
+        incarnations: Default::default(),
     };
     let current = change(p.leader_epoch, p.partition_epoch);
     let outcome = store

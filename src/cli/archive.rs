@@ -11,8 +11,7 @@ use serde_json::json;
 
 use super::commands::Connection;
 use super::output;
-use super::restore::{restore, Range};
-use crate::archive::manifest::Manifest;
+use super::restore::{manifests, restore, Range};
 use crate::archive::{Archive, ArchiveConfig, Target};
 
 /// Where the archive is: the broker's flags, same names and environment variables.
@@ -134,20 +133,6 @@ pub async fn run(
             restore(connection, &archive, &topic, &target, partition, range).await
         }
     }
-}
-
-pub(super) async fn manifests(
-    archive: &Archive,
-    topic: &str,
-    only: Option<i32>,
-) -> anyhow::Result<Vec<Manifest>> {
-    let mut out = Vec::new();
-    for partition in archive.partitions(topic).await? {
-        if only.is_none_or(|p| p == partition) {
-            out.push(archive.manifest(topic, partition).await?);
-        }
-    }
-    Ok(out)
 }
 
 async fn ls(archive: &Archive, topic: &str, as_json: bool) -> anyhow::Result<()> {

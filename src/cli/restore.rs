@@ -43,10 +43,10 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use serde_json::json;
 
-use super::archive::manifests;
 use super::client::Client;
 use super::commands::Connection;
 use super::output;
+use crate::archive::manifest::Manifest;
 use crate::archive::parquet::{read_object, ArchivedRecord};
 use crate::archive::Archive;
 use crate::log::batch::testing::{encode_batch, TestRecord};
@@ -639,6 +639,21 @@ async fn init_producer_id(client: &mut Client) -> anyhow::Result<(i64, i16)> {
             c => bail!("InitProducerId failed with Kafka error {c}"),
         }
     }
+}
+
+/// The manifests of `topic`'s archived partitions (all, or only `only`).
+pub(super) async fn manifests(
+    archive: &Archive,
+    topic: &str,
+    only: Option<i32>,
+) -> anyhow::Result<Vec<Manifest>> {
+    let mut out = Vec::new();
+    for partition in archive.partitions(topic).await? {
+        if only.is_none_or(|p| p == partition) {
+            out.push(archive.manifest(topic, partition).await?);
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
