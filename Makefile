@@ -26,7 +26,7 @@ lint: build-deps
 
 # Unit tests and the raw-protocol conformance suite (which starts its own broker).
 unit: build
-	$(CARGO) test --release -- --test-threads=2
+	TERN_ETCD_REQUIRED=1 $(CARGO) test --release -- --test-threads=2
 
 # The replication simulator (src/replication/sim.rs) over SIM_SCHEDULES seeded schedules
 # (default 100,000; `make unit` runs 300) from SIM_FIRST_SEED; a failure prints its seed.

@@ -113,6 +113,8 @@ class Broker:
         self.extra_env = dict(extra_env or {})
         # Set by kill9(): the process is meant to be dead until the next start().
         self.killed = False
+        # Set by stop(): its checks ran; a second stop() (a test's, then its fixture's) is a no-op.
+        self.stopped = False
         self.data_dir = Path(data_dir)
         self.log_dir = Path(log_dir)
         self.port = port or free_port()
@@ -146,6 +148,7 @@ class Broker:
             raise BrokerError(f"tern binary not found or not executable: {self.binary} (set TERN_BIN)")
         self.starts += 1
         self.killed = False
+        self.stopped = False
         log_path = self.log_dir / f"tern-{self.starts}.log"
         self.log_paths.append(log_path)
         cmd = [
@@ -191,6 +194,9 @@ class Broker:
         logs holds a panic."""
         if self.proc is None:
             return None
+        if self.stopped:
+            return self.proc.returncode
+        self.stopped = True
         problems = []
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -204,9 +210,6 @@ class Broker:
                 problems.append(f"tern exited with status {self.proc.returncode} on SIGTERM")
         elif not self.killed:
             problems.append(f"tern exited by itself (status {self.proc.returncode})")
-        # A stopped broker is meant to be down until the next start: a second stop()
-        # (a test's own, then its fixture's) is no failure.
-        self.killed = True
         panics = self.panics()
         if panics:
             problems.append("tern panicked: " + " | ".join(panics[:3]))

@@ -78,7 +78,9 @@ def test_explicit_assignments_pin_replicas_leader_first(cluster, topic):
         admin.create_partitions({topic: {"count": 3, "assignments": [[1, 2]]}})
         wait_until(lambda: isr_listing(cluster, topic).get(2, (0, [], []))[:2] == (1, [1, 2]), 15,
                    what="the new partition pinned to [1, 2]")
-        # The pins are not the ring's: they hold across the controller's rounds.
+        # The pins are not the ring's: they hold across the controller's rounds. A round that
+        # changes nothing leaves no trace to wait for, so this is a lower bound on the time
+        # given to the controller (several rounds), and the assertion below checks the effect.
         time.sleep(2)
         assert {p: v[1] for p, v in isr_listing(cluster, topic).items()} == {0: [3, 1], 1: [2, 3], 2: [1, 2]}
     finally:
@@ -101,7 +103,7 @@ def test_a_reassignment_while_producing_catches_up_before_the_old_replica_goes(c
     try:
         assert 0 in logged_partitions(admin, old, topic), "the old replica is listed before the move"
         recorder = start_recorder(cluster, topic)
-        time.sleep(1)
+        recorder.wait_for_acks_past({}, 3, 15, "acknowledged writes on all 3 partitions before the move")
         result = admin.alter_partition_reassignments({TopicPartition(topic, 0): [new, kept]})
         assert all(err is None or err.errno == 0 for err in result.values()), result
         fewest = [2]
@@ -270,6 +272,9 @@ def test_an_unclean_election_elects_a_live_out_of_sync_replica_once(cluster, top
     cluster.brokers[follower].start()
     wait_until(lambda: follower in [b.id for b in cluster.metadata(via=bystander).brokers.values()], 15,
                what="the follower registered again")
+    # Clean elections must not take the out-of-sync replica: an election that does not
+    # happen leaves no trace to wait for, so this is a lower bound on the time the
+    # controller is given to (wrongly) elect, and the assertion below checks the effect.
     time.sleep(1)
     l, _, isr = isr_listing(cluster, topic, via=bystander)[0]
     assert l == -1 and isr == [leader], "clean elections cannot take the out-of-sync replica"

@@ -28,8 +28,11 @@ import json
 import os
 import random
 import re
+import socket
+import struct
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections import Counter
@@ -706,6 +709,183 @@ def test_restore_round_trip(start_broker, tmp_path, topic):
     doc = json.loads(restore(f"{topic}-from-time", "--from-time", str(since)))
     assert (doc["restored"], doc["partitions"]) == (len(from_time), {str(p): n for p, n in ends_of(from_time).items()})
     assert_restored(f"{topic}-from-time", from_time)
+
+
+@pytest.mark.timeout(120)
+def test_restore_is_exactly_once_and_takes_to_offset_and_partition(start_broker, tmp_path, topic):
+    """`tern archive restore` writes each selected record once: it produces as an
+    idempotent producer and commits its progress (group tern-restore.<target>.<hash>)
+    after every batch, so running the same restore again adds nothing, and neither does a
+    run that ended after a batch landed but before its commit (that state is made here by
+    moving the commit back over the last batch). --partition and --to-offset select; a
+    restore into the archived source topic itself is refused (it would archive the
+    records again under new offsets)."""
+    archive = DirArchive(tmp_path / "archive")
+    b = start_broker(*ENABLED, *archive.flags())
+    create_topic(b.address, topic, partitions=2, config=ARCHIVED_TOPIC)
+    recs = produce_archivable(b.address, topic, 120, partitions=2)
+    wait_log_start(b.address, topic, recs)
+
+    def restore(to: str, *selection: str) -> dict:
+        return json.loads(tern_cli("archive", "restore", topic, *selection, "--to-topic", to, "-b", b.address,
+                                   *archive.flags(), "--json"))
+
+    def assert_restored(to: str, want: list[Rec]) -> None:
+        messages, errors, _ = ck.consume_all(b.address, to)
+        assert not errors, errors
+        for p in (0, 1):
+            got = [(m.key(), m.value(), tuple(m.headers() or ())) for m in messages if m.partition() == p]
+            assert got == [(r.key, r.value, r.headers) for r in want if r.partition == p], \
+                f"{to} partition {p}: {len(got)} records, {len([r for r in want if r.partition == p])} wanted"
+
+    everything = f"{topic}-all"
+    create_topic(b.address, everything, partitions=2)
+    first = restore(everything, "--from-offset", "0")
+    assert first["restored"] == len(recs), first
+    again = restore(everything, "--from-offset", "0")
+    assert (again["restored"], again.get("already_restored")) == (0, 0), f"a second run wrote again: {again}"
+    assert_restored(everything, recs)
+
+    # A run that ended after its last batch of partition 0 landed but before the commit.
+    # kafka-python moves the commit (librdkafka reads and writes commit metadata as C
+    # strings: past the end, or with a NUL).
+    from kafka import KafkaAdminClient
+    from kafka.structs import OffsetAndMetadata, TopicPartition as KTopicPartition
+
+    group = first["progress_group"]
+    kadmin = KafkaAdminClient(bootstrap_servers=b.address)
+    try:
+        tp = KTopicPartition(everything, 0)
+        committed = kadmin.list_group_offsets({group: [tp]})[group][tp]
+        fields = dict(w.split("=") for w in committed.metadata.split()[1:])
+        (listing,) = [p for p in json.loads(tern_cli("archive", "ls", topic, *archive.flags(), "--json"))["partitions"]
+                      if p["partition"] == 0]
+        last_object = max(listing["objects"], key=lambda o: o["first_offset"])
+        k = last_object["records"]
+        assert committed.offset == last_object["last_offset"] + 1, (committed, last_object)
+        before = (f"tern-restore-v1 producer_id={fields['producer_id']} producer_epoch={fields['producer_epoch']} "
+                  f"sequence={int(fields['sequence']) - k} target_offset={int(fields['target_offset']) - k}")
+        kadmin.alter_group_offsets(group, {tp: OffsetAndMetadata(last_object["first_offset"], before, -1)})
+    finally:
+        kadmin.close()
+    resumed = restore(everything, "--from-offset", "0")
+    assert (resumed["restored"], resumed["already_restored"]) == (0, k), \
+        f"the batch in flight when a run ended was written again: {resumed}"
+    assert_restored(everything, recs)
+
+    # --partition 1 --to-offset 40: partition 1's records 0..40 only, once.
+    selected = f"{topic}-p1-to40"
+    create_topic(b.address, selected, partitions=2)
+    want = [r for r in recs if r.partition == 1 and r.offset <= 40]
+    doc = restore(selected, "--from-offset", "0", "--partition", "1", "--to-offset", "40")
+    assert (doc["restored"], doc["partitions"]) == (len(want), {"1": len(want)}), doc
+    assert restore(selected, "--from-offset", "0", "--partition", "1", "--to-offset", "40")["restored"] == 0
+    assert_restored(selected, want)
+
+    # Into the archived source topic itself: refused, nothing written.
+    ends = {p: low_watermark(b.address, topic, p)[1] for p in (0, 1)}
+    r = subprocess.run([str(tern_bin()), "archive", "restore", topic, "--from-offset", "0", "-b", b.address,
+                        *archive.flags()], capture_output=True, timeout=60)
+    assert r.returncode != 0 and b"archive.enable=true" in r.stderr, (r.returncode, r.stderr[-500:])
+    assert {p: low_watermark(b.address, topic, p)[1] for p in (0, 1)} == ends, "nothing produced to the source"
+
+
+class AnswerDroppingProxy:
+    """A Kafka-aware TCP proxy in front of a broker's listener: once armed, it forwards the
+    next Produce request and drops the connection instead of forwarding its answer (the
+    broker has appended; the client never learns it)."""
+
+    def __init__(self, target_port: int):
+        self.target_port = target_port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.armed = threading.Event()
+        self.dropped = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
+            upstream.settimeout(None)
+            produce_ids: set[int] = set()
+            threading.Thread(target=self._requests, args=(client, upstream, produce_ids), daemon=True).start()
+            threading.Thread(target=self._answers, args=(upstream, client, produce_ids), daemon=True).start()
+
+    @staticmethod
+    def _frame(sock: socket.socket) -> bytes | None:
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+            want = 4 - len(data) if len(data) < 4 else 4 + struct.unpack(">i", data[:4])[0] - len(data)
+            chunk = sock.recv(want)
+            if not chunk:
+                return None
+            data += chunk
+        return data
+
+    def _requests(self, client: socket.socket, upstream: socket.socket, produce_ids: set[int]) -> None:
+        try:
+            while (frame := self._frame(client)) is not None:
+                api_key, correlation_id = struct.unpack_from(">h", frame, 4)[0], struct.unpack_from(">i", frame, 8)[0]
+                if api_key == 0 and self.armed.is_set() and not self.dropped.is_set():
+                    produce_ids.add(correlation_id)
+                upstream.sendall(frame)
+        except OSError:
+            pass
+
+    def _answers(self, upstream: socket.socket, client: socket.socket, produce_ids: set[int]) -> None:
+        try:
+            while (frame := self._frame(upstream)) is not None:
+                if struct.unpack_from(">i", frame, 4)[0] in produce_ids:
+                    self.dropped.set()
+                    break
+                client.sendall(frame)
+        except OSError:
+            pass
+        for sock in (client, upstream):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)  # close() alone waits for the other thread's recv
+                sock.close()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.mark.timeout(90)
+def test_restore_retries_a_lost_answer_without_writing_twice(tmp_path, topic):
+    """The answer to a restore's Produce is lost (the connection drops after the broker
+    appended): the restore sends the batch again with the same producer id and sequence,
+    and the broker answers it as a duplicate instead of appending it twice."""
+    archive = DirArchive(tmp_path / "archive")
+    port = free_port()
+    proxy = AnswerDroppingProxy(port)
+    b = Broker(data_dir=tmp_path / "data", log_dir=tmp_path / "logs", port=port,
+               extra_args=[*ENABLED, *archive.flags(), "--advertised-listeners", f"PLAINTEXT://127.0.0.1:{proxy.port}"])
+    try:
+        b.start()
+        create_topic(b.address, topic, partitions=1, config=ARCHIVED_TOPIC)
+        recs = produce_archivable(b.address, topic, 40)
+        wait_log_start(b.address, topic, recs)
+        target = f"{topic}-restored"
+        create_topic(b.address, target, partitions=1)
+        proxy.armed.set()
+        doc = json.loads(tern_cli("archive", "restore", topic, "--from-offset", "0", "--to-topic", target,
+                                  "-b", b.address, *archive.flags(), "--json"))
+        assert proxy.dropped.is_set(), "the proxy saw no Produce to drop the answer of"
+        assert doc["restored"] == len(recs), doc
+        messages, errors, _ = ck.consume_all(b.address, target)
+        assert not errors, errors
+        values = [m.value() for m in messages]
+        assert values == [r.value for r in recs], \
+            f"{len(values)} records in the target for {len(recs)} restored (a retried batch written twice?)"
+    finally:
+        proxy.close()
+        b.stop()
 
 
 @pytest.mark.timeout(60)

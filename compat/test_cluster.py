@@ -652,3 +652,57 @@ def test_brokers_reach_each_other_at_their_peer_address(tmp_path, topic):
         assert sorted(m["message_content"] for m in got) == sorted(f"m{k}" for k in range(40))
     finally:
         c.stop()
+
+
+@pytest.mark.timeout(120)
+def test_an_http_stream_goes_on_across_a_coordinator_move(cluster, topic):
+    """GET /stream on broker 1 for a consumer whose group another broker coordinates: the
+    stream commits each message it sent through that coordinator. When the coordinator is
+    killed (-9), the stream waits out the move (its retriable failures retried, as a
+    Kafka consumer would) and goes on delivering; it never just ends without a word (a
+    failure that lasts would end it with an `error` event)."""
+    from test_http import SseReader
+
+    http = {n: cluster.http(n) for n in cluster.brokers}
+    created = http[1].ok(http[1].post("/create_topic", {"publisher_id": 1, "topic_name": topic, "partitions": 3,
+                                                          "replication_factor": 3}))
+    topic_id = created["topic_id"]
+    # A first subscription creates __consumer_offsets; then pick a consumer whose group
+    # broker 2 or 3 coordinates.
+    http[1].ok(http[1].post("/subscribe", {"consumer_id": 600, "topic_id": topic_id}))
+    wait_until(lambda: all(l > 0 for l in cluster.leaders("__consumer_offsets").values()), 20,
+               what="__consumer_offsets led everywhere")
+    offsets_leaders = cluster.leaders("__consumer_offsets")
+    consumer = next(c for c in range(600, 700) if offsets_leaders[offsets_partition_of(f"http-{c}")] != 1)
+    coordinator = offsets_leaders[offsets_partition_of(f"http-{consumer}")]
+    if consumer != 600:
+        http[1].ok(http[1].post("/subscribe", {"consumer_id": consumer, "topic_id": topic_id}))
+    n = 20
+    reader = SseReader(int(http[1].port), consumer, topic_id, want=2 * n, timeout=45)
+    reader.start()
+
+    def publish(content: str) -> None:
+        # A publish may meet the failover too: retried by the test until it is taken.
+        def taken() -> bool:
+            return http[1].post("/publish_message", {"topic_id": topic_id, "message_content": content}).status == 200
+        wait_until(taken, 30, interval=0.2, what=f"publishing {content}")
+
+    try:
+        reader.connected.wait(5)
+        for i in range(n):
+            publish(f"before-{i}")
+        wait_until(lambda: len(reader.events) >= n or not reader.is_alive(), 20, what="the first messages streamed")
+        cluster.brokers[coordinator].kill9()
+        killed = time.monotonic()
+        for i in range(n):
+            publish(f"after-{i}")
+        reader.join(timeout=60)
+        got = {e["message_content"] for e in reader.events}
+        print(f"\nstream on broker 1, coordinator {coordinator} killed: {len(reader.events)} events, "
+              f"the last {time.monotonic() - killed:.2f} s after the kill; other events {reader.other}")
+        assert reader.error is None, repr(reader.error)
+        missing = [f"{w}-{i}" for w in ("before", "after") for i in range(n) if f"{w}-{i}" not in got]
+        assert not missing, (f"the stream ended (other events: {reader.other}) after {len(reader.events)} events; "
+                             f"never streamed: {missing}")
+    finally:
+        reader.close()

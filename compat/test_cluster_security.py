@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from http_client import Http
-from tern_harness import Broker, Etcd, free_port, tern_bin, wait_until
+from tern_harness import Broker, BrokerError, Etcd, free_port, tern_bin, wait_until
 from test_security import issue, openssl
 
 TOPIC = "replicated"
@@ -127,6 +127,13 @@ def test_brokers_replicate_over_sasl_ssl_as_the_broker_principal(tmp_path):
         assert refused.returncode != 0
         assert "authentication failed" in refused.stderr.lower(), refused.stderr
     finally:
+        problems = []
         for broker, _ in brokers:
-            broker.stop()
+            try:
+                broker.stop()
+            except BrokerError as e:  # stop the others regardless, then fail
+                problems.append(str(e)[:2000])
+                broker.kill9()
         etcd.stop()
+        if problems:
+            raise BrokerError("\n".join(problems))

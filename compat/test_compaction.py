@@ -20,14 +20,23 @@ What Kafka's log cleaner promises, and what these tests hold tern to:
 - DeleteRecords is refused (POLICY_VIOLATION) on a topic whose policy lacks delete.
 
 The broker runs its cleaner every 200 ms (--log-cleaner-backoff-ms) and its retention
-check every 200 ms, so every wait here is short and bounded.
+check every 200 ms, so every wait here is short and bounded. No wait stands in for an
+event: "the cleaner has had its rounds" is the cleaner passing over a witness topic
+(cleaner_rounds), "flushed" is the broker's recovery checkpoint reaching the log end
+(wait_flushed), and when a pass ran is read from the broker's own "log cleaner pass"
+log lines (cleaner_passes), so a slow machine makes these tests slower, never wrong.
 """
 
 from __future__ import annotations
 
+import json
 import random
+import re
 import time
+import urllib.request
 from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
 
 import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, TopicPartition
@@ -44,11 +53,13 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
 
 from ck import consume_all, new_consumer, produce_all
-from tern_harness import wait_until
+from tern_harness import free_port, wait_until
 
+METRICS = f"127.0.0.1:{free_port()}"  # one broker at a time: every test's broker uses it
 pytestmark = pytest.mark.broker_args(
     "--log-cleaner-backoff-ms", "200",
     "--log-retention-check-interval-ms", "200",
+    "--metrics", METRICS,
 )
 
 SEGMENT_BYTES = 8192  # tern's minimum is 1024; a batch must fit in one segment
@@ -220,6 +231,79 @@ def segment_files(broker, topic: str) -> list:
     return sorted((broker.data_dir / f"{topic}-0").glob("*.log"))
 
 
+# ---------------------------------------------------------------------------- what the broker says
+
+def passes_total() -> float:
+    """tern_log_cleaner_passes_total on the running broker's /metrics (0 from start-up)."""
+    text = urllib.request.urlopen(f"http://{METRICS}/metrics", timeout=5).read().decode()
+    return sum(float(line.rpartition(" ")[2]) for line in text.splitlines()
+               if line.split("{", 1)[0].split(" ", 1)[0] == "tern_log_cleaner_passes_total")
+
+
+PASS_LINE = re.compile(r"^(\S+Z)\s+INFO\s.*log cleaner pass partition=(\S+) cleaned_up_to=(\d+) "
+                       r".*removed_records=(\d+) .*elapsed_ms=(\d+)")
+
+
+@dataclass
+class Pass:
+    """One cleaner pass as its "log cleaner pass" line reports it, on the broker's wall clock
+    (seconds since the epoch, the clock the delete horizon and the compaction lags use):
+    `started` is the earliest it can have begun, `ended` when it was logged."""
+    started: float
+    ended: float
+    cleaned_up_to: int
+    removed: int
+
+
+def cleaner_passes(broker, topic: str, partition: int = 0) -> list[Pass]:
+    """Every cleaner pass over one partition, in order, from the broker's logs (all its runs)."""
+    out = []
+    for path in broker.log_paths:
+        if not path.exists():
+            continue
+        for line in path.read_text(errors="replace").splitlines():
+            m = PASS_LINE.match(line)
+            if m and m.group(2) == f"{topic}-{partition}":
+                ended = datetime.fromisoformat(m.group(1)).timestamp()
+                out.append(Pass(ended - int(m.group(5)) / 1000 - 0.001, ended, int(m.group(3)), int(m.group(4))))
+    return out
+
+
+def recovery_checkpoint(broker, topic: str, partition: int = 0) -> int:
+    """The offset the broker's recovery-point-offset-checkpoint (written after each
+    log.flush.interval.ms flush) records for a partition: everything below it is on disk."""
+    path = broker.data_dir / "recovery-point-offset-checkpoint"
+    return json.loads(path.read_text()).get(f"{topic}-{partition}", -1)
+
+
+def wait_flushed(broker, topic: str, end: int, timeout: float = 15.0) -> None:
+    """Waits until the broker's recovery checkpoint covers the partition up to `end`."""
+    wait_until(lambda: recovery_checkpoint(broker, topic) >= end, timeout, interval=0.05,
+               what=f"{topic}-0 flushed up to {end} (recovery checkpoint)")
+
+
+def create_witness(broker, admin: AdminClient, topic: str) -> str:
+    """A compacted topic for cleaner_rounds: flush.messages=1 flushes every write before it
+    is acknowledged, so what is produced to it is cleanable at once."""
+    witness = f"{topic}-witness"
+    create_topic(admin, witness, compact_config(**{"flush.messages": "1"}))
+    return witness
+
+
+def cleaner_rounds(broker, witness: str, rounds: int = 2) -> None:
+    """Makes the cleaner pass `rounds` times over `witness`: each round adds two segments of
+    dirty data and waits until tern_log_cleaner_passes_total advances and the witness's own
+    pass is logged. With one cleaner thread, the claim that follows a pass comes before the
+    next round's data exists: a partition that was due when a round's pass ended has its
+    pass logged before the next round's. So after two rounds, a partition that was eligible
+    before the first and has no pass logged was not due."""
+    for _ in range(rounds):
+        total, mine = passes_total(), len(cleaner_passes(broker, witness))
+        produce_ok(broker.address, witness, filler_messages(FILLER_PER_SEGMENT * 2, f"witness-{mine}"))
+        wait_until(lambda: passes_total() > total and len(cleaner_passes(broker, witness)) > mine, 20,
+                   interval=0.05, what=f"a cleaner pass over {witness}")
+
+
 def check_latest_kept(recs: list[tuple], latest: dict[bytes, tuple[int, dict]]) -> None:
     """Each key's one remaining record is its latest one: same offset as its delivery
     report, same value, headers and CreateTime."""
@@ -321,7 +405,6 @@ def test_tombstone_removes_key_then_goes_itself_after_delete_retention(broker, t
 
     # First pass: every key down to one record; a deleted key's one record is its tombstone.
     recs, _ = wait_compacted(broker.address, topic, N_KEYS)
-    first_seen = time.monotonic()
     by_key = {r[1]: r for r in recs if r[1] in set(deleted)}
     for k in deleted:
         off, _, value, _, (_, ts) = by_key[k]
@@ -330,11 +413,6 @@ def test_tombstone_removes_key_then_goes_itself_after_delete_retention(broker, t
     kept_msgs = [(m, o) for m, o in zip(msgs, offsets) if m["key"] not in deleted]
     latest_kept = latest_by_key([m for m, _ in kept_msgs], [o for _, o in kept_msgs])
     check_latest_kept(recs, latest_kept)
-
-    # With no new dirty data the tombstones stay: nothing makes the cleaner pass again.
-    time.sleep(1.0)
-    recs, _ = read_log(broker.address, topic)
-    assert set(deleted) <= set(keyed_counts(recs)), "tombstones gone sooner than delete.retention.ms"
 
     # Later passes (fed with a segment of filler per second) drop the tombstones.
     nudges = {"n": 0, "at": 0.0}
@@ -357,8 +435,17 @@ def test_tombstone_removes_key_then_goes_itself_after_delete_retention(broker, t
         return not (set(keyed_counts(recs)) & set(deleted))
 
     wait_until(tombstones_gone, 60, interval=0.5, what="tombstones removed after delete.retention.ms")
-    gone_after = time.monotonic() - first_seen
-    assert gone_after >= 1.0, f"tombstones went {gone_after:.1f}s after being first seen (delete.retention.ms=2000)"
+    # When, by the broker's clock: the first pass over the tombstones gives them their delete
+    # horizon (its time + delete.retention.ms); no pass removes anything before the horizon,
+    # and the one that removes them (exactly the tombstones: the filler's keys are its own)
+    # starts at the horizon or later.
+    passes = cleaner_passes(broker, topic)
+    first = next(p for p in passes if p.cleaned_up_to > max(tomb_offset.values()))
+    later = [p for p in passes if p.ended > first.ended]
+    removal = next(p for p in later if p.removed > 0)
+    assert removal.removed == len(deleted), f"the tombstones' pass removed {removal.removed} records: {passes}"
+    assert removal.ended - first.started >= 2.0, \
+        f"tombstones removed {removal.ended - first.started:.3f}s after their first pass (delete.retention.ms=2000)"
     recs = last["recs"]
     assert set(keyed_counts(recs)) == set(latest_kept), "a surviving key went with the tombstones"
     check_latest_kept(recs, latest_kept)
@@ -489,7 +576,11 @@ def test_switching_cleanup_policy_to_compact_starts_compaction(broker, topic):
     filler, filler_offsets = seal_keyed_data(broker, topic, "switch")
     total = len(msgs) + len(filler)
 
-    time.sleep(3.0)  # 15 cleaner rounds, plenty of flushes
+    # Flushed (so its sealed segments would be cleanable), then two cleaner rounds: the
+    # cleaner never passes over it, and nothing is lost.
+    wait_flushed(broker, topic, total)
+    cleaner_rounds(broker, create_witness(broker, admin, topic))
+    assert cleaner_passes(broker, topic) == [], "the cleaner passed over a delete-policy topic"
     recs, wm = read_log(broker.address, topic)
     assert wm == (0, total) and [r[0] for r in recs] == list(range(total)), \
         f"a delete-policy topic lost records: {len(recs)} of {total}"
@@ -572,7 +663,8 @@ def test_compacted_log_survives_clean_restart_and_kill9(broker, topic):
     check_latest_kept(before, latest_by_key(msgs, offsets))
     assert wm[0] == 0 and before[0][0] > 1
     assert first_offset_from(broker.address, topic, 1) == before[0][0]
-    time.sleep(2.0)  # past the 1 s flush interval: kill -9 loses nothing the cleaner wrote
+    wait_flushed(broker, topic, wm[1])  # the kill -9 below finds it all below the recovery checkpoint
+    witness = create_witness(broker, admin, topic)
 
     def kill9_and_start():
         broker.kill9()
@@ -586,7 +678,7 @@ def test_compacted_log_survives_clean_restart_and_kill9(broker, topic):
         assert after == before, f"the {how} changed the compacted log"
         got = first_offset_from(broker.address, topic, 1)
         assert got == before[0][0], f"after the {how}: fetching offset 1 (a hole) gave {got}"
-        time.sleep(1.0)  # 5 cleaner rounds over an already clean log
+        cleaner_rounds(broker, witness)  # the cleaner has looked at the restarted clean log
 
     again, wm_again = read_log(broker.address, topic)
     assert (again, wm_again) == (before, wm), "a cleaner pass after the restarts changed a clean log"
@@ -603,16 +695,15 @@ def test_min_compaction_lag_holds_back_recent_records(broker, topic):
     msgs = keyed_messages(N_KEYS, N_VALUES, "minlag", timestamp_base=None)  # CreateTime = now
     offsets = produce_ok(broker.address, topic, msgs)
     filler, filler_offsets = seal_keyed_data(broker, topic, "minlag")
-    total = len(msgs) + len(filler)
-
-    time.sleep(max(0.0, started + 3.0 - time.time()))  # 15 cleaner rounds inside the lag
-    recs, wm = read_log(broker.address, topic)
-    assert [r[0] for r in recs] == list(range(total)), \
-        f"records cleaned within 3 s under a 6 s min.compaction.lag.ms: {len(recs)} of {total} left"
 
     recs, wm = wait_compacted(broker.address, topic, N_KEYS)
-    waited = time.time() - started
-    assert waited >= 5.5, f"compacted {waited:.1f}s after the records were written (min.compaction.lag.ms=6000)"
+    # By the broker's clock: every record's CreateTime is >= `started`, so no segment is old
+    # enough before started + 6 s, and no pass (the first one included) may start earlier;
+    # together the passes removed exactly the overwritten values.
+    passes = cleaner_passes(broker, topic)
+    assert passes and passes[0].ended - started >= 6.0 - 0.002, \
+        f"first pass {passes[0].ended - started:.3f}s after the records were written (min.compaction.lag.ms=6000)"
+    assert sum(p.removed for p in passes) == len(msgs) - N_KEYS, passes
     check_latest_kept(recs, latest_by_key(msgs, offsets))
     check_all_kept(recs, filler, filler_offsets)
 
@@ -654,7 +745,11 @@ def test_max_compaction_lag_cleans_a_log_below_the_dirty_ratio(broker, topic):
     check_latest_kept(recs, latest_by_key(msgs, offsets))
     check_all_kept(recs, filler, filler_offsets)
 
-    time.sleep(max(0.0, (oldest_dirty_ms[control] + 5000) / 1000 - time.time()))
+    # The twin's oldest dirty record gets as old as the lag that forced the pass above (the
+    # age is wall-clock time by design: this sleep is the stimulus), then two cleaner rounds
+    # look at the twin: still not cleaned.
+    time.sleep(max(0.0, (oldest_dirty_ms[control] + 4000) / 1000 - time.time()))
+    cleaner_rounds(broker, create_witness(broker, admin, topic))
     recs, _ = read_log(broker.address, control)
     counts = keyed_counts(recs)
     assert set(counts.values()) == {2}, \
@@ -706,7 +801,7 @@ def test_idempotent_producer_carries_on_after_its_batches_are_compacted(broker, 
     more_offsets = kept.send(topic, more)
     assert more_offsets == list(range(filler_offsets[-1] + 1, filler_offsets[-1] + 1 + N_KEYS))
 
-    time.sleep(2.0)  # flushed
+    wait_flushed(broker, topic, more_offsets[-1] + 1)
     broker.restart()
     read_log_when_up(broker.address, topic)
     last = keyed_messages(N_KEYS, 1, "idem-after-restart", timestamp_base=None)
@@ -739,7 +834,7 @@ def test_kill9_at_random_moments_while_the_cleaner_works(broker, topic):
         for m, o in zip(msgs + filler, offsets):
             acked[o] = (m["key"], m["value"])
         latest.update(latest_by_key(msgs + filler, offsets))
-        time.sleep(rng.uniform(0.0, 1.5))
+        time.sleep(rng.uniform(0.0, 1.5))  # the stimulus: a random moment of the cleaner's work
         broker.kill9()
         broker.start()
 
@@ -806,16 +901,16 @@ def test_tombstone_kept_through_a_restart_until_its_delete_horizon(broker, topic
     offsets = produce_ok(broker.address, topic, msgs + [{"key": doomed, "value": None}])
     tomb_offset = offsets[-1]
     seal_keyed_data(broker, topic, "tomb-restart")
-    recs, _ = wait_compacted(broker.address, topic, N_KEYS)
-    first_seen = time.monotonic()
+    recs, wm = wait_compacted(broker.address, topic, N_KEYS)
     assert [(r[0], r[2]) for r in recs if r[1] == doomed] == [(tomb_offset, None)]
-    time.sleep(1.2)  # flushed
+    wait_flushed(broker, topic, wm[1])
 
     broker.restart()
     recs, _ = read_log_when_up(broker.address, topic)
-    if time.monotonic() - first_seen < 4.0:
-        assert [(r[0], r[2]) for r in recs if r[1] == doomed] == [(tomb_offset, None)], \
-            "the tombstone went (or the old values came back) across the restart"
+    # The old values never come back; the tombstone is there unless a pass removed it, which
+    # the broker's pass times below must show was at its horizon or later.
+    assert [(r[0], r[2]) for r in recs if r[1] == doomed] in ([(tomb_offset, None)], []), \
+        "the old values came back across the restart"
 
     extra = {"n": 0}
 
@@ -826,7 +921,12 @@ def test_tombstone_kept_through_a_restart_until_its_delete_horizon(broker, topic
         return all(r[1] != doomed for r in recs)
 
     wait_until(tombstone_gone, 40, interval=1.0, what="the tombstone removed after the restart")
-    assert time.monotonic() - first_seen >= 4.0, "tombstone went before delete.retention.ms=5000"
+    passes = cleaner_passes(broker, topic)
+    first = next(p for p in passes if p.cleaned_up_to > tomb_offset)
+    removal = next(p for p in passes if p.ended > first.ended and p.removed > 0)
+    assert removal.removed == 1, f"the tombstone's pass removed {removal.removed} records: {passes}"
+    assert removal.ended - first.started >= 5.0, \
+        f"tombstone removed {removal.ended - first.started:.3f}s after its first pass (delete.retention.ms=5000)"
 
 
 def test_delete_records_refused_on_a_compact_only_topic(broker, topic):

@@ -476,5 +476,8 @@ def test_flush_messages_1_keeps_every_acknowledged_write_through_a_power_loss(tm
         left, errors, _ = consume_all(broker.address, lazy)
         assert not errors, [str(e) for e in errors]
         assert len(left) < n, f"the power loss dropped nothing of the default topic: {lost}"
+        print(f"power loss: {lost['bytes_dropped']} bytes dropped, {len(lost['removed'])} paths removed, "
+              f"{len(lost['rewritten'])} files cut, {len(lost['restored'])} restored; "
+              f"{n - len(left)} of {n} records of the default topic lost, none of the flush.messages=1 topic")
     finally:
         broker.stop()

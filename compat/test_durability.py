@@ -143,4 +143,6 @@ def test_a_bounded_chaos_run_loses_nothing_and_leaves_identical_replicas(tmp_pat
     assert s["replica_mismatches"] == 0, f"replicas differ below the high watermark ({where}): " \
                                          f"{s['mismatch_details']}"
     assert s["read_complete"], where
+    assert not s["faults_missing"], f"claimed fault kinds never injected ({where}): {s['faults_missing']}"
+    assert not s["failures"], f"the checker's verdict ({where}): {s['failures']}"
     assert proc.returncode == 0, f"exit {proc.returncode} ({where})"

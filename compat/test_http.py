@@ -653,6 +653,35 @@ def test_stream_commits_what_it_wrote_before_the_client_left(hb, topic):
                       f"{len(lost)} of 8 cycles:\n" + "\n".join(lost))
 
 
+@pytest.mark.timeout(60)
+def test_stream_ends_with_an_error_event_when_its_topic_is_deleted(hb, topic):
+    """A failure that cannot pass (the topic deleted under an open stream: 404) is sent as
+    an `error` event before the stream ends, never a silent end."""
+    from confluent_kafka.admin import AdminClient
+
+    h = hb.http
+    tid = h.create_topic(topic)["topic_id"]
+    h.subscribe(33, tid)
+    reader = SseReader(hb.http_port, 33, tid, want=1000, timeout=40)
+    reader.start()
+    try:
+        reader.connected.wait(5)
+        h.publish(tid, "before")
+        wait_until(lambda: len(reader.events) == 1, 10, what="the first event")
+        started = time.monotonic()
+        admin = AdminClient({"bootstrap.servers": hb.broker.address})
+        admin.delete_topics([topic])[topic].result(15)
+        reader.join(timeout=10)
+        print(f"\nthe stream ended {time.monotonic() - started:.2f} s after the delete; other events {reader.other}")
+        # Well before its next look for appends (HTTP_STREAM_WAIT, 15 s): the deletion
+        # itself ends the stream's wait.
+        assert not reader.is_alive(), "the stream is still open 10 s after its topic was deleted"
+        assert reader.error is None, repr(reader.error)
+        assert reader.other == ["error"], f"the stream ended with events {reader.other} after the message events"
+    finally:
+        reader.close()
+
+
 # ---------------------------------------------------------------------------- durability, groups
 
 

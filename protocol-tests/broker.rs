@@ -60,6 +60,8 @@ pub struct Broker {
     extra_args: Vec<String>,
     /// Number of (re)starts so far, for log file names.
     starts: u32,
+    /// The log of every start, scanned for panics when the broker is dropped.
+    log_paths: Vec<PathBuf>,
     // Kept last so the directory is removed after the child is killed.
     _dir: Option<tempfile::TempDir>,
 }
@@ -116,6 +118,7 @@ impl Broker {
                 data_dir: None,
                 extra_args: Vec::new(),
                 starts: 0,
+                log_paths: Vec::new(),
                 _dir: None,
             };
         }
@@ -142,6 +145,7 @@ impl Broker {
                 data_dir: Some(data),
                 extra_args: extra_args.clone(),
                 starts: 0,
+                log_paths: Vec::new(),
                 _dir: None,
             };
             match broker.spawn_on(dir.path(), free_port()) {
@@ -192,6 +196,7 @@ impl Broker {
         die_with_parent(&mut cmd);
         let child = cmd.spawn().expect("spawn tern broker");
         self.child = Some(child);
+        self.log_paths.push(log_path.clone());
         self.log_path = Some(log_path);
         self.addr = addr.clone();
         self.port = port;
@@ -351,11 +356,77 @@ fn sigterm(pid: u32) {
     }
 }
 
+impl Broker {
+    /// The `panicked at` lines of every log of this broker's starts.
+    fn panics(&self) -> Vec<String> {
+        let mut found = Vec::new();
+        for path in &self.log_paths {
+            if let Ok(bytes) = std::fs::read(path) {
+                let text = String::from_utf8_lossy(&bytes);
+                found.extend(
+                    text.lines()
+                        .filter(|l| l.contains("panicked at"))
+                        .map(|l| l.trim().chars().take(300).collect::<String>()),
+                );
+            }
+        }
+        found
+    }
+
+    /// Ends an owned broker at the end of its test: SIGTERM, which must end it with
+    /// status 0 within SHUTDOWN_TIMEOUT (else SIGKILL). The problems found: the broker
+    /// had exited by itself (only kill9_restart kills it on purpose, and it restarts),
+    /// a bad status or a hang on SIGTERM, a panic in any of its logs.
+    fn stop_checked(&mut self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if let Some(mut child) = self.child.take() {
+            match child.try_wait() {
+                Ok(Some(st)) => problems.push(format!("the broker exited by itself ({st})")),
+                Ok(None) => {
+                    sigterm(child.id());
+                    let deadline = Instant::now() + SHUTDOWN_TIMEOUT;
+                    loop {
+                        match child.try_wait() {
+                            Ok(Some(st)) if st.success() => break,
+                            Ok(Some(st)) => {
+                                problems.push(format!("SIGTERM ended the broker with {st}"));
+                                break;
+                            }
+                            Ok(None) if Instant::now() < deadline => {
+                                std::thread::sleep(Duration::from_millis(20))
+                            }
+                            _ => {
+                                let _ = child.kill();
+                                let _ = child.wait();
+                                problems.push(format!(
+                                    "the broker did not exit within {SHUTDOWN_TIMEOUT:?} of SIGTERM"
+                                ));
+                                break;
+                            }
+                        }
+                    }
+                }
+                Err(e) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    problems.push(format!("the broker's status is unknown ({e})"));
+                }
+            }
+        }
+        problems.extend(self.panics());
+        problems
+    }
+}
+
 impl Drop for Broker {
     fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
+        if self.external {
+            return;
+        }
+        let problems = self.stop_checked();
+        // A failing test already panics; its own message is the one to see.
+        if !problems.is_empty() && !std::thread::panicking() {
+            panic!("{}; log:\n{}", problems.join("; "), self.log_tail());
         }
     }
 }
@@ -377,4 +448,60 @@ pub fn now_ms() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+#[allow(unsafe_code)]
+#[cfg(test)]
+fn sigkill(pid: u32) {
+    // SAFETY: kill(2) with a pid we spawned and still own (not yet reaped).
+    unsafe {
+        libc::kill(pid as libc::pid_t, libc::SIGKILL);
+    }
+}
+
+/// The harness fails a test whose broker died without the test asking (here a SIGKILL
+/// the harness did not send) or panicked, though the test body itself passed.
+#[cfg(test)]
+mod harness_checks {
+    use super::*;
+
+    #[test]
+    #[should_panic(expected = "the broker exited by itself")]
+    fn a_broker_that_exited_by_itself_fails_its_test() {
+        let mut broker = Broker::start_with(&[]);
+        assert!(
+            !broker.external,
+            "needs an owned broker (unset TERN_PROTOCOL_TARGET)"
+        );
+        sigkill(broker.child.as_ref().expect("running").id());
+        while broker.is_running() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        drop(broker);
+    }
+
+    #[test]
+    #[should_panic(expected = "panicked at src/injected.rs")]
+    fn a_panic_in_the_broker_log_fails_its_test() {
+        let mut broker = Broker::start_with(&[]);
+        assert!(
+            !broker.external,
+            "needs an owned broker (unset TERN_PROTOCOL_TARGET)"
+        );
+        // As if an earlier start of this broker had panicked (appending to the running
+        // broker's own log would be overwritten: it writes at its own offset).
+        let earlier = broker
+            .log_path
+            .as_ref()
+            .expect("a log")
+            .with_file_name("broker-earlier-start.log");
+        std::fs::write(&earlier, "thread 'x' panicked at src/injected.rs:1:1:\n").expect("write");
+        broker.log_paths.insert(0, earlier);
+        drop(broker);
+    }
+
+    #[test]
+    fn a_clean_sigterm_passes() {
+        drop(Broker::start_with(&[]));
+    }
 }

@@ -711,11 +711,47 @@ fn clients_cannot_write_control_or_stray_transactional_batches() {
             TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
             "Produce v{v}: a transactional batch without a transactional id"
         );
+        // With a transactional id no coordinator knows, Kafka's verification with the
+        // transaction coordinator (on by default) answers INVALID_PRODUCER_ID_MAPPING,
+        // also for a marker-like batch (verification comes before validation).
+        for attributes in [1 << 4, (1 << 4) | (1 << 5)] {
+            let pr = produce_with_transactional_id(&mut c, v, &t, batch_with(attributes));
+            assert_code!(
+                pr.error_code,
+                INVALID_PRODUCER_ID_MAPPING,
+                "Produce v{v}: attributes {attributes:#x} under an unknown transactional id"
+            );
+        }
     }
     assert_eq!(
         offset_for(&ctx, &mut c, &t.name, 0, LATEST),
         0,
         "nothing was appended"
     );
+    // Kafka looks at the transactional id only for transactional batches: a plain
+    // batch is appended whether or not the request names one.
+    let v = ctx.max_version(ApiKey::Produce);
+    let pr = produce_with_transactional_id(&mut c, v, &t, batch_of(1, now_ms()));
+    assert_code!(
+        pr.error_code,
+        NONE,
+        "Produce v{v}: a plain batch with a transactional id"
+    );
+    assert_eq!(pr.base_offset, 0);
     assert_broker_serves(&ctx, "control and transactional batches refused");
+}
+
+/// Produces one record set (acks=-1) in a request naming a transactional id that no
+/// InitProducerId ever registered.
+fn produce_with_transactional_id(
+    c: &mut crate::client::Client,
+    v: i16,
+    t: &Topic,
+    records: Vec<u8>,
+) -> kafka_protocol::messages::produce_response::PartitionProduceResponse {
+    let request = produce_req(v, t, 0, records, -1).with_transactional_id(Some(
+        kafka_protocol::messages::TransactionalId(sb("never-initialized")),
+    ));
+    let response = c.call(v, &request);
+    response.responses[0].partition_responses[0].clone()
 }

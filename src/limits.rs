@@ -89,6 +89,10 @@ pub const HTTP_REMOTE_POLL: Duration = Duration::from_millis(100);
 /// How long an SSE stream waits for an append before it looks again (and notices a
 /// new partition or leader).
 pub const HTTP_STREAM_WAIT: Duration = Duration::from_secs(15);
+/// How long an SSE stream retries a failure that may pass (the group coordinator or
+/// a partition leader moving: a few lease TTLs) before it sends an `error` event and
+/// ends.
+pub const HTTP_STREAM_RETRY_FOR: Duration = Duration::from_secs(30);
 /// Largest decompressed records section read for one batch.
 pub const HTTP_MAX_DECOMPRESSED_BYTES: usize = 64 * 1024 * 1024;
 /// How long a publish forwarded to the partition's leader (Produce acks=all) may

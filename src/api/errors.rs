@@ -33,7 +33,8 @@ pub fn append_error(error: &AppendError) -> ResponseError {
         AppendError::Sequence(SequenceError::StaleEpoch { .. }) => {
             ResponseError::InvalidProducerEpoch
         }
-        AppendError::MissingKey { .. } => ResponseError::InvalidRecord,
+        AppendError::MissingKey { .. } | AppendError::ControlBatch => ResponseError::InvalidRecord,
+        AppendError::NotInTransaction => ResponseError::InvalidTxnState,
         AppendError::UnreadableRecords(_) => ResponseError::CorruptMessage,
         AppendError::Io { .. } => ResponseError::KafkaStorageError,
         // Only a follower's fetcher appends replicated batches; no client sees this.
@@ -190,6 +191,8 @@ mod tests {
             source: std::io::Error::other("disk"),
         };
         assert_eq!(append_error(&io).code(), 56);
+        assert_eq!(append_error(&AppendError::ControlBatch).code(), 87);
+        assert_eq!(append_error(&AppendError::NotInTransaction).code(), 48);
         assert_eq!(
             topic_error(&TopicError::AlreadyExists("t".into())).code(),
             36

@@ -1,25 +1,18 @@
 //! `tern archive ls|restore`: the archive read straight from its store (the same
-//! `--archive-dir` / `--archive-url` flags as the broker), and restored records
-//! produced back through the Kafka protocol to each partition's leader, `acks=all`.
+//! `--archive-dir` / `--archive-url` flags as the broker); restoring is
+//! `super::restore`'s.
 
-use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{bail, Context};
-use bytes::Bytes;
+use anyhow::bail;
 use clap::{Args, Subcommand};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{ProduceRequest, TopicName};
-use kafka_protocol::protocol::StrBytes;
 use serde_json::json;
 
 use super::commands::Connection;
 use super::output;
-use crate::archive::manifest::Manifest;
-use crate::archive::parquet::{read_object, ArchivedRecord};
+use super::restore::{manifests, restore, Range};
 use crate::archive::{Archive, ArchiveConfig, Target};
-use crate::log::batch::testing::{encode_batch, TestRecord};
 
 /// Where the archive is: the broker's flags, same names and environment variables.
 #[derive(Debug, Clone, Args)]
@@ -88,7 +81,9 @@ pub enum ArchiveCommand {
     /// What the archive holds of a topic: objects, offset ranges, records, bytes
     Ls { topic: String },
     /// Produce archived records back into a topic (keys, values, headers, timestamps
-    /// kept; each record to the partition it came from), acks=all
+    /// kept; each record to the partition it came from), acks=all, exactly once: a
+    /// second run of the same restore adds nothing (its progress is kept as the offsets
+    /// of the group tern-restore.TARGET.<selection>)
     Restore {
         topic: String,
         /// First offset to restore, in every partition
@@ -138,20 +133,6 @@ pub async fn run(
             restore(connection, &archive, &topic, &target, partition, range).await
         }
     }
-}
-
-async fn manifests(
-    archive: &Archive,
-    topic: &str,
-    only: Option<i32>,
-) -> anyhow::Result<Vec<Manifest>> {
-    let mut out = Vec::new();
-    for partition in archive.partitions(topic).await? {
-        if only.is_none_or(|p| p == partition) {
-            out.push(archive.manifest(topic, partition).await?);
-        }
-    }
-    Ok(out)
 }
 
 async fn ls(archive: &Archive, topic: &str, as_json: bool) -> anyhow::Result<()> {
@@ -220,174 +201,4 @@ async fn ls(archive: &Archive, topic: &str, as_json: bool) -> anyhow::Result<()>
         }
     }
     Ok(())
-}
-
-/// Which archived records a restore takes.
-#[derive(Debug, Clone, Copy)]
-struct Range {
-    from_offset: i64,
-    from_time: Option<i64>,
-    to_offset: i64,
-}
-
-impl Range {
-    fn takes(&self, record: &ArchivedRecord) -> bool {
-        record.offset >= self.from_offset
-            && record.offset <= self.to_offset
-            && self.from_time.is_none_or(|t| record.timestamp >= t)
-    }
-}
-
-/// Records per produced batch, and its most bytes of keys and values.
-const BATCH_RECORDS: usize = 500;
-const BATCH_BYTES: usize = 512 * 1024;
-
-async fn restore(
-    connection: &Connection,
-    archive: &Archive,
-    topic: &str,
-    target: &str,
-    only: Option<i32>,
-    range: Range,
-) -> anyhow::Result<()> {
-    let mut producer = Producer::connect(connection, target).await?;
-    let mut restored: BTreeMap<i32, u64> = BTreeMap::new();
-    for manifest in manifests(archive, topic, only).await? {
-        let partition = manifest.partition;
-        let count = restored.entry(partition).or_default();
-        for entry in manifest.from(range.from_offset, range.from_time) {
-            if entry.first_offset > range.to_offset {
-                break;
-            }
-            let object = archive
-                .get(&entry.path)
-                .await
-                .with_context(|| format!("reading {}", entry.path))?;
-            let records: Vec<ArchivedRecord> = read_object(object)?
-                .into_iter()
-                .filter(|r| range.takes(r))
-                .collect();
-            for batch in batches_of(&records) {
-                producer.produce(partition, batch).await?;
-            }
-            *count += records.len() as u64;
-        }
-    }
-    let total: u64 = restored.values().sum();
-    if connection.json {
-        let partitions: BTreeMap<String, u64> =
-            restored.iter().map(|(p, n)| (p.to_string(), *n)).collect();
-        output::json(&json!({"restored": total, "partitions": partitions}))
-    } else {
-        println!("restored {total} records into {target}");
-        Ok(())
-    }
-}
-
-/// The records as produce batches: CreateTime, each batch's base timestamp its
-/// earliest record's.
-fn batches_of(records: &[ArchivedRecord]) -> Vec<Bytes> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    while start < records.len() {
-        let mut end = start;
-        let mut bytes = 0;
-        while end < records.len()
-            && end - start < BATCH_RECORDS
-            && (bytes < BATCH_BYTES || end == start)
-        {
-            let r = &records[end];
-            bytes += r.key.as_ref().map_or(0, Vec::len) + r.value.as_ref().map_or(0, Vec::len);
-            end += 1;
-        }
-        let chunk = &records[start..end];
-        let base = chunk.iter().map(|r| r.timestamp).min().unwrap_or(0);
-        let encoded: Vec<TestRecord> = chunk
-            .iter()
-            .map(|r| TestRecord {
-                key: r.key.clone(),
-                value: r.value.clone(),
-                headers: r.headers.clone(),
-                timestamp_delta: r.timestamp - base,
-            })
-            .collect();
-        out.push(Bytes::from(encode_batch(&encoded, base, (-1, -1, -1))));
-        start = end;
-    }
-    out
-}
-
-/// Produces to the leaders of one topic's partitions, finding them again after a
-/// leadership change.
-struct Producer {
-    bootstrap: super::client::Client,
-    topic: String,
-    leaders: HashMap<i32, super::client::Client>,
-}
-
-/// Kafka's retriable produce errors a restore waits out: NOT_LEADER_OR_FOLLOWER,
-/// LEADER_NOT_AVAILABLE, NOT_ENOUGH_REPLICAS(_AFTER_APPEND), REQUEST_TIMED_OUT,
-/// UNKNOWN_TOPIC_OR_PARTITION (metadata still spreading).
-const RETRIABLE: &[i16] = &[6, 5, 19, 20, 7, 3];
-
-impl Producer {
-    async fn connect(connection: &Connection, topic: &str) -> anyhow::Result<Self> {
-        Ok(Self {
-            bootstrap: super::client::connect(connection).await?,
-            topic: topic.to_string(),
-            leaders: HashMap::new(),
-        })
-    }
-
-    async fn leader(&mut self, partition: i32) -> anyhow::Result<&mut super::client::Client> {
-        if !self.leaders.contains_key(&partition) {
-            let leaders = super::client::leaders(&mut self.bootstrap, &self.topic)
-                .await?
-                .with_context(|| format!("topic {} does not exist", self.topic))?;
-            let address = leaders
-                .get(&partition)
-                .with_context(|| format!("{}-{partition} has no leader now", self.topic))?;
-            let client = self.bootstrap.sibling(address).await?;
-            self.leaders.insert(partition, client);
-        }
-        self.leaders
-            .get_mut(&partition)
-            .context("leader connection")
-    }
-
-    async fn produce(&mut self, partition: i32, batch: Bytes) -> anyhow::Result<()> {
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let request = ProduceRequest::default()
-                .with_acks(-1)
-                .with_timeout_ms(30_000)
-                .with_topic_data(vec![TopicProduceData::default()
-                    .with_name(TopicName(StrBytes::from_string(self.topic.clone())))
-                    .with_partition_data(vec![PartitionProduceData::default()
-                        .with_index(partition)
-                        .with_records(Some(batch.clone()))])]);
-            let answer = self.leader(partition).await?.send(request, 9).await;
-            let code = match answer {
-                Ok((_, response)) => response
-                    .responses
-                    .iter()
-                    .flat_map(|t| t.partition_responses.iter())
-                    .find(|p| p.index == partition)
-                    .map_or(-1, |p| p.error_code),
-                Err(_) => 6,
-            };
-            match code {
-                0 => return Ok(()),
-                c if RETRIABLE.contains(&c) && attempt < 20 => {
-                    self.leaders.remove(&partition);
-                    tokio::time::sleep(Duration::from_millis(250)).await;
-                }
-                c => bail!(
-                    "producing to {}-{partition} failed with Kafka error {c}",
-                    self.topic
-                ),
-            }
-        }
-    }
 }

@@ -8,6 +8,7 @@ mod cluster;
 mod commands;
 mod group;
 mod output;
+mod restore;
 mod acl;
 mod topic;
 mod user;

@@ -1,10 +1,11 @@
 //! The controller: one broker at a time, elected through etcd, places every topic's
 //! partitions on the consistent-hash ring of live brokers and writes the placement.
 //!
-//! Election is a lease-held key created only if absent (`EtcdStore::campaign`); its
-//! create revision is the controller's term. Every placement write is a transaction
-//! guarded by "the controller key still has my term", so a deposed controller — its
-//! lease expired while it was paused or cut off — cannot write: that is the fencing.
+//! It drives any `ControllerStore`. On etcd, election is a lease-held key created only
+//! if absent (`ControllerStore::campaign`); its create revision is the controller's
+//! term. Every placement write is a transaction guarded by "the controller key still
+//! has my term", so a deposed controller — its lease expired while it was paused or
+//! cut off — cannot write: that is the fencing.
 //! A controller also steps down by its own clock when its session lapses.
 //!
 //! The controller re-places on every membership or topic change it is told about, and
@@ -17,11 +18,11 @@ use tokio_util::sync::CancellationToken;
 
 use std::collections::BTreeSet;
 
+use super::controller_store::{ControllerStore, Placed};
 use super::election::{next_state, Membership};
-use super::etcd::{ControllerTerm, EtcdStore, Placed};
 use super::ring::{partition_key, place, Ring};
 use super::store::{
-    MetadataError, MetadataEvent, MetadataStore, PartitionAssignment, TopicAssignment, TopicSpec,
+    ControllerTerm, MetadataError, MetadataEvent, PartitionAssignment, TopicAssignment, TopicSpec,
 };
 use super::topic_config;
 use crate::metrics as m;
@@ -29,7 +30,10 @@ use crate::metrics as m;
 use crate::limits::CONTROLLER_RECHECK as RECHECK;
 
 /// Campaigns whenever there is no controller, and controls while elected; until shutdown.
-pub async fn run(store: std::sync::Arc<EtcdStore>, shutdown: CancellationToken) {
+pub async fn run<S: ControllerStore + ?Sized>(
+    store: std::sync::Arc<S>,
+    shutdown: CancellationToken,
+) {
     let mut events = store.subscribe();
     loop {
         let term = match store.controller() {
@@ -44,7 +48,7 @@ pub async fn run(store: std::sync::Arc<EtcdStore>, shutdown: CancellationToken) 
         };
         if let Some(term) = term {
             metrics::gauge!(m::CONTROLLER_ACTIVE).set(1.0);
-            control(&store, term, &mut events, &shutdown).await;
+            control(&*store, term, &mut events, &shutdown).await;
             metrics::gauge!(m::CONTROLLER_ACTIVE).set(0.0);
         }
         tokio::select! {
@@ -56,8 +60,8 @@ pub async fn run(store: std::sync::Arc<EtcdStore>, shutdown: CancellationToken) 
 }
 
 /// Acts as controller for `term` until deposed, lapsed or shut down.
-async fn control(
-    store: &EtcdStore,
+async fn control<S: ControllerStore + ?Sized>(
+    store: &S,
     term: ControllerTerm,
     events: &mut broadcast::Receiver<MetadataEvent>,
     shutdown: &CancellationToken,
@@ -105,8 +109,8 @@ async fn control(
 
 /// Places every topic on the ring of live brokers and writes what changed.
 /// `Ok(false)` when a write was fenced off (this broker is no longer controller).
-async fn place_all(
-    store: &EtcdStore,
+async fn place_all<S: ControllerStore + ?Sized>(
+    store: &S,
     term: ControllerTerm,
     incarnations: &mut Incarnations,
 ) -> Result<bool, MetadataError> {

@@ -1,6 +1,8 @@
 //! The single-node metadata store: all cluster metadata in one JSON document in the data
 //! directory, rewritten atomically (temp file, fsync, rename) on every change. Changes
 //! are rare (topic admin, producer-id blocks), so simplicity beats write throughput.
+//! Reads are served by the shared `MetadataCache`, rebuilt from the state after each
+//! write: the one broker is the only one, the controller, and the leader of everything.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -10,9 +12,10 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 use uuid::Uuid;
 
+use super::cache::{MetadataCache, Snapshot};
 use super::store::{
-    BrokerInfo, MetadataError, MetadataEvent, MetadataStore, NewTopic, TopicAssignment, TopicSpec,
-    UserCredentials,
+    BrokerInfo, ControllerTerm, MetadataError, MetadataEvent, MetadataStore, NewTopic,
+    TopicAssignment, TopicSpec, UserCredentials,
 };
 use crate::log::write_atomically;
 use crate::security::acl::AclBinding;
@@ -44,10 +47,54 @@ fn broker_configs_key(broker: Option<i32>) -> String {
     broker.map_or_else(|| "<default>".to_string(), |id| id.to_string())
 }
 
+/// The level a key of `State::broker_configs` names; `None` for one that names none.
+fn broker_configs_level(key: &str) -> Option<Option<i32>> {
+    match key {
+        "<default>" => Some(None),
+        id => id.parse().ok().map(Some),
+    }
+}
+
+impl State {
+    /// What readers see of this state on the single broker `node`: it is the only
+    /// broker, the controller, and the leader of every partition (epoch 0).
+    fn snapshot(&self, node: &BrokerInfo) -> Snapshot {
+        Snapshot {
+            topics: self.topics.clone(),
+            assignments: self
+                .topics
+                .iter()
+                .map(|(name, spec)| (name.clone(), TopicAssignment::all_on(spec, node.node_id)))
+                .collect(),
+            assignment_revisions: BTreeMap::new(),
+            brokers: BTreeMap::from([(node.node_id, node.clone())]),
+            incarnations: BTreeMap::new(),
+            controller: Some(ControllerTerm {
+                node_id: node.node_id,
+                revision: 0,
+            }),
+            broker_configs: self
+                .broker_configs
+                .iter()
+                .filter_map(|(key, configs)| Some((broker_configs_level(key)?, configs.clone())))
+                .collect(),
+            users: self.users.clone(),
+            acls: self
+                .acls
+                .iter()
+                .map(|binding| (binding.storage_key(), binding.clone()))
+                .collect(),
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct EmbeddedStore {
     path: PathBuf,
+    /// The persisted document; its lock also orders writers.
     state: Mutex<State>,
+    /// What readers see, rebuilt from `state` after every write.
+    cache: MetadataCache,
     events: broadcast::Sender<MetadataEvent>,
     /// The one broker: leader of everything, and the controller.
     node: BrokerInfo,
@@ -105,6 +152,7 @@ impl EmbeddedStore {
         let (events, _) = broadcast::channel(1024);
         Ok(Self {
             path,
+            cache: MetadataCache::new(state.snapshot(&node)),
             state: Mutex::new(state),
             events,
             node,
@@ -120,6 +168,7 @@ impl EmbeddedStore {
         let mut next = guard.clone();
         let out = change(&mut next)?;
         persist(&self.path, &next)?;
+        self.cache.replace(next.snapshot(&self.node));
         *guard = next;
         Ok(out)
     }
@@ -144,20 +193,15 @@ impl MetadataStore for EmbeddedStore {
     }
 
     async fn topics(&self) -> Vec<TopicSpec> {
-        self.state.lock().topics.values().cloned().collect()
+        self.cache.topics()
     }
 
     async fn topic(&self, name: &str) -> Option<TopicSpec> {
-        self.state.lock().topics.get(name).cloned()
+        self.cache.topic(name)
     }
 
     async fn topic_by_id(&self, topic_id: Uuid) -> Option<TopicSpec> {
-        self.state
-            .lock()
-            .topics
-            .values()
-            .find(|t| t.topic_id == topic_id)
-            .cloned()
+        self.cache.topic_by_id(topic_id)
     }
 
     async fn create_topic(&self, topic: NewTopic) -> Result<TopicSpec, MetadataError> {
@@ -262,16 +306,11 @@ impl MetadataStore for EmbeddedStore {
     }
 
     fn broker_configs(&self, broker: Option<i32>) -> BTreeMap<String, String> {
-        self.state
-            .lock()
-            .broker_configs
-            .get(&broker_configs_key(broker))
-            .cloned()
-            .unwrap_or_default()
+        self.cache.broker_configs(broker)
     }
 
     fn acls(&self) -> Vec<AclBinding> {
-        self.state.lock().acls.iter().cloned().collect()
+        self.cache.acls()
     }
 
     async fn create_acls(&self, bindings: &[AclBinding]) -> Result<(), MetadataError> {
@@ -321,7 +360,7 @@ impl MetadataStore for EmbeddedStore {
     }
 
     fn scram_credentials(&self) -> UserCredentials {
-        self.state.lock().users.clone()
+        self.cache.scram_credentials()
     }
 
     fn scram_credential(
@@ -329,12 +368,7 @@ impl MetadataStore for EmbeddedStore {
         user: &str,
         mechanism: ScramMechanism,
     ) -> Option<StoredScramCredential> {
-        self.state
-            .lock()
-            .users
-            .get(user)?
-            .get(mechanism.name())
-            .cloned()
+        self.cache.scram_credential(user, mechanism)
     }
 
     async fn set_scram_credential(
@@ -354,15 +388,15 @@ impl MetadataStore for EmbeddedStore {
     }
 
     fn brokers(&self) -> Vec<BrokerInfo> {
-        vec![self.node.clone()]
+        self.cache.brokers()
     }
 
     fn controller_id(&self) -> Option<i32> {
-        Some(self.node.node_id)
+        self.cache.controller_id()
     }
 
     fn assignment(&self, spec: &TopicSpec) -> Option<TopicAssignment> {
-        Some(TopicAssignment::all_on(spec, self.node.node_id))
+        self.cache.assignment(spec)
     }
 
     /// One node is the whole ISR of everything: no change can be written.

@@ -216,6 +216,15 @@ impl TopicAssignment {
     }
 }
 
+/// The elected controller: its id and the create revision of its key, which is its
+/// term: writes guarded by "the controller key still has this create revision" fail
+/// once it has been deposed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ControllerTerm {
+    pub node_id: i32,
+    pub revision: i64,
+}
+
 /// One partition's proposed ISR, as its leader saw the partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IsrChange {

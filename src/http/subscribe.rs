@@ -50,7 +50,10 @@ pub struct Read {
     pub next: i64,
 }
 
-use crate::limits::{HTTP_MAX_DECOMPRESSED_BYTES as MAX_DECOMPRESSED_BYTES, HTTP_STREAM_WAIT};
+use crate::limits::{
+    HTTP_MAX_DECOMPRESSED_BYTES as MAX_DECOMPRESSED_BYTES, HTTP_RETRY_BACKOFF,
+    HTTP_STREAM_RETRY_FOR, HTTP_STREAM_WAIT,
+};
 
 /// Up to `max` messages of `partition` from offset `from`. Batches Kafka producers
 /// compressed are decompressed here (the log stores them as sent); one that cannot be
@@ -489,6 +492,8 @@ struct StreamState {
     /// The last message handed to the connection, committed when the next one is
     /// asked for or when the stream ends (the client left after reading it).
     sent: Option<(i32, i64)>,
+    /// An `error` event was sent: the stream ends.
+    failed: bool,
 }
 
 impl Drop for StreamState {
@@ -532,39 +537,81 @@ pub async fn stream(
         topic_id,
         buffer: VecDeque::new(),
         sent: None,
+        failed: false,
     };
     let events = futures::stream::unfold(state, next_event);
     Ok(Sse::new(events).keep_alive(KeepAlive::default()))
 }
 
-/// The stream's next event; `None` ends it (unsubscribed, topic gone, broker stopping).
+/// The stream's next event; `None` ends it (unsubscribed, broker stopping, or right
+/// after an `error` event). A failure that may pass (a 503: the group coordinator or a
+/// partition leader moving, another broker unreachable) is retried for up to
+/// [`HTTP_STREAM_RETRY_FOR`], as a Kafka consumer waits out its retriable errors; any
+/// other failure, or one that lasts, is sent as an `error` event with the JSON error
+/// the same call would answer, and the stream ends after it: a client is never left
+/// with a stream that ended without saying why.
 async fn next_event(mut st: StreamState) -> Option<(Result<Event, Infallible>, StreamState)> {
+    if st.failed {
+        return None;
+    }
+    let mut failing_since: Option<tokio::time::Instant> = None;
+    let (mut backoff, longest) = HTTP_RETRY_BACKOFF;
     loop {
         if st.api.shutdown.is_cancelled() {
             return None;
         }
+        let error = match step(&mut st).await {
+            Ok(Some(event)) => return Some((Ok(event), st)),
+            Ok(None) => return None,
+            Err(error) => error,
+        };
+        let since = *failing_since.get_or_insert_with(tokio::time::Instant::now);
+        if error.code == axum::http::StatusCode::SERVICE_UNAVAILABLE
+            && since.elapsed() + backoff < HTTP_STREAM_RETRY_FOR
+        {
+            tracing::debug!(consumer_id = st.consumer_id, topic_id = st.topic_id, error = %error.message, "stream retrying");
+            tokio::select! {
+                () = tokio::time::sleep(backoff) => {}
+                () = st.api.shutdown.cancelled() => return None,
+            }
+            backoff = (backoff * 2).min(longest);
+            continue;
+        }
+        tracing::info!(consumer_id = st.consumer_id, topic_id = st.topic_id, error = %error.message, "stream ends with an error");
+        st.failed = true;
+        let data = json!({"status": "error", "error": error.message}).to_string();
+        return Some((Ok(Event::default().event("error").data(data)), st));
+    }
+}
+
+/// Reads on until the stream has a message to send (`Some`), or the subscription is
+/// gone (`None`); a failed call is the caller's to retry.
+async fn step(st: &mut StreamState) -> Result<Option<Event>, ApiError> {
+    loop {
+        if st.api.shutdown.is_cancelled() {
+            return Ok(None);
+        }
         let (spec, topic) = st
             .api
             .topic_for(&st.caller, st.topic_id, AclOperation::Read)
-            .await
-            .ok()?;
-        st.api.group_for(&st.caller, st.consumer_id).ok()?;
+            .await?;
+        st.api.group_for(&st.caller, st.consumer_id)?;
         if let Some((partition, next)) = st.sent {
             // Cleared only once committed: if this step is cancelled (the client
             // left), `Drop` commits it instead.
             st.api
                 .advance(st.consumer_id, &spec, &[(partition, next)])
-                .await
-                .ok()?;
+                .await?;
             st.sent = None;
         }
         if let Some((partition, message)) = st.buffer.pop_front() {
             st.sent = Some((partition, message.offset + 1));
             let data = message_json(st.topic_id, partition, &message).to_string();
-            let event = Event::default().event("message").data(data);
-            return Some((Ok(event), st));
+            return Ok(Some(Event::default().event("message").data(data)));
         }
-        let positions = st.api.positions(st.consumer_id, &spec).await.ok()??;
+        let Some(positions) = st.api.positions(st.consumer_id, &spec).await? else {
+            return Ok(None);
+        };
         let appends = watch_appends(&topic);
         let messages = match st.api.collect(&topic, &positions, 100).await {
             Ok((messages, _)) => messages,
@@ -572,6 +619,10 @@ async fn next_event(mut st: StreamState) -> Option<(Result<Event, Infallible>, S
             Err(_) => Vec::new(),
         };
         if messages.is_empty() {
+            // Without this handle on the topic's partitions, a partition deleted (or
+            // moved away) meanwhile drops its log-end watch, which ends the wait: the
+            // next look sees the topic gone at once, not after HTTP_STREAM_WAIT.
+            drop(topic);
             let deadline = tokio::time::Instant::now() + HTTP_STREAM_WAIT;
             wait_for_append(appends, deadline, &st.api.shutdown).await;
             continue;

@@ -16,8 +16,9 @@ use crate::model::LeaderEpoch;
 impl Log {
     /// Validates and appends a record set (one or more batches) from a producer.
     ///
-    /// Every batch is checked (framing, magic, CRC-32C, size; in a compacted log,
-    /// that every record has a key, which means decompressing) before anything is
+    /// Every batch is checked (framing, magic, CRC-32C, neither transactional nor
+    /// control, size; in a compacted log, that every record has a key, which means
+    /// decompressing) before anything is
     /// written; idempotent-producer sequences are then checked batch by batch, and a
     /// retried duplicate is answered with its original offsets instead of appended.
     pub fn append(&mut self, records: &[u8], now_ms: i64) -> Result<AppendInfo, AppendError> {
@@ -26,6 +27,15 @@ impl Log {
         let mut headers = Vec::new();
         for header in batch::batches(records) {
             let header = header?;
+            // Here, not only in the Produce handler, so that no writer of the leader's
+            // log can leave an open transaction or a marker no coordinator wrote
+            // (recompression keeps both bits).
+            if header.is_transactional() {
+                return Err(AppendError::NotInTransaction);
+            }
+            if header.is_control() {
+                return Err(AppendError::ControlBatch);
+            }
             let bytes = header.total_bytes() as u64;
             if bytes > self.config.max_message_bytes {
                 return Err(AppendError::TooLarge {

@@ -82,6 +82,16 @@ pub enum AppendError {
     /// The records of a batch sent to a compacted log could not be read for their keys.
     #[error("records of a batch for a compacted topic are unreadable: {0}")]
     UnreadableRecords(String),
+    /// A control batch (attribute bit 5) offered to the leader's append path: only a
+    /// transaction coordinator writes markers (Kafka's `LogValidator.validateBatch`).
+    #[error("clients are not allowed to write control records")]
+    ControlBatch,
+    /// A transactional batch (attribute bit 4) offered to the leader's append path:
+    /// tern has no transaction coordinator, so no transaction is ever ongoing, and a
+    /// batch written outside one would hold the last stable offset forever (Kafka's
+    /// `UnifiedLog.analyzeAndValidateProducerState`).
+    #[error("record was not part of an ongoing transaction")]
+    NotInTransaction,
     /// Replicated batches that start below the log end (or below the batch before).
     #[error("replicated batch at offset {found} is below the log end {expected}")]
     NotContiguous { expected: i64, found: i64 },

@@ -1141,3 +1141,30 @@ fn the_tail_recovered_after_a_crash_is_synced_before_the_log_serves() -> TestRes
     assert_eq!(log.unflushed_bytes(), 0);
     Ok(())
 }
+
+#[test]
+fn refuses_transactional_and_control_batches_but_replicates_them(
+) -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let mut log = fresh(dir.path())?;
+    let with_attributes = |bits: i16| {
+        let mut batch = simple_batch(1, 0);
+        batch[21..23].copy_from_slice(&bits.to_be_bytes());
+        let crc = crc32c::crc32c(&batch[21..]);
+        batch[17..21].copy_from_slice(&crc.to_be_bytes());
+        batch
+    };
+    assert!(matches!(
+        log.append(&with_attributes(1 << 4), 0),
+        Err(AppendError::NotInTransaction)
+    ));
+    assert!(matches!(
+        log.append(&with_attributes(1 << 5), 0),
+        Err(AppendError::ControlBatch)
+    ));
+    assert_eq!(log.log_end_offset().0, 0, "nothing written");
+    // A follower copies whatever its leader wrote.
+    let info = log.append_replicated(&with_attributes(1 << 5))?;
+    assert_eq!((info.base_offset, info.last_offset), (0, 0));
+    Ok(())
+}

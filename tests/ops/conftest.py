@@ -113,7 +113,15 @@ def broker(tmp_path_factory, etcd):
             pytest.fail("/ready did not answer 200 within 30 s\n" + b.log_tail(), pytrace=False)
         time.sleep(0.1)
     yield b
-    b.stop()
+    # Broker.stop fails on a panic in any of its logs, a broker that exited by itself, or
+    # a SIGTERM that did not end it with status 0.
+    stop_error = None
+    try:
+        b.stop()
+    except tern_harness.BrokerError as e:
+        stop_error = str(e)
+    if stop_error:
+        pytest.fail(stop_error, pytrace=False)
 
 
 @pytest.fixture(scope="session")

@@ -9,10 +9,14 @@
 //! `timeout_ms`. Either waits for an fsync too when the topic's `flush.messages` says
 //! so (`Partition::flush_due`).
 //!
-//! Until transactions exist, nothing a client sends can start one: transactional
-//! batches without a transactional id refuse the whole request
-//! (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka), with one INVALID_REQUEST, and a
-//! control batch from a client is INVALID_RECORD (Kafka's `LogValidator`).
+//! Until transactions exist, nothing a client sends can start one, and the batch
+//! attribute bits decide, as in Kafka: transactional batches without a transactional
+//! id the principal may WRITE refuse the whole request
+//! (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, `KafkaApis.handleProduceRequest`); with one,
+//! the partition gets INVALID_PRODUCER_ID_MAPPING (no coordinator knows the id); a
+//! control batch from a client is INVALID_RECORD (`LogValidator`). Plain batches are
+//! appended whether or not the request names a transactional id. The log refuses both
+//! kinds from any writer of the leader's log too (`log::AppendError`).
 //!
 //! With an authorizer, each topic needs WRITE (else TOPIC_AUTHORIZATION_FAILED on every
 //! partition, nothing appended), and auto-creation CREATE on the cluster or the topic.
@@ -33,7 +37,7 @@ use crate::log::{AppendError, AppendInfo};
 use crate::model::now_ms;
 use crate::model::TopicPartition;
 use crate::replication::{Acks, NotServed, Partition, PartitionError};
-use crate::security::acl::AclOperation;
+use crate::security::acl::{AclOperation, ResourceType};
 
 /// The answer for a topic none of whose batches is appended: `error` on every partition.
 fn refused(
@@ -93,8 +97,12 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Outcome {
     let mut durable_waits: Vec<(Arc<Partition>, AppendInfo)> = Vec::new();
     let mut responses = Vec::with_capacity(request.topic_data.len());
     // Kafka's KafkaApis.handleProduceRequest: transactional records need a transactional
-    // id (WRITE on it); without one the whole request is refused.
-    if request.transactional_id.is_none() && has_transactional_records(&request) {
+    // id the principal may WRITE; without one the whole request is refused.
+    let transactional_id_authorized = request
+        .transactional_id
+        .as_ref()
+        .is_some_and(|id| ctx.authorize(AclOperation::Write, ResourceType::TransactionalId, id));
+    if !transactional_id_authorized && has_transactional_records(&request) {
         let responses = request
             .topic_data
             .into_iter()
@@ -207,17 +215,23 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Outcome {
                 ));
                 continue;
             }
-            if request.transactional_id.is_some() {
-                partitions.push(error(
-                    ResponseError::InvalidRequest,
-                    "transactions are not supported yet".into(),
-                ));
-                continue;
-            }
             let Some(records) = data.records else {
                 partitions.push(error(ResponseError::CorruptMessage, "no records".into()));
                 continue;
             };
+            if BatchHeader::parse(&records).is_ok_and(|batch| batch.is_transactional()) {
+                // Kafka verifies a transactional batch with the transaction coordinator
+                // before the append (ReplicaManager.appendRecords, on by default:
+                // transaction.partition.verification.enable); no coordinator here knows
+                // any transactional id, and Kafka's answer for an unknown one is
+                // INVALID_PRODUCER_ID_MAPPING (TransactionCoordinator
+                // .handleVerifyPartitionsInTransaction).
+                partitions.push(error(
+                    ResponseError::InvalidProducerIdMapping,
+                    "transactions are not supported: no transaction coordinator knows this transactional id".into(),
+                ));
+                continue;
+            }
             if BatchHeader::parse(&records).is_ok_and(|batch| batch.is_control()) {
                 // Kafka's LogValidator.validateBatch: control records are the broker's.
                 partitions.push(error(
@@ -324,8 +338,6 @@ fn keyless_refusal(
         .with_record_errors(record_errors)
 }
 
-/// Whether a record set continues past its first batch, judged from the first
-/// batch's length field alone (the log validates the batch itself).
 /// Kafka's `RequestUtils.hasTransactionalRecords`: some partition's first batch has the
 /// transactional bit.
 fn has_transactional_records(request: &ProduceRequest) -> bool {
@@ -337,6 +349,8 @@ fn has_transactional_records(request: &ProduceRequest) -> bool {
         .any(|records| BatchHeader::parse(records).is_ok_and(|batch| batch.is_transactional()))
 }
 
+/// Whether a record set continues past its first batch, judged from the first
+/// batch's length field alone (the log validates the batch itself).
 fn holds_more_than_one_batch(records: &[u8]) -> bool {
     let Some(length) = records.get(8..12) else {
         return false;

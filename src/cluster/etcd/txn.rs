@@ -1,0 +1,138 @@
+//! Reads with the revision a compare-and-swap must match, and the transactions that
+//! write (returning once this broker's cache has seen them where asked).
+
+use etcd_client::{Compare, CompareOp, KeyValue, Txn, TxnOp, TxnOpResponse, TxnResponse};
+
+use super::{corrupt, etcd_error, EtcdStore};
+use crate::cluster::store::{MetadataError, TopicAssignment, TopicSpec};
+use crate::limits::ETCD_CAS_ATTEMPTS as CAS_ATTEMPTS;
+
+impl EtcdStore {
+    pub(super) async fn txn(&self, txn: Txn) -> Result<TxnResponse, MetadataError> {
+        self.client.clone().txn(txn).await.map_err(etcd_error)
+    }
+
+    /// Runs `txn`; when it succeeded, returns only once this broker's cache has it
+    /// (read-your-writes).
+    pub(super) async fn txn_seen(&self, txn: Txn) -> Result<TxnResponse, MetadataError> {
+        let response = self.txn(txn).await?;
+        if response.succeeded() {
+            self.wait_applied(response.header().map_or(0, |h| h.revision()))
+                .await;
+        }
+        Ok(response)
+    }
+
+    /// Runs independent operations in transactions of at most `TXN_OPS_MAX` (etcd refuses
+    /// larger ones, `--max-txn-ops` defaults to 128), each seen by the cache before the next.
+    pub(super) async fn write_in_chunks(
+        &self,
+        operations: Vec<TxnOp>,
+    ) -> Result<(), MetadataError> {
+        const TXN_OPS_MAX: usize = 100;
+        let mut operations = operations.into_iter().peekable();
+        while operations.peek().is_some() {
+            let chunk: Vec<TxnOp> = operations.by_ref().take(TXN_OPS_MAX).collect();
+            self.txn_seen(Txn::new().and_then(chunk)).await?;
+        }
+        Ok(())
+    }
+
+    pub(super) async fn get(&self, key: &str) -> Result<Option<KeyValue>, MetadataError> {
+        let mut response = self
+            .client
+            .clone()
+            .get(key, None)
+            .await
+            .map_err(etcd_error)?;
+        Ok(response.take_kvs().into_iter().next())
+    }
+
+    /// Reads a topic's placement with the revision a compare-and-swap must match.
+    pub(super) async fn read_assignment(
+        &self,
+        topic: &str,
+    ) -> Result<Option<(TopicAssignment, i64)>, MetadataError> {
+        let key = self.keys.assignment(topic);
+        let Some(kv) = self.get(&key).await? else {
+            return Ok(None);
+        };
+        let assignment = serde_json::from_slice(kv.value()).map_err(|e| corrupt(&key, e))?;
+        Ok(Some((assignment, kv.mod_revision())))
+    }
+
+    /// Reads a counter: its next value (or `initial`) and the comparison that holds
+    /// while nobody else has moved it.
+    pub(super) async fn read_counter(
+        &self,
+        key: &str,
+        initial: i64,
+    ) -> Result<(i64, Compare), MetadataError> {
+        match self.get(key).await? {
+            None => Ok((initial, Compare::create_revision(key, CompareOp::Equal, 0))),
+            Some(kv) => {
+                let value = kv
+                    .value_str()
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .ok_or_else(|| MetadataError::Corrupt(format!("{key} is not a number")))?;
+                Ok((
+                    value,
+                    Compare::mod_revision(key, CompareOp::Equal, kv.mod_revision()),
+                ))
+            }
+        }
+    }
+
+    /// Reads a topic with the revision a compare-and-swap on it must match.
+    pub(super) async fn read_topic(&self, name: &str) -> Result<(TopicSpec, i64), MetadataError> {
+        let key = self.keys.topic(name);
+        let kv = self
+            .get(&key)
+            .await?
+            .ok_or_else(|| MetadataError::UnknownTopic(name.to_string()))?;
+        let spec = serde_json::from_slice(kv.value()).map_err(|e| corrupt(&key, e))?;
+        Ok((spec, kv.mod_revision()))
+    }
+
+    /// Writes `value` to `key` only if nobody changed the key since `revision` (the
+    /// compare-and-swap of every read-modify-write here); true when written and seen.
+    pub(super) async fn put_if_unchanged<T: serde::Serialize>(
+        &self,
+        key: &str,
+        revision: i64,
+        value: &T,
+    ) -> Result<bool, MetadataError> {
+        let value = serde_json::to_vec(value).map_err(|e| corrupt(key, e))?;
+        let txn = Txn::new()
+            .when([Compare::mod_revision(key, CompareOp::Equal, revision)])
+            .and_then([TxnOp::put(key, value, None)]);
+        Ok(self.txn_seen(txn).await?.succeeded())
+    }
+
+    /// Changes a topic with `change`, retrying when someone else changed it meanwhile.
+    pub(super) async fn update_topic(
+        &self,
+        name: &str,
+        change: impl Fn(&mut TopicSpec) -> Result<(), MetadataError>,
+    ) -> Result<TopicSpec, MetadataError> {
+        let key = self.keys.topic(name);
+        for _ in 0..CAS_ATTEMPTS {
+            let (mut spec, revision) = self.read_topic(name).await?;
+            change(&mut spec)?;
+            if self.put_if_unchanged(&key, revision, &spec).await? {
+                return Ok(spec);
+            }
+        }
+        Err(MetadataError::Contended(name.to_string()))
+    }
+}
+
+/// The revision of the key the else branch of a "create if absent" transaction
+/// found, if it found one.
+pub(super) fn found_existing(response: &TxnResponse) -> Option<i64> {
+    response.op_responses().iter().find_map(|r| match r {
+        TxnOpResponse::Get(get) => get.kvs().first().map(|kv| kv.mod_revision()),
+        _ => None,
+    })
+}
