@@ -414,6 +414,25 @@ def test_a_broker_started_while_etcd_is_unreachable_joins_once_it_is(cluster):
         proxy.close()
 
 
+def test_sigterm_while_waiting_for_etcd_ends_the_start_at_once(cluster):
+    """A start that waits for an unreachable etcd (up to a minute of retries) is
+    stopped by SIGTERM at once and with status 0, as systemd's stop expects, not
+    after the retries run out or by SIGKILL."""
+    proxy = CuttableProxy(cluster.etcd.client_port)
+    try:
+        proxy.cut()
+        late = cluster.add(4, start=False, etcd_endpoint=proxy.endpoint)
+        late.start()  # the Kafka port is bound before the broker joins
+        wait_until(lambda: "cannot join the cluster yet" in late.log_tail(20000), 10,
+                   what="broker 4 waiting for etcd")
+        started = time.monotonic()
+        assert late.stop(timeout=5) == 0
+        assert time.monotonic() - started < 5
+        assert "shutdown requested while starting" in late.log_tail(20000)
+    finally:
+        proxy.close()
+
+
 @pytest.mark.timeout(60)
 def test_a_second_broker_with_a_live_brokers_id_refuses_to_start(cluster, tmp_path):
     """Two processes must never share a node id: the newcomer waits a lease TTL (a

@@ -467,7 +467,9 @@ impl Broker {
         if services.store.brokers().len() < 2 {
             return;
         }
-        services.store.begin_shutdown().await;
+        if !services.store.begin_shutdown().await {
+            return;
+        }
         let deadline = tokio::time::Instant::now() + limits::CONTROLLED_SHUTDOWN_WAIT;
         loop {
             let movable = services

@@ -86,9 +86,10 @@ fn init_logging(format: &str) {
     }
 }
 
-/// SIGTERM and SIGINT, caught from before the broker starts: a signal that arrives while
-/// it is still starting (systemd stopping it early, a test harness) is then a clean
-/// shutdown once the start is done, not the default action that kills the process.
+/// SIGTERM and SIGINT, caught from before the broker starts. A signal that arrives while
+/// it is still starting (systemd stopping it early, a test harness, a start waiting for
+/// an unreachable etcd) ends the start at once with exit status 0; one after the start
+/// is a controlled shutdown.
 struct ShutdownSignals {
     terminate: tokio::signal::unix::Signal,
     interrupt: tokio::signal::unix::Signal,
@@ -162,7 +163,18 @@ fn main() -> anyhow::Result<()> {
         .context("starting the runtime")?;
     runtime.block_on(async {
         let mut signals = ShutdownSignals::install()?;
-        let broker = Broker::start(config).await.context("starting the broker")?;
+        let broker = tokio::select! {
+            started = Broker::start(config) => started.context("starting the broker")?,
+            () = signals.received() => {
+                // No client has been served before the start completes, so there is
+                // nothing to hand over; what the start wrote (recovery, a follower's
+                // first fetches) is crash-safe like any write, and the next start
+                // recovers it. Waiting out a minute of etcd retries would only delay
+                // the stop.
+                tracing::info!("shutdown requested while starting; exiting");
+                return Ok(());
+            }
+        };
         signals.received().await;
         broker.shutdown().await.context("shutting down")?;
         Ok(())

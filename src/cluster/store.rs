@@ -478,8 +478,12 @@ pub trait MetadataStore: Send + Sync + Debug + 'static {
     }
     /// Announces a controlled shutdown (Kafka's ControlledShutdown): the controller
     /// moves this broker's leaderships to other in-sync replicas and takes it out of
-    /// the ISRs, while it still serves.
-    async fn begin_shutdown(&self) {}
+    /// the ISRs, while it still serves. Returns whether the announcement reached the
+    /// controller: when it did not (the store is unreachable, the registration is
+    /// gone), nothing will move and waiting for it only delays the shutdown.
+    async fn begin_shutdown(&self) -> bool {
+        false
+    }
     /// Leaves the cluster on a clean shutdown, so others take over at once.
     async fn leave(&self) {}
 }

@@ -356,16 +356,16 @@ impl MetadataStore for EtcdStore {
         Some(self.incarnation.load(Ordering::Acquire))
     }
 
-    async fn begin_shutdown(&self) {
+    async fn begin_shutdown(&self) -> bool {
         let lease = self.lease.load(Ordering::Acquire);
         if lease == 0 {
-            return;
+            return false;
         }
         let key = self.keys.broker(self.node.node_id);
         let mut node = self.node.clone();
         node.shutting_down = true;
         let Ok(value) = serde_json::to_vec(&node) else {
-            return;
+            return false;
         };
         // Only over this broker's own registration (same lease), never a successor's.
         let txn = Txn::new()
@@ -377,10 +377,17 @@ impl MetadataStore for EtcdStore {
             )]);
         match self.txn_seen(txn).await {
             Ok(response) if response.succeeded() => {
-                tracing::info!("controlled shutdown: leaderships moving away")
+                tracing::info!("controlled shutdown: leaderships moving away");
+                true
             }
-            Ok(_) => tracing::warn!("controlled shutdown: registration changed; leaving directly"),
-            Err(error) => tracing::warn!(%error, "controlled shutdown could not be announced"),
+            Ok(_) => {
+                tracing::warn!("controlled shutdown: registration changed; leaving directly");
+                false
+            }
+            Err(error) => {
+                tracing::warn!(%error, "controlled shutdown could not be announced; leaving directly");
+                false
+            }
         }
     }
 
