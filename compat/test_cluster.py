@@ -611,19 +611,23 @@ def test_the_http_api_answers_every_call_on_any_broker_of_the_cluster(cluster, t
     key = next(f"k{i}" for i in range(60) if leaders[published_keyed[i]] == 3)
     result = {}
 
+    # README: "within 100 ms for the others"; measured from the publish's answer, with
+    # room for three brokers and the clients on two cores.
     def poll():
-        t0 = time.monotonic()
         result["doc"] = http[1].ok(http[1].get("/message", consumer_id=7, topic_id=topic_id, wait_ms=10000,
                                                timeout=30))
-        result["after"] = time.monotonic() - t0
+        result["returned"] = time.monotonic()
 
     t = threading.Thread(target=poll)
     t.start()
-    time.sleep(0.5)
+    time.sleep(0.5)  # lets the poll park; a poll that has not parked yet only wakes sooner
     http[2].ok(http[2].post("/publish_message", {"topic_id": topic_id, "message_content": "wake", "key": key}))
+    answered = time.monotonic()
     t.join(30)
     assert result["doc"]["message_content"] == "wake", result
-    assert result["after"] < 2.0, result
+    lag = result["returned"] - answered
+    print(f"REMOTE LONG POLL: woke {lag * 1000:.0f} ms after the publish's answer")
+    assert lag < 0.5, f"a long poll on broker 1 woke {lag:.3f}s after the publish to broker 3's partition"
     # Retention on another broker's partition: records deleted there (DeleteRecords to
     # its leader) are "expired" to message_status asked elsewhere. The Fetch below the
     # new log start answers OFFSET_OUT_OF_RANGE, with no offsets (as Kafka's does); the

@@ -471,6 +471,12 @@ def test_message_status_expired_after_delete_records(hb, topic):
 # ---------------------------------------------------------------------------- long poll, stream
 
 
+# README: a long poll wakes "at once" for the receiving broker's own partitions. The
+# bound leaves room for a loaded 2-core machine; a wake that waited for a timer or a
+# retry interval (hundreds of ms) exceeds it.
+LOCAL_WAKE_BOUND_S = 0.25
+
+
 def test_long_poll_wakes_on_publish(hb, topic):
     h = hb.http
     tid = h.create_topic(topic)["topic_id"]
@@ -479,47 +485,51 @@ def test_long_poll_wakes_on_publish(hb, topic):
     t = time.monotonic()
     assert h.next_message(21, tid, wait_ms=1000) == {"status": "empty"}
     waited = time.monotonic() - t
-    assert 0.8 <= waited <= 4, f"an empty GET with wait_ms=1000 took {waited:.2f}s"
+    assert 0.95 <= waited < 2, f"an empty GET with wait_ms=1000 took {waited:.2f}s"
 
+    # The wake is measured from the publish's answer, so that the bound is the README's
+    # promise ("at once" for the receiving broker's own partitions) plus scheduling, not
+    # the time the test chose to publish at. A GET may even return before the publish's
+    # answer does (negative lag): the message is appended before the answer is sent.
     published: list[dict] = []
+    answered: list[float] = []
     errors: list[BaseException] = []
 
-    def later():
-        try:
-            time.sleep(0.5)
-            published.append(Http(hb.http_port).publish(tid, "wake up"))
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
+    def publish_later(content: str):
+        def run():
+            try:
+                time.sleep(0.5)
+                published.append(Http(hb.http_port).publish(tid, content))
+                answered.append(time.monotonic())
+            except BaseException as e:  # noqa: BLE001 - reported below
+                errors.append(e)
 
-    th = threading.Thread(target=later, daemon=True)
-    t = time.monotonic()
-    th.start()
+        th = threading.Thread(target=run, daemon=True)
+        th.start()
+        return th
+
+    th = publish_later("wake up")
     m = h.next_message(21, tid, wait_ms=10000)
-    elapsed = time.monotonic() - t
+    returned = time.monotonic()
     th.join(timeout=20)
     assert not errors, errors
     assert m["status"] == "ok" and m["message_content"] == "wake up", m
     assert published and m["message_id"] == published[0]["message_id"], (m, published)
-    print(f"LONG POLL: answered {elapsed:.3f}s after the GET, the publish was at 0.5s")
-    assert elapsed < 2.5, f"GET /message?wait_ms=10000 returned {elapsed:.2f}s after start; the publish was at 0.5 s"
+    lag = returned - answered[0]
+    print(f"LONG POLL: answered {lag * 1000:.0f} ms after the publish's answer")
+    assert lag < LOCAL_WAKE_BOUND_S, f"GET /message?wait_ms=10000 woke {lag:.3f}s after the publish was answered"
 
     # With max too.
-    def later_batch():
-        try:
-            time.sleep(0.5)
-            Http(hb.http_port).publish(tid, "batch wake")
-        except BaseException as e:  # noqa: BLE001
-            errors.append(e)
-
-    th = threading.Thread(target=later_batch, daemon=True)
-    t = time.monotonic()
-    th.start()
+    published.clear()
+    answered.clear()
+    th = publish_later("batch wake")
     ms = h.messages(21, tid, max_=10, wait_ms=10000)
-    elapsed = time.monotonic() - t
+    returned = time.monotonic()
     th.join(timeout=20)
     assert not errors, errors
     assert [x["message_content"] for x in ms] == ["batch wake"], ms
-    assert elapsed < 2.5, f"GET /message?max=10&wait_ms=10000 returned {elapsed:.2f}s after start"
+    lag = returned - answered[0]
+    assert lag < LOCAL_WAKE_BOUND_S, f"GET /message?max=10&wait_ms=10000 woke {lag:.3f}s after the publish"
 
 
 class SseReader(threading.Thread):
