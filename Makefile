@@ -4,7 +4,7 @@ CARGO ?= cargo
 PYTHON := .venv/bin/python
 TERN := target/release/tern
 
-.PHONY: run build build-deps test deps lint unit sim protocol-test compat ops durability chaos bench fuzz fuzz-build fuzz-seeds clean
+.PHONY: run build build-deps test deps lint unit sim protocol-test compat ops durability chaos bench bench-ab fuzz fuzz-build fuzz-seeds clean
 
 run: build
 	mkdir -p data
@@ -65,6 +65,12 @@ test: deps lint unit compat ops
 
 bench: build
 	bash bench/run.sh
+
+# Two builds side by side (single broker and three brokers, alternating): for a change's
+# before/after, e.g. A=../old/target/release/tern B=target/release/tern.
+ROUNDS ?= 2
+bench-ab: build
+	bash bench/ab.sh $(A) $(B) $(ROUNDS)
 
 # Fuzzing (fuzz/README.md), not part of `make test`: each cargo-fuzz target for
 # FUZZ_SECONDS (default 60), starting from fuzz/seeds and the corpus of earlier runs

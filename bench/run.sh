@@ -1,78 +1,34 @@
 #!/usr/bin/env bash
-# `make bench`: starts a release broker on a scratch data dir and drives it with
-# librdkafka (bench/ crate). Prints throughput, latency, broker CPU per GB and RssAnon.
-# Every run is bounded by message count and by --timeout-s.
+# `make bench`: every benchmark, each starting its own brokers on scratch directories and
+# driving them with librdkafka (bench/ crate) or the HTTP API. Every run is bounded by
+# message count and by timeouts. The binary is target/release/tern, or $TERN_BIN.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
+TERN="${TERN_BIN:-$ROOT/target/release/tern}"
 need=(); command -v cmake >/dev/null || need+=(cmake); command -v bc >/dev/null || need+=(bc)
 if ((${#need[@]})); then apt-get update -qq && apt-get install -y -qq "${need[@]}"; fi
 (cd bench && cargo build --release --quiet)
-LOAD=bench/target/release/tern-bench
-PORT=${BENCH_PORT:-19990}
-HTTP_PORT=${BENCH_HTTP_PORT:-19991}
-WORK=$(mktemp -d /tmp/tern-bench.XXXXXX)
-COUNT_1K=${BENCH_COUNT_1K:-1000000}
-COUNT_100=${BENCH_COUNT_100:-3000000}
 
-"$ROOT/target/release/tern" serve --data-dir "$WORK/data" --listen 127.0.0.1:$PORT --num-partitions 8 \
-  --http 127.0.0.1:$HTTP_PORT >"$WORK/broker.log" 2>&1 &
-BROKER=$!
-trap 'kill $BROKER 2>/dev/null; wait $BROKER 2>/dev/null; rm -rf "$WORK"' EXIT
-for _ in $(seq 1 100); do (echo > /dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break; sleep 0.1; done
-
-cpu_ticks() { awk '{print $14 + $15}' /proc/$BROKER/stat; }
-rss_anon_kb() { awk '/RssAnon/ {print $2}' /proc/$BROKER/status; }
-HZ=$(getconf CLK_TCK)
-
-run_produce() { # topic size count acks
-  local before after
-  before=$(cpu_ticks)
-  out=$($LOAD --mode produce --brokers 127.0.0.1:$PORT --topic "$1" --size "$2" --count "$3" --acks "$4" --timeout-s 120)
-  after=$(cpu_ticks)
-  local gb
-  gb=$(echo "$2 * $3 / 1000000000" | bc -l)
-  printf '%s  broker_cpu=%.2fs (%.3f CPU-s/GB)  rss_anon=%dMB\n' "$out" \
-    "$(echo "($after - $before) / $HZ" | bc -l)" "$(echo "($after - $before) / $HZ / $gb" | bc -l)" "$(( $(rss_anon_kb) / 1024 ))"
-}
-
-# Create every topic up front (8 partitions, the broker default here) so that no
-# consumer starts before its topic exists and waits for a metadata refresh.
-for t in b1k-all b1k-one b100-all b100-one lat lat1; do
-  echo | kcat -b 127.0.0.1:$PORT -P -t $t -p 0 2>/dev/null || true
-done
-
-echo "== tern bench (broker and client on this machine; $(nproc) cores)"
-run_produce b1k-all 1024 "$COUNT_1K" all
-run_produce b1k-one 1024 "$COUNT_1K" 1
-run_produce b100-all 100 "$COUNT_100" all
-run_produce b100-one 100 "$COUNT_100" 1
-$LOAD --mode consume --brokers 127.0.0.1:$PORT --topic b1k-all --count "$COUNT_1K" --timeout-s 120
-$LOAD --mode consume --brokers 127.0.0.1:$PORT --topic b100-all --count "$COUNT_100" --timeout-s 120
-printf '%s  rss_anon=%dMB\n' "$($LOAD --mode latency --brokers 127.0.0.1:$PORT --topic lat --size 100 --rate 10000 --count 100000 --acks all --timeout-s 60)" "$(( $(rss_anon_kb) / 1024 ))"
-printf '%s  rss_anon=%dMB\n' "$($LOAD --mode latency --brokers 127.0.0.1:$PORT --topic lat1 --size 100 --rate 10000 --count 100000 --acks 1 --timeout-s 60)" "$(( $(rss_anon_kb) / 1024 ))"
-
-# The HTTP API on the same broker: publish (each acknowledged as acks=all before its answer) and GET /message.
-echo "== HTTP API (bench/http_bench.py: stdlib client, keep-alive connections)"
-python3 "$(dirname "$0")/http_bench.py" --url "http://127.0.0.1:$HTTP_PORT" --messages 5000 --threads 8 --timeout 120
+bash bench/single.sh "$TERN"
 
 # The same through one broker of a three-broker cluster on etcd (forwarding to leaders).
 echo "== HTTP API, three-broker cluster (bench/http_cluster_bench.py)"
 PY=.venv/bin/python; [ -x "$PY" ] || PY=python3
-TERN_BIN="$ROOT/target/release/tern" "$PY" bench/http_cluster_bench.py --messages 3000 --threads 8 --timeout 120
+TERN_BIN="$TERN" "$PY" bench/http_cluster_bench.py --messages 3000 --threads 8 --timeout 120
 
 # Replication: three brokers, RF=3, acks=all (bench/replication.sh).
-bash bench/replication.sh "$ROOT/target/release/tern"
-BENCH_REPL_FLUSH_MESSAGES=1 bash bench/replication.sh "$ROOT/target/release/tern"
+bash bench/replication.sh "$TERN"
+BENCH_REPL_FLUSH_MESSAGES=1 bash bench/replication.sh "$TERN"
 
 # Failover (kill -9 and SIGTERM of a leader) and an emptied broker's catch-up (bench/failover.py).
-TERN_BIN="$ROOT/target/release/tern" "$PY" bench/failover.py
+TERN_BIN="$TERN" "$PY" bench/failover.py
 
 # Produce latency while the partition rolls segments (bench/roll.sh).
-bash bench/roll.sh "$ROOT/target/release/tern"
+bash bench/roll.sh "$TERN"
 
 # The log cleaner: throughput and produce latency beside it (bench/compaction.sh).
-bash bench/compaction.sh "$ROOT/target/release/tern"
+bash bench/compaction.sh "$TERN"
 
 # The Parquet archive: throughput and produce latency beside it (bench/archive.sh).
-bash bench/archive.sh "$ROOT/target/release/tern"
+bash bench/archive.sh "$TERN"
