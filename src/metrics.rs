@@ -262,10 +262,56 @@ pub struct KnownLabels {
 }
 
 /// Why a connection is refused (`reason` of [`CONNECTIONS_REFUSED_TOTAL`]).
-pub const CONNECTION_REFUSAL_REASONS: &[&str] = &["per_ip"];
-/// Why an authentication fails (`reason` of [`AUTHENTICATION_FAILURES_TOTAL`]).
-pub const AUTHENTICATION_FAILURE_REASONS: &[&str] =
-    &["credentials", "mechanism", "protocol", "tls", "principal"];
+pub const CONNECTION_REFUSAL_REASONS: &[&str] = &[REFUSED_PER_IP];
+/// `max.connections.per.ip` reached.
+pub const REFUSED_PER_IP: &str = "per_ip";
+
+/// Why an authentication fails (`reason` of [`AUTHENTICATION_FAILURES_TOTAL`]): one type
+/// for the call sites and the series exported at 0, so that no reason is counted that
+/// the start-up export does not know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthFailure {
+    /// Wrong user or password (SASL, HTTP Basic).
+    Credentials,
+    /// An HTTP Authorization header that is not valid Basic.
+    Malformed,
+    /// A SASL mechanism the listener does not enable.
+    Mechanism,
+    /// SASL messages out of order.
+    Protocol,
+    /// The TLS handshake failed.
+    Tls,
+    /// No principal mapping rule applies to the client certificate.
+    Principal,
+}
+
+impl AuthFailure {
+    pub const ALL: [AuthFailure; 6] = [
+        AuthFailure::Credentials,
+        AuthFailure::Malformed,
+        AuthFailure::Mechanism,
+        AuthFailure::Protocol,
+        AuthFailure::Tls,
+        AuthFailure::Principal,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            AuthFailure::Credentials => "credentials",
+            AuthFailure::Malformed => "malformed",
+            AuthFailure::Mechanism => "mechanism",
+            AuthFailure::Protocol => "protocol",
+            AuthFailure::Tls => "tls",
+            AuthFailure::Principal => "principal",
+        }
+    }
+}
+
+/// Counts one failed authentication on `listener`.
+pub fn authentication_failed(listener: &'static str, reason: AuthFailure) {
+    metrics::counter!(AUTHENTICATION_FAILURES_TOTAL, "listener" => listener, "reason" => reason.label())
+        .increment(1);
+}
 
 /// Counters whose every series is known at start-up, created at 0 by
 /// [`export_broker_series`]: a first event is then an increase Prometheus sees, and an
@@ -332,8 +378,8 @@ pub fn export_broker_series(known: &KnownLabels) {
         metrics::counter!(CONNECTIONS_REFUSED_TOTAL, "reason" => reason).increment(0);
     }
     for &listener in &known.listeners {
-        for &reason in AUTHENTICATION_FAILURE_REASONS {
-            metrics::counter!(AUTHENTICATION_FAILURES_TOTAL, "listener" => listener, "reason" => reason)
+        for reason in AuthFailure::ALL {
+            metrics::counter!(AUTHENTICATION_FAILURES_TOTAL, "listener" => listener, "reason" => reason.label())
                 .increment(0);
         }
     }

@@ -15,6 +15,7 @@
 //! request of a client that sends Basic credentials each time; [`VerifiedPasswords`]
 //! remembers passwords already verified against the credential they matched.
 
+use crate::metrics::AuthFailure;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -163,13 +164,13 @@ pub async fn authenticate(
             let store = &*api.services.store;
             let lookup = |u: &str| crate::api::security::credential_lookup(store, u, None);
             if !api.verified.check(&user, &password, lookup) {
-                return failed(&peer, Some(&user), "credentials");
+                return failed(&peer, Some(&user), AuthFailure::Credentials);
             }
             metrics::counter!(crate::metrics::SASL_AUTHENTICATIONS_TOTAL, "mechanism" => "HTTP-BASIC")
                 .increment(1);
             Principal::User(user)
         }
-        Credentials::Malformed => return failed(&peer, None, "malformed"),
+        Credentials::Malformed => return failed(&peer, None, AuthFailure::Malformed),
         Credentials::None => match &peer.tls_user {
             Some(user) => Principal::User(user.clone()),
             None if api.require_auth && request.uri().path() != "/openapi.json" => {
@@ -184,10 +185,9 @@ pub async fn authenticate(
     next.run(request).await
 }
 
-fn failed(peer: &HttpPeer, user: Option<&str>, reason: &'static str) -> Response {
-    metrics::counter!(crate::metrics::AUTHENTICATION_FAILURES_TOTAL, "listener" => LISTENER, "reason" => reason)
-        .increment(1);
-    tracing::info!(peer = %peer.addr, user, reason, "HTTP API authentication failed");
+fn failed(peer: &HttpPeer, user: Option<&str>, reason: AuthFailure) -> Response {
+    crate::metrics::authentication_failed(LISTENER, reason);
+    tracing::info!(peer = %peer.addr, user, reason = reason.label(), "HTTP API authentication failed");
     ApiError::unauthorized("invalid credentials").into_response()
 }
 

@@ -3,6 +3,7 @@
 //! time) and the client-certificate principal come first; on a SASL listener the
 //! connection starts unauthenticated.
 
+use crate::metrics::AuthFailure;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -109,7 +110,7 @@ pub async fn run_listener(
         match accepted {
             Ok((stream, peer)) => {
                 let Some(address_slot) = per_address.admit(peer.ip()) else {
-                    metrics::counter!(crate::metrics::CONNECTIONS_REFUSED_TOTAL, "reason" => "per_ip")
+                    metrics::counter!(crate::metrics::CONNECTIONS_REFUSED_TOTAL, "reason" => crate::metrics::REFUSED_PER_IP)
                         .increment(1);
                     tracing::debug!(%peer, "closing connection: max_connections_per_ip reached");
                     drop(stream);
@@ -202,8 +203,7 @@ pub(crate) async fn tls_handshake(
     match mapper.name(&subject) {
         Some(name) => Some((stream, Some(name))),
         None => {
-            metrics::counter!(crate::metrics::AUTHENTICATION_FAILURES_TOTAL, "listener" => listener, "reason" => "principal")
-                .increment(1);
+            crate::metrics::authentication_failed(listener, AuthFailure::Principal);
             tracing::warn!(%peer, subject, "no ssl.principal.mapping.rules rule applies to the client certificate; closing");
             None
         }
@@ -211,8 +211,7 @@ pub(crate) async fn tls_handshake(
 }
 
 fn tls_failed<T>(peer: SocketAddr, listener: &'static str, error: &str) -> Option<T> {
-    metrics::counter!(crate::metrics::AUTHENTICATION_FAILURES_TOTAL, "listener" => listener, "reason" => "tls")
-        .increment(1);
+    crate::metrics::authentication_failed(listener, AuthFailure::Tls);
     tracing::info!(%peer, listener, error, "TLS handshake failed");
     None
 }

@@ -3,6 +3,7 @@
 //! (so that guessing passwords is slow) and closes the connection. v1+ carries the
 //! session lifetime (KIP-368): the client re-authenticates before it runs out.
 
+use crate::metrics::AuthFailure;
 use kafka_protocol::messages::{SaslAuthenticateRequest, SaslAuthenticateResponse};
 use kafka_protocol::ResponseError;
 
@@ -29,9 +30,8 @@ pub async fn handle(
         |user, mechanism| credential_lookup(store, user, mechanism),
         monotonic_ms() as i64,
     );
-    let failed = |code: ResponseError, message: String, reason: &'static str| {
-        metrics::counter!(crate::metrics::AUTHENTICATION_FAILURES_TOTAL, "listener" => ctx.listener(), "reason" => reason)
-            .increment(1);
+    let failed = |code: ResponseError, message: String, reason: AuthFailure| {
+        crate::metrics::authentication_failed(ctx.listener(), reason);
         Closing {
             response: SaslAuthenticateResponse::default()
                 .with_error_code(code.code())
@@ -72,11 +72,13 @@ pub async fn handle(
             failed(
                 ResponseError::SaslAuthenticationFailed,
                 client_message,
-                "credentials",
+                AuthFailure::Credentials,
             )
         }
-        AuthStep::IllegalState(why) => {
-            failed(ResponseError::IllegalSaslState, why.to_string(), "protocol")
-        }
+        AuthStep::IllegalState(why) => failed(
+            ResponseError::IllegalSaslState,
+            why.to_string(),
+            AuthFailure::Protocol,
+        ),
     }
 }

@@ -4,6 +4,7 @@
 //! SASL listener an unknown or disabled mechanism gets UNSUPPORTED_SASL_MECHANISM with
 //! the enabled list, and the connection closes.
 
+use crate::metrics::AuthFailure;
 use kafka_protocol::messages::{SaslHandshakeRequest, SaslHandshakeResponse};
 use kafka_protocol::ResponseError;
 
@@ -38,13 +39,15 @@ pub async fn handle(
         },
         Err(error) => {
             let (code, reason) = match &error {
-                HandshakeError::Unsupported(_) => {
-                    (ResponseError::UnsupportedSaslMechanism, "mechanism")
+                HandshakeError::Unsupported(_) => (
+                    ResponseError::UnsupportedSaslMechanism,
+                    AuthFailure::Mechanism,
+                ),
+                HandshakeError::IllegalState(_) => {
+                    (ResponseError::IllegalSaslState, AuthFailure::Protocol)
                 }
-                HandshakeError::IllegalState(_) => (ResponseError::IllegalSaslState, "protocol"),
             };
-            metrics::counter!(crate::metrics::AUTHENTICATION_FAILURES_TOTAL, "listener" => ctx.listener(), "reason" => reason)
-                .increment(1);
+            crate::metrics::authentication_failed(ctx.listener(), reason);
             tracing::info!(peer = %ctx.peer, %error, "SASL handshake refused");
             Closing {
                 response: response.with_error_code(code.code()),
