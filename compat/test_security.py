@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import socket
 import ssl
@@ -314,6 +315,82 @@ def test_a_renewed_certificate_is_served_without_a_restart(secure):
     shutil.copy(secure.pki / "renewed.key", secure.pki / "server.key")
     shutil.copy(secure.pki / "renewed.pem", secure.pki / "server.pem")
     wait_until(lambda: served_subject() == "renewed", timeout=15, what="the renewed certificate")
+
+
+TLS_RELOAD_REFUSED = "TLS files changed but do not load; keeping the previous certificate"
+
+
+def broker_log(broker: Broker) -> str:
+    """The log of the broker's current run, whole."""
+    return broker.log_paths[-1].read_text(errors="replace")
+
+
+def metrics_of(broker: Broker) -> dict[str, float]:
+    """The broker's /metrics samples (`name{labels}` -> value), at the address its start-up
+    line names (the default port, or an ephemeral one when that is taken)."""
+    import urllib.request
+
+    address = re.search(r"metrics_addr=(\S+)", broker_log(broker)).group(1)
+    text = urllib.request.urlopen(f"http://{address}/metrics", timeout=5).read().decode()
+    return {m.group(1): float(m.group(2)) for m in
+            (re.match(r"^(tern_[a-z_]+(?:\{[^}]*\})?) (\S+)$", line) for line in text.splitlines()) if m}
+
+
+def test_a_bad_certificate_renewal_keeps_the_old_certificate(secure):
+    """Files that do not make a working pair (a certificate whose key is not server.key,
+    garbage, a half-written PEM) leave the served certificate as it was: handshakes
+    verify, SASL_SSL clients work, and the broker warns (log and tern_tls_reloads_total
+    {result="error"}). A good pair written afterwards is served."""
+    from confluent_kafka.admin import AdminClient
+
+    pki = secure.pki
+    secure.add_user("alice", PASSWORD)
+
+    def served() -> dict:
+        """The subject of the certificate a verified handshake on SASL_SSL gets."""
+        tls = ssl.create_default_context(cafile=str(pki / "ca.pem"))
+        with socket.create_connection(("127.0.0.1", secure.ports["SASL_SSL"]), timeout=5) as raw:
+            with tls.wrap_socket(raw, server_hostname="localhost") as sock:
+                return dict(x[0] for x in sock.getpeercert()["subject"])
+
+    original = served()
+    assert original == {"commonName": "localhost"}, original
+    original_pem = (pki / "server.pem").read_bytes()
+    issue(pki, "stranger", "/O=stranger/CN=localhost", "IP:127.0.0.1,DNS:localhost")
+    issue(pki, "renewed", "/O=renewed/CN=localhost", "IP:127.0.0.1,DNS:localhost")
+    renewed_pem = (pki / "renewed.pem").read_bytes()
+    bad_certificates = {
+        # (what server.pem becomes, what the warning says about it)
+        # A valid certificate from the same CA, but for another key than server.key.
+        "mismatched key": ((pki / "stranger.pem").read_bytes(), "KeyMismatch"),
+        "garbage": (b"this is not a PEM file\n", "server.pem: no certificate in PEM form"),
+        # The renewal's certificate cut off in the middle of its base64.
+        "half-written": (renewed_pem[: len(renewed_pem) // 2], "server.pem: missing section end marker"),
+    }
+    for what, (content, reason) in bad_certificates.items():
+        seen = len(broker_log(secure.broker))
+        # Swapped in whole (rename), so that the broker sees this content and no other.
+        (pki / "server.pem.new").write_bytes(content)
+        (pki / "server.pem.new").replace(pki / "server.pem")
+        warning = wait_until(
+            lambda: next((line for line in broker_log(secure.broker)[seen:].splitlines()
+                          if TLS_RELOAD_REFUSED in line), None),
+            timeout=15, what=f"the broker to refuse the {what} certificate")
+        assert "WARN" in warning and reason in warning, warning
+        assert served() == original, f"after the {what} renewal the old certificate must still be served"
+        AdminClient(confluent_config(secure, "SASL_SSL", "SCRAM-SHA-512")).list_topics(timeout=10)
+    refused = metrics_of(secure.broker)['tern_tls_reloads_total{result="error"}']
+    assert refused >= len(bad_certificates), refused
+    assert metrics_of(secure.broker)['tern_tls_reloads_total{result="ok"}'] == 0
+    assert (pki / "server.pem").read_bytes() != original_pem
+
+    # A correct pair afterwards is picked up (the key first: in between, the new key
+    # with the half-written certificate is refused too, and the old pair stays).
+    shutil.copy(pki / "renewed.key", pki / "server.key")
+    shutil.copy(pki / "renewed.pem", pki / "server.pem")
+    wait_until(lambda: served().get("organizationName") == "renewed", timeout=15, what="the renewed certificate")
+    assert "TLS certificate reloaded" in broker_log(secure.broker)
+    assert metrics_of(secure.broker)['tern_tls_reloads_total{result="ok"}'] >= 1
 
 
 @pytest.fixture
@@ -757,6 +834,377 @@ def test_kafkajs_under_acls_is_refused_what_it_was_not_granted(authorized, topic
     assert "joined" not in hidden and hidden["error"]["name"] == "KafkaJSGroupCoordinatorNotFound", hidden
     assert any("GroupCoordinator(key: 10" in e["message"] and "Group authorization failed" in (e["error"] or "")
                for e in hidden["loggedErrors"]), hidden["loggedErrors"]
+
+
+# ---- re-authentication (KIP-368) -----------------------------------------------------------
+
+REAUTH_MS = 3000
+AUTH_SUCCEEDED = re.compile(r'^(\S+) +DEBUG request\{[^}]*correlation_id=(\d+) client_id="([^"]*)" peer=([^}\s]+)\}'
+                            r'.*SASL authentication succeeded peer=\S+ user="[^"]+" mechanism="[A-Z0-9-]+"$', re.M)
+AUTH_FAILED = re.compile(r'client_id="([^"]*)" peer=([^}\s]+)\}.*SASL authentication failed')
+
+
+@pytest.fixture
+def reauth(tmp_path, pki, request, monkeypatch):
+    """A broker whose SASL sessions last REAUTH_MS (--connections-max-reauth-ms), logging
+    each successful SASL authentication (debug) with its connection's peer address; alice
+    has both SCRAM credentials, bob a SCRAM-SHA-512 one."""
+    monkeypatch.setenv("RUST_LOG", "info,object_store=warn,tern::api::security::sasl_authenticate=debug")
+    secure = start_secure_broker(tmp_path, pki, ("PLAINTEXT", "SASL_SSL", "SASL_PLAINTEXT"),
+                                 ["--connections-max-reauth-ms", str(REAUTH_MS), *GROUP_ARGS])
+    request.node._tern_broker = secure.broker
+    try:
+        secure.add_user("alice", PASSWORD, "SCRAM-SHA-512")
+        secure.add_user("alice", PASSWORD, "SCRAM-SHA-256")
+        secure.add_user("bob", "bob-secret", "SCRAM-SHA-512")
+        yield secure
+    finally:
+        secure.broker.stop()
+
+
+def authentications(secure: SecureBroker) -> dict[tuple[str, str], list[tuple[float, int]]]:
+    """(client_id, peer) -> (when, correlation id) of each SaslAuthenticate request that
+    completed an authentication on that connection, in order (from the broker's log)."""
+    from datetime import datetime
+
+    found: dict[tuple[str, str], list[tuple[float, int]]] = {}
+    for m in AUTH_SUCCEEDED.finditer(broker_log(secure.broker)):
+        when = datetime.fromisoformat(m.group(1)).timestamp()
+        found.setdefault((m.group(3), m.group(4)), []).append((when, int(m.group(2))))
+    return found
+
+
+def longest_session(secure: SecureBroker, client_id: str) -> list[tuple[float, int]]:
+    """The authentications of the connection of `client_id` that authenticated most often."""
+    return max((auths for (client, _), auths in authentications(secure).items() if client == client_id),
+               key=len, default=[])
+
+
+def check_reauthenticated(secure: SecureBroker, client_id: str, times: int = 3) -> None:
+    """One connection of `client_id` authenticated, then re-authenticated at least `times`
+    times, the first `times` each before the previous session ran out, and so stayed
+    authenticated well past the end of its first session (without re-authenticating, its
+    next request there would have closed it). Correlation ids grow: one connection's
+    requests, in order."""
+    auths = longest_session(secure, client_id)
+    assert len(auths) >= times + 1, (client_id, auths)
+    ids = [i for _, i in auths]
+    assert ids == sorted(set(ids)), (client_id, auths)
+    first = auths[:times + 1]
+    gaps = [b - a for (a, _), (b, _) in zip(first, first[1:])]
+    assert all(gap < REAUTH_MS / 1000 for gap in gaps), (client_id, gaps)
+    assert first[-1][0] - first[0][0] >= 1.5 * REAUTH_MS / 1000, (client_id, first)
+
+
+@pytest.mark.timeout(120)
+def test_scram_clients_reauthenticate_on_their_connection_and_keep_working(reauth, topic):
+    """librdkafka (2.2+ implements KIP-368) re-authenticates before the session the broker
+    granted runs out: a producer (SCRAM-SHA-512) and a group consumer (SCRAM-SHA-256) on
+    SASL_SSL work through several sessions, each of their connections authenticating again
+    and again (the broker logs it with the connection's address; correlation ids grow: the
+    same connection), and librdkafka never reconnects."""
+    from confluent_kafka import Consumer, Producer
+
+    secure = reauth
+    stats = []
+    producer = Producer({**confluent_config(secure, "SASL_SSL", "SCRAM-SHA-512"), "client.id": "reauth-producer",
+                         "acks": "all", "linger.ms": 0, "statistics.interval.ms": 200,
+                         "stats_cb": lambda s: stats.append(json.loads(s))})
+    consumer = Consumer({**confluent_config(secure, "SASL_SSL", "SCRAM-SHA-256"), "client.id": "reauth-consumer",
+                         "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    delivered, received, sent = [], [], []
+
+    def consume() -> None:
+        msg = consumer.poll(0.2)
+        if msg is not None and msg.error() is None:
+            received.append(msg.value())
+
+    def reauthenticated_enough() -> bool:
+        """One produce and consume step; then: has each client's busiest connection
+        authenticated four times (three re-authentications)?"""
+        sent.append(f"r{len(sent)}".encode())
+        producer.produce(topic, value=sent[-1], on_delivery=lambda err, msg: delivered.append((err, msg.offset())))
+        producer.poll(0)
+        consume()
+        return all(len(longest_session(secure, c)) >= 4 for c in ("reauth-producer", "reauth-consumer"))
+
+    try:
+        wait_until(reauthenticated_enough, timeout=60, interval=0.1, what="three re-authentications of each client")
+        assert producer.flush(20) == 0
+        wait_until(lambda: consume() or len(received) >= len(sent), timeout=30,
+                   what="the consumer to read everything")
+        producer.poll(0.5)  # a last statistics report
+    finally:
+        consumer.close()
+    count = len(sent)
+    assert [err for err, _ in delivered if err is not None] == [], delivered
+    assert [offset for _, offset in delivered] == list(range(count))
+    assert received == sent
+    for client in ("reauth-producer", "reauth-consumer"):
+        check_reauthenticated(secure, client)
+    assert metrics_of(secure.broker)['tern_sasl_authentications_total{mechanism="SCRAM-SHA-512"}'] >= 4
+    assert metrics_of(secure.broker)['tern_sasl_authentications_total{mechanism="SCRAM-SHA-256"}'] >= 4
+    # librdkafka's own count: one connection to the broker, never dropped.
+    leader = [b for b in stats[-1]["brokers"].values() if b["nodeid"] == 1]
+    assert [(b["connects"], b["disconnects"]) for b in leader] == [(1, 0)], leader
+    assert "expired without re-authentication" not in broker_log(secure.broker)
+
+
+@pytest.mark.timeout(90)
+def test_a_removed_user_is_refused_at_its_next_reauthentication(reauth, topic):
+    """bob's producer is connected when his credential is removed: it keeps its session
+    until it runs out, then its re-authentication on the same connection is refused
+    (SASL_AUTHENTICATION_FAILED, the connection closed), librdkafka reports an
+    authentication error, and what it produces afterwards is not written."""
+    from confluent_kafka import KafkaError, Producer
+
+    secure = reauth
+    errors = []
+    config = {**confluent_config(secure, "SASL_SSL", "SCRAM-SHA-512"), "sasl.username": "bob",
+              "sasl.password": "bob-secret", "client.id": "doomed", "acks": "all",
+              "message.timeout.ms": 5000, "error_cb": errors.append}
+    producer = Producer(config)
+    outcome = []
+    producer.produce(topic, value=b"before", on_delivery=lambda err, msg: outcome.append(err))
+    assert producer.flush(20) == 0 and outcome == [None], outcome
+    # Once re-authenticated already: the connection that will be refused is a long-lived one.
+    wait_until(lambda: producer.poll(0.1) >= 0 and len(longest_session(secure, "doomed")) >= 2,
+               timeout=15, what="bob's producer to re-authenticate once")
+    session = next(peer for (client, peer), ids in authentications(secure).items()
+                   if client == "doomed" and len(ids) >= 2)
+
+    tern_cli("user", "remove", "bob", "--mechanism", "SCRAM-SHA-512", "-b", secure.address("PLAINTEXT"))
+    removed = time.monotonic()
+    wait_until(lambda: producer.poll(0.1) >= 0 and any(
+        e.code() == KafkaError._AUTHENTICATION for e in errors), timeout=15,
+        what="librdkafka to report an authentication error")
+    took = time.monotonic() - removed
+    refused_peers = [m.group(2) for m in AUTH_FAILED.finditer(broker_log(secure.broker)) if m.group(1) == "doomed"]
+    assert session in refused_peers, (session, refused_peers, broker_log(secure.broker)[-3000:])
+    assert f"closing connection peer={session} " in broker_log(secure.broker), broker_log(secure.broker)[-3000:]
+    assert took < REAUTH_MS / 1000 + 5, f"refused {took:.1f}s after the removal"
+    assert any("uthentication" in e.str() for e in errors if e.code() == KafkaError._AUTHENTICATION), errors
+    failures = metrics_of(secure.broker)['tern_authentication_failures_total{listener="SASL_SSL",reason="credentials"}']
+    assert failures >= 1, failures
+
+    after = []
+    producer.produce(topic, value=b"after", on_delivery=lambda err, msg: after.append(err))
+    producer.flush(15)
+    assert len(after) == 1 and after[0] is not None, after
+    assert watermarks(secure, topic) == (0, 1), "nothing is written after the refusal"
+
+
+KAFKAJS_REAUTH_SCRIPT = r"""
+// A kafkajs producer and group consumer (two clients, client ids kafkajs-producer and
+// kafkajs-consumer) over SASL_SSL: a message every 200 ms until stdin closes. One JSON
+// line per event on stdout: sent (offset), msg (value), error; exit at the end.
+'use strict'
+const fs = require('fs')
+const { Kafka, logLevel } = require('kafkajs')
+const ARGS = JSON.parse(process.argv[2])
+const out = ev => process.stdout.write(JSON.stringify(ev) + '\n')
+const mechanisms = { 'kafkajs-producer': 'scram-sha-512', 'kafkajs-consumer': 'scram-sha-256' }
+const client = clientId => new Kafka({
+  clientId, brokers: [ARGS.broker], logLevel: logLevel.WARN,
+  ssl: { ca: [fs.readFileSync(ARGS.caFile)] },
+  sasl: { mechanism: mechanisms[clientId], username: 'alice', password: ARGS.password },
+  // Re-authenticate once less than this is left of the session (kafkajs's default,
+  // 10 s, is more than the whole session here: it would re-authenticate before every
+  // request).
+  reauthenticationThreshold: ARGS.threshold,
+})
+async function main() {
+  const producer = client('kafkajs-producer').producer()
+  const consumer = client('kafkajs-consumer').consumer({ groupId: ARGS.group })
+  await producer.connect()
+  await consumer.connect()
+  await consumer.subscribe({ topic: ARGS.topic, fromBeginning: true })
+  let received = 0
+  await consumer.run({
+    eachMessage: async ({ message }) => {
+      received++
+      out({ ev: 'msg', value: message.value.toString() })
+    },
+  })
+  let n = 0
+  let acknowledged = 0
+  let stopping = false
+  const timer = setInterval(async () => {
+    const value = `j${n++}`
+    try {
+      const [meta] = await producer.send({ topic: ARGS.topic, acks: -1, messages: [{ value }] })
+      out({ ev: 'sent', value, offset: Number(meta.baseOffset), error: meta.errorCode })
+    } catch (e) {
+      out({ ev: 'error', value, name: e.name, message: e.message })
+    }
+    acknowledged++
+  }, 200)
+  process.stdin.on('end', async () => {
+    if (stopping) return
+    stopping = true
+    clearInterval(timer)
+    // The last sends' acknowledgements, and the consumer's reading of them (10 s at most).
+    const deadline = Date.now() + 10000
+    while ((acknowledged < n || received < acknowledged) && Date.now() < deadline) {
+      await new Promise(r => setTimeout(r, 50))
+    }
+    await producer.disconnect()
+    await consumer.disconnect()
+    out({ ev: 'exit' })
+    process.exit(0)
+  })
+  process.stdin.resume()
+}
+main().catch(e => { out({ ev: 'error', name: e.name, message: e.message }); process.exit(1) })
+"""
+
+
+@pytest.mark.timeout(120)
+def test_kafkajs_reauthenticates_on_its_connections_and_keeps_working(reauth, topic, tmp_path):
+    """kafkajs 2.x re-authenticates lazily, before the first request it sends once the
+    session is nearly over (reauthenticationThreshold): a producer (SCRAM-SHA-512) and a
+    group consumer (SCRAM-SHA-256) keep working through several sessions, their
+    connections authenticating again and again (growing correlation ids on one peer
+    address), and no session runs out on the broker."""
+    import os
+
+    import test_kafkajs as kafkajs
+    from tern_harness import JsonLinesProcess
+
+    if kafkajs.NODE is None or not (kafkajs.HERE / "node_modules" / "kafkajs").is_dir():
+        pytest.skip("node or compat/kafkajs/node_modules missing (scripts/install-test-deps.sh)")
+    secure = reauth
+    script = tmp_path / "reauth.js"
+    script.write_text(KAFKAJS_REAUTH_SCRIPT)
+    args = {"broker": secure.address("SASL_SSL"), "caFile": str(secure.pki / "ca.pem"), "topic": topic,
+            "group": f"g-{topic}", "threshold": 1000,
+            "password": PASSWORD}
+    env = {**os.environ, "NODE_PATH": str(kafkajs.HERE / "node_modules"), "KAFKAJS_NO_PARTITIONER_WARNING": "1"}
+    clients = JsonLinesProcess([kafkajs.NODE, script, json.dumps(args)], tmp_path / "reauth.stderr", env=env,
+                               name="kafkajs-reauth")
+    try:
+        wait_until(lambda: all(len(longest_session(secure, c)) >= 4 for c in ("kafkajs-producer", "kafkajs-consumer")),
+                   timeout=60, what=f"three re-authentications of each kafkajs client ({clients.stderr_tail()})")
+        assert clients.finish(timeout=20) == 0, clients.stderr_tail()
+    finally:
+        clients.kill9()
+    assert clients.snapshot("error") == [], clients.snapshot("error")
+    sent = clients.snapshot("sent")
+    assert len(sent) >= 20 and [e["offset"] for e in sent] == list(range(len(sent))), sent
+    assert {e["error"] for e in sent} == {0}, sent
+    received = [e["value"] for e in clients.snapshot("msg")]
+    assert received == [e["value"] for e in sent], (received, sent)
+    for client in ("kafkajs-producer", "kafkajs-consumer"):
+        check_reauthenticated(secure, client)
+    assert "expired without re-authentication" not in broker_log(secure.broker)
+
+
+def scram_client_messages(password: str, server_first_of) -> tuple[bytes, bytes]:
+    """A SCRAM-SHA-256 exchange for alice (RFC 5802): sends client-first through
+    `server_first_of` (which returns the server-first) and returns (client-final, the
+    expected server-final)."""
+    import base64
+    import hashlib
+    import hmac
+    import os
+
+    nonce = base64.b64encode(os.urandom(18)).decode()
+    first_bare = f"n=alice,r={nonce}"
+    server_first = server_first_of(f"n,,{first_bare}".encode()).decode()
+    attrs = dict(a.split("=", 1) for a in server_first.split(","))
+    assert attrs["r"].startswith(nonce), server_first
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), base64.b64decode(attrs["s"]), int(attrs["i"]))
+    client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
+    without_proof = f"c=biws,r={attrs['r']}"
+    auth_message = f"{first_bare},{server_first},{without_proof}".encode()
+    signature = hmac.new(hashlib.sha256(client_key).digest(), auth_message, hashlib.sha256).digest()
+    proof = bytes(k ^ s for k, s in zip(client_key, signature))
+    server_key = hmac.new(salted, b"Server Key", hashlib.sha256).digest()
+    verifier = base64.b64encode(hmac.new(server_key, auth_message, hashlib.sha256).digest())
+    return f"{without_proof},p={base64.b64encode(proof).decode()}".encode(), b"v=" + verifier
+
+
+class RawSaslClient(RawConnection):
+    """SaslHandshake v1 and SaslAuthenticate v1 by hand, to see the session lifetime and to
+    decide when (or whether) to re-authenticate."""
+
+    def __init__(self, address: str):
+        super().__init__(address)
+        self.correlation_id = 0
+
+    def request(self, api_key: int, version: int, body: bytes) -> bytes | None:
+        """Sends a request; returns its response body (after the correlation id), or None
+        when the broker closed the connection instead of answering."""
+        self.correlation_id += 1
+        self.send(struct.pack(">hhih", api_key, version, self.correlation_id, 3) + b"raw" + body)
+        answer = self.receive()
+        if answer is None:
+            return None
+        assert struct.unpack(">i", answer[:4])[0] == self.correlation_id
+        return answer[4:]
+
+    def authenticate_token(self, token: bytes) -> tuple[int, bytes, int]:
+        """One SaslAuthenticate v1: (error code, auth bytes, session_lifetime_ms)."""
+        body = self.request(36, 1, struct.pack(">i", len(token)) + token)
+        assert body is not None, "the broker closed the connection during the exchange"
+        (error,) = struct.unpack(">h", body[:2])
+        (message_len,) = struct.unpack(">h", body[2:4])
+        rest = body[4 + max(message_len, 0):]
+        (token_len,) = struct.unpack(">i", rest[:4])
+        auth_bytes = rest[4:4 + token_len]
+        (lifetime,) = struct.unpack(">q", rest[4 + token_len:12 + token_len])
+        return error, auth_bytes, lifetime
+
+    def login(self) -> int:
+        """Handshake and the two SCRAM-SHA-256 round trips; returns session_lifetime_ms."""
+        handshake = self.request(17, 1, struct.pack(">h", 13) + b"SCRAM-SHA-256")
+        assert handshake is not None and struct.unpack(">h", handshake[:2])[0] == 0, handshake
+
+        def server_first_of(client_first: bytes) -> bytes:
+            error, token, _ = self.authenticate_token(client_first)
+            assert error == 0, error
+            return token
+
+        client_final, expected = scram_client_messages(PASSWORD, server_first_of)
+        error, server_final, lifetime = self.authenticate_token(client_final)
+        assert (error, server_final) == (0, expected)
+        return lifetime
+
+    def metadata_served(self) -> bool:
+        return self.request(3, 1, struct.pack(">i", -1)) is not None
+
+
+def test_a_session_not_renewed_in_time_ends_at_the_next_request(reauth):
+    """What KIP-368 asks of the broker, seen from a hand-written client: SaslAuthenticate
+    v1 carries session_lifetime_ms = connections.max.reauth.ms; a re-authentication on the
+    connection before the end starts a new session (a request after the first session's end
+    is served); a client that lets its session run out has the connection closed at its
+    next request, unanswered, as Kafka does."""
+    secure = reauth
+    conn = RawSaslClient(secure.address("SASL_PLAINTEXT"))
+    try:
+        sent = time.monotonic()
+        assert conn.login() == REAUTH_MS
+        first_end = time.monotonic() + REAUTH_MS / 1000  # at or after the broker's end of it
+        assert conn.metadata_served()
+        # Renewed a second before the end: served past the first session's end.
+        wait_until(lambda: time.monotonic() >= sent + (REAUTH_MS - 1000) / 1000, timeout=REAUTH_MS / 1000,
+                   interval=0.02, what="a second before the end of the session")
+        renewed = time.monotonic()
+        assert conn.login() == REAUTH_MS
+        second_end = time.monotonic() + REAUTH_MS / 1000  # at or after the broker's end of it
+        wait_until(lambda: time.monotonic() >= first_end + 0.5, timeout=REAUTH_MS / 1000, interval=0.02,
+                   what="the end of the first session")
+        assert time.monotonic() < renewed + (REAUTH_MS - 300) / 1000, "too slow to test inside the second session"
+        assert conn.metadata_served(), "a request inside the renewed session is refused"
+        # Not renewed again: the next request after the end closes the connection.
+        wait_until(lambda: time.monotonic() >= second_end + 0.2, timeout=2 * REAUTH_MS / 1000, interval=0.02,
+                   what="the end of the second session")
+        assert not conn.metadata_served(), "a request after the session's end was answered"
+    finally:
+        conn.close()
+    assert 'SASL session of "alice" expired without re-authentication' in broker_log(secure.broker)
 
 
 # ---- a cluster: users and ACLs set through one broker, in force on the others --------------
