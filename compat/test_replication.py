@@ -8,7 +8,14 @@ brokers down acks=all is refused with NOT_ENOUGH_REPLICAS while acks=1 goes on; 
 broker's new replicas catch up before old ones go (whose files are then deleted); a
 SIGTERM moves leaderships before the broker leaves; a consumer with client.rack reads
 from the follower in its rack (KIP-392); committed offsets survive the kill -9 of their
-coordinator.
+coordinator. KIP-392 further: a lagging follower still in the ISR holds the high watermark
+at what it has; a follower out of the ISR is not offered as preferred read replica (its
+rack reads from the leader) and is offered again once back; a follower serves consumers
+only below its own high watermark. An unclean election's old leader truncates its
+divergent tail when it returns (every replica's records and end agree, the divergent
+records gone, on disk too). SIGTERM of the controller moves its leaderships and the
+controller role before it exits; SIGTERM of a partition's last in-sync replica exits with
+status 0 at once and it leads again, with every acknowledged write, when it returns.
 """
 
 from __future__ import annotations
@@ -487,3 +494,569 @@ def test_deleted_records_stay_deleted_after_the_leader_fails_over(cluster, topic
     assert not errors, [str(e) for e in errors]
     values = [m.value() for m in got]
     assert values[0] == b"old-30" and b"old-0" not in values and values[-1] == b"new-0", values[:3]
+
+
+# ---- KIP-392 follower reads, unclean-election truncation, controlled shutdown ------------
+
+LONG_LEASE_TTL_S = 60  # a SIGSTOPped broker stays registered: only the ISR rules decide
+
+
+def racked_cluster(tmp_path, lag_ms: int, lease_ttl_s: int = LONG_LEASE_TTL_S) -> Cluster:
+    """Three brokers in racks rack-1..rack-3 (node N in rack-N), with `lag_ms` as
+    replica.lag.time.max.ms and an etcd lease long enough that a paused broker keeps its
+    registration for the whole test: a follower then leaves an ISR only by lagging."""
+    c = Cluster(tmp_path, extra_args=["--replica-lag-time-max-ms", str(lag_ms)],
+                rack_of=lambda node: f"rack-{node}")
+    for b in c.brokers.values():
+        at = b.extra_args.index("--etcd-lease-ttl-secs")
+        b.extra_args[at + 1] = str(lease_ttl_s)
+    return c
+
+
+def pin(cluster: Cluster, topic: str, replicas: list[int], configs: dict | None = None) -> None:
+    """One partition on exactly `replicas` (the first leads), all in sync, known to every
+    live broker."""
+    from kafka.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap(), request_timeout_ms=15000)
+    try:
+        admin.create_topics({topic: {"assignments": {0: replicas}, "configs": configs or {}}})
+    finally:
+        admin.close()
+    for b in cluster.live():
+        wait_until(lambda b=b: isr_listing(cluster, topic, via=b).get(0, (0, [], []))[0] == replicas[0]
+                   and sorted(isr_listing(cluster, topic, via=b)[0][2]) == sorted(replicas), 15,
+                   what=f"{topic}-0 led by {replicas[0]} with ISR {replicas} as broker {b.node_id} sees it")
+
+
+def raw_call(address: str, api_key: int, version: int, body: bytes) -> bytes:
+    """One non-flexible request to the broker at `address`; its response after the
+    correlation id."""
+    client = b"replica-probe"
+    request = struct.pack(">hhih", api_key, version, 7, len(client)) + client + body
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(struct.pack(">i", len(request)) + request)
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack_from(">i", data)[0]:
+            chunk = sock.recv(1 << 20)
+            if not chunk:
+                raise ConnectionError(f"{address} closed the connection")
+            data += chunk
+    return data[8:]
+
+
+def partition_size(cluster: Cluster, node: int, topic: str, partition: int = 0) -> int:
+    """The size a raw DescribeLogDirs v1 to broker `node` lists for its replica of the
+    partition (-1: not listed). Raw, so that no admin client connects to a paused broker."""
+    data = raw_call(cluster.brokers[node].address, 35, 1, struct.pack(">i", -1))
+    at = 4  # throttle
+    (results,) = struct.unpack_from(">i", data, at)
+    at += 4
+    for _ in range(results):
+        (_, dir_len) = struct.unpack_from(">hh", data, at)
+        at += 4 + dir_len
+        (topics,) = struct.unpack_from(">i", data, at)
+        at += 4
+        for _ in range(topics):
+            (name_len,) = struct.unpack_from(">h", data, at)
+            name = data[at + 2:at + 2 + name_len].decode()
+            at += 2 + name_len
+            (partitions,) = struct.unpack_from(">i", data, at)
+            at += 4
+            for _ in range(partitions):
+                index, size, _, _ = struct.unpack_from(">iqqb", data, at)
+                at += 21
+                if (name, index) == (topic, partition):
+                    return size
+    return -1
+
+
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    """A zigzag varint (Kafka's record fields): (value, next position)."""
+    shift = raw = 0
+    while True:
+        byte = data[at]
+        at += 1
+        raw |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return (raw >> 1) ^ -(raw & 1), at
+
+
+def decode_batches(records: bytes) -> list[tuple[int, int, int, list[bytes]]]:
+    """(base offset, last offset, partition leader epoch, values) of each uncompressed v2
+    record batch."""
+    out = []
+    at = 0
+    while at + 61 <= len(records):
+        base, length, leader_epoch, magic = struct.unpack_from(">qiib", records, at)
+        end = at + 12 + length
+        if end > len(records):
+            break  # a partial batch at the end of the answer
+        assert magic == 2, magic
+        attributes, last_delta = struct.unpack_from(">hi", records, at + 21)
+        assert attributes & 0x7 == 0, "uncompressed batches only"
+        (count,) = struct.unpack_from(">i", records, at + 57)
+        values = []
+        pos = at + 61
+        for _ in range(count):
+            length, pos = _varint(records, pos)
+            record_end = pos + length
+            pos += 1  # attributes
+            _, pos = _varint(records, pos)  # timestamp delta
+            _, pos = _varint(records, pos)  # offset delta
+            key_len, pos = _varint(records, pos)
+            pos += max(key_len, 0)
+            value_len, pos = _varint(records, pos)
+            values.append(records[pos:pos + value_len] if value_len >= 0 else None)
+            pos = record_end
+        out.append((base, base + last_delta, leader_epoch, values))
+        at = end
+    return out
+
+
+def fetch_v11(address: str, topic: str, partition: int, offset: int, rack: str = "") -> dict:
+    """One raw Fetch v11 as a consumer (replica id -1, no wait) with `rack` as its rack id
+    (KIP-392) to the broker at `address`. Its answer for the partition: error,
+    high_watermark, log_start, preferred (preferred_read_replica) and batches, as
+    decode_batches gives them. A broker that only follows the partition answers from its
+    own log."""
+    def s16(text: str) -> bytes:
+        return struct.pack(">h", len(text)) + text.encode()
+
+    body = struct.pack(">iiiibii", -1, 0, 0, 8 << 20, 0, 0, -1)
+    body += struct.pack(">i", 1) + s16(topic)
+    body += struct.pack(">i", 1) + struct.pack(">iiqqi", partition, -1, offset, -1, 8 << 20)
+    body += struct.pack(">i", 0) + s16(rack)
+    request = struct.pack(">hhi", 1, 11, 7) + s16("rack-probe") + body
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(struct.pack(">i", len(request)) + request)
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack_from(">i", data)[0]:
+            chunk = sock.recv(1 << 20)
+            if not chunk:
+                raise ConnectionError(f"{address} closed the connection")
+            data += chunk
+    at = 4 + 4 + 4 + 2 + 4  # size, correlation id, throttle, error, session id
+    (topics,) = struct.unpack_from(">i", data, at)
+    assert topics == 1, topics
+    (name_len,) = struct.unpack_from(">h", data, at + 4)
+    at += 4 + 2 + name_len + 4  # topic count, name, partition count
+    _, error, high_watermark, _, log_start = struct.unpack_from(">ihqqq", data, at)
+    at += 4 + 2 + 8 + 8 + 8
+    (aborted,) = struct.unpack_from(">i", data, at)
+    at += 4 + max(aborted, 0) * 16
+    preferred, records_len = struct.unpack_from(">ii", data, at)
+    at += 8
+    records = data[at:at + max(records_len, 0)]
+    return {"error": error, "high_watermark": high_watermark, "log_start": log_start,
+            "preferred": preferred, "batches": decode_batches(records)}
+
+
+def replica_values(address: str, topic: str, partition: int = 0) -> list[bytes]:
+    """Every value below the high watermark of the replica on the broker at `address`,
+    read from that broker's own log (fetch_v11 from offset 0 on)."""
+    values: list[bytes] = []
+    offset = 0
+    while True:
+        answer = fetch_v11(address, topic, partition, offset)
+        assert answer["error"] == 0, answer
+        batches = [b for b in answer["batches"] if b[1] >= offset]
+        if not batches:
+            return values
+        for base, last, _, vals in batches:
+            values.extend(vals[max(0, offset - base):])
+            offset = last + 1
+
+
+def consume_with_rack(bootstrap: str, topic: str, rack: str, start: int, until: int,
+                      timeout: float = 30) -> tuple[list[bytes], int]:
+    """A confluent-kafka consumer with client.rack=`rack` reading partition 0 from `start`
+    until partition EOF at offset `until` (the high watermark it is served). Returns the
+    values read and the offset of the last EOF seen."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rack-{time.time()}",
+                  "client.rack": rack, "enable.auto.commit": False, "enable.partition.eof": True,
+                  "topic.metadata.refresh.interval.ms": 1000})
+    c.assign([TopicPartition(topic, 0, start)])
+    got: list[bytes] = []
+    eof = -1
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline and eof != until:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    eof = m.offset()
+                continue
+            got.append(m.value())
+    finally:
+        c.close()
+    return got, eof
+
+
+def values(prefix: str, n: int) -> list[bytes]:
+    return [f"{prefix}{i}".encode() for i in range(n)]
+
+
+def produce_lines(address: str, topic: str, vals: list[bytes], acks: str) -> None:
+    kcat("-b", address, "-P", "-t", topic, "-p", "0", "-X", f"acks={acks}", input=b"\n".join(vals) + b"\n")
+
+
+def roles(cluster: Cluster) -> tuple[int, int, int]:
+    """(leader, follower, other): the controller leads, so the two brokers a test may
+    pause are never the controller the admin calls go to."""
+    controller = cluster.metadata().controller_id
+    others = [n for n in sorted(cluster.brokers) if n != controller]
+    return controller, others[0], others[1]
+
+
+@pytest.mark.timeout(150)
+def test_a_lagging_follower_holds_the_high_watermark_until_it_leaves_the_isr(tmp_path, topic):
+    """KIP-392 with a follower that lags: while the paused follower F is still in the ISR
+    the leader's high watermark stays at what F has (so a consumer pointed at F, the
+    preferred read replica of F's rack, is never asked for records F lacks, and none is
+    served past it from the leader either); once F has lagged for replica.lag.time.max.ms
+    it leaves the ISR, is no longer offered, and the high watermark moves on."""
+    lag_ms = 8000
+    c = racked_cluster(tmp_path, lag_ms)
+    paused = None
+    try:
+        c.start()
+        leader, follower, other = roles(c)
+        L, F, G = c.brokers[leader], c.brokers[follower], c.brokers[other]
+        pin(c, topic, [leader, follower, other])
+        produce_lines(L.address, topic, values("a", 100), "all")
+        wait_until(lambda: fetch_v11(F.address, topic, 0, 100)["high_watermark"] == 100, 15,
+                   what="the follower's own high watermark at 100")
+        # All in sync: each rack is offered its own replica (none for the leader's rack).
+        offered = {n: fetch_v11(L.address, topic, 0, 0, rack=f"rack-{n}")["preferred"] for n in (1, 2, 3)}
+        assert offered == {leader: -1, follower: follower, other: other}, offered
+
+        os.kill(F.pid, signal.SIGSTOP)
+        paused = F
+        stopped_at = time.monotonic()
+        produce_lines(L.address, topic, values("b", 100), "1")
+        wait_until(lambda: partition_size(c, other, topic) == partition_size(c, leader, topic), 10,
+                   what="the running follower holding all 200 records")
+        # Still in the ISR (the lag time has not passed): the high watermark is held at
+        # F's 100, for a consumer in F's rack and for one reading from the leader.
+        racked = fetch_v11(L.address, topic, 0, 100, rack=f"rack-{follower}")
+        at_leader = fetch_v11(L.address, topic, 0, 100, rack=f"rack-{leader}")
+        isr_then = isr_listing(c, topic, via=L)[0][2]
+        checked_after = time.monotonic() - stopped_at
+        assert follower in isr_then and checked_after < lag_ms / 1000, \
+            f"checked {checked_after:.1f}s after the pause, ISR {isr_then}: the lag window was missed"
+        assert (racked["high_watermark"], racked["preferred"]) == (100, follower), racked
+        assert (at_leader["high_watermark"], at_leader["batches"]) == (100, []), at_leader
+
+        wait_until(lambda: sorted(isr_listing(c, topic, via=L)[0][2]) == sorted([leader, other]),
+                   lag_ms / 1000 + 10, what="the paused follower out of the ISR")
+        out = fetch_v11(L.address, topic, 0, 0, rack=f"rack-{follower}")
+        assert (out["preferred"], out["high_watermark"]) == (-1, 200), \
+            f"an out-of-sync follower is not offered, and the leader serves its rack: {out}"
+        assert out["batches"] and out["batches"][0][0] == 0
+        assert replica_values(L.address, topic) == values("a", 100) + values("b", 100)
+    finally:
+        if paused is not None:
+            os.kill(paused.pid, signal.SIGCONT)
+    try:
+        wait_until(lambda: sorted(isr_listing(c, topic, via=L)[0][2]) == sorted([leader, follower, other]), 30,
+                   what="the follower back in the ISR")
+        wait_until(lambda: fetch_v11(L.address, topic, 0, 0, rack=f"rack-{follower}")["preferred"] == follower,
+                   10, what="the follower offered again to its rack")
+        wait_until(lambda: fetch_v11(F.address, topic, 0, 200)["high_watermark"] == 200, 10,
+                   what="the follower's own high watermark at 200")
+        assert replica_values(F.address, topic) == values("a", 100) + values("b", 100)
+    finally:
+        c.stop()
+
+
+@pytest.mark.timeout(150)
+def test_a_follower_out_of_the_isr_is_not_offered_and_its_rack_reads_from_the_leader(tmp_path, topic):
+    """KIP-392, Kafka's ReplicaManager.findPreferredReadReplica: a replica out of the ISR is
+    not a candidate (it may lag without bound). With the follower of rack F paused and out
+    of the ISR, a client.rack=F consumer is not sent to it and reads everything from the
+    leader; once back in the ISR the follower is offered and serves its rack again."""
+    c = racked_cluster(tmp_path, LAG_MS)
+    paused = None
+    try:
+        c.start()
+        leader, follower, other = roles(c)
+        L, F, G = c.brokers[leader], c.brokers[follower], c.brokers[other]
+        pin(c, topic, [leader, follower, other])
+        produce_lines(L.address, topic, values("a", 100), "all")
+        assert fetch_v11(L.address, topic, 0, 0, rack=f"rack-{follower}")["preferred"] == follower
+        shrinks, expands = (c.metric(L, m) for m in ("tern_isr_shrinks_total", "tern_isr_expands_total"))
+        os.kill(F.pid, signal.SIGSTOP)
+        paused = F
+        produce_lines(L.address, topic, values("b", 100), "1")
+        wait_until(lambda: sorted(isr_listing(c, topic, via=L)[0][2]) == sorted([leader, other]),
+                   LAG_MS / 1000 + 10, what="the paused follower out of the ISR")
+        # One shrink, counted as one: the paused follower left, no member joined.
+        assert (c.metric(L, "tern_isr_shrinks_total"), c.metric(L, "tern_isr_expands_total")) == \
+            (shrinks + 1, expands), "(shrinks, expands) on the leader"
+        answer = fetch_v11(L.address, topic, 0, 0, rack=f"rack-{follower}")
+        assert (answer["preferred"], answer["high_watermark"]) == (-1, 200), answer
+        # A real consumer in the paused follower's rack reads everything, from the leader,
+        # while the follower is still paused.
+        got, eof = consume_with_rack(f"{L.address},{G.address}", topic, f"rack-{follower}", 0, 200)
+        assert (got, eof) == (values("a", 100) + values("b", 100), 200)
+    finally:
+        if paused is not None:
+            os.kill(paused.pid, signal.SIGCONT)
+    try:
+        wait_until(lambda: sorted(isr_listing(c, topic, via=L)[0][2]) == sorted([leader, follower, other]), 30,
+                   what="the follower back in the ISR")
+        wait_until(lambda: fetch_v11(L.address, topic, 0, 0, rack=f"rack-{follower}")["preferred"] == follower,
+                   10, what="the follower offered again to its rack")
+        wait_until(lambda: fetch_v11(F.address, topic, 0, 200)["high_watermark"] == 200, 10,
+                   what="the follower's own high watermark at 200")
+        served = c.metric(F, "tern_topic_messages_out_total")
+        got, eof = consume_with_rack(c.bootstrap(), topic, f"rack-{follower}", 100, 200)
+        assert (got, eof) == (values("b", 100), 200)
+        assert c.metric(F, "tern_topic_messages_out_total") - served == 100, "the follower served its rack"
+    finally:
+        c.stop()
+
+
+@pytest.mark.timeout(150)
+def test_a_follower_serves_a_consumer_only_up_to_its_own_high_watermark(tmp_path, topic):
+    """KIP-392: a follower serves consumers below its own high watermark, not its log end.
+    The other follower G is paused but stays in the ISR (a long replica.lag.time.max.ms), so
+    the high watermark cannot pass 100 while the follower F already holds 200 records;
+    F then serves a consumer in its rack exactly 100, and the rest once G is back and the
+    high watermark has moved."""
+    c = racked_cluster(tmp_path, lag_ms=60000)
+    paused = None
+    try:
+        c.start()
+        leader, follower, other = roles(c)
+        L, F, G = c.brokers[leader], c.brokers[follower], c.brokers[other]
+        pin(c, topic, [leader, follower, other])
+        produce_lines(L.address, topic, values("a", 100), "all")
+        wait_until(lambda: fetch_v11(F.address, topic, 0, 100)["high_watermark"] == 100, 15,
+                   what="the follower's own high watermark at 100")
+        os.kill(G.pid, signal.SIGSTOP)
+        paused = G
+        produce_lines(L.address, topic, values("b", 100), "1")
+        wait_until(lambda: partition_size(c, follower, topic) == partition_size(c, leader, topic), 10,
+                   what="the follower holding all 200 records")
+        assert sorted(isr_listing(c, topic, via=L)[0][2]) == sorted([leader, follower, other])
+        at_100 = fetch_v11(F.address, topic, 0, 100)
+        assert (at_100["error"], at_100["high_watermark"], at_100["batches"]) == (0, 100, []), at_100
+        from_0 = fetch_v11(F.address, topic, 0, 0)
+        assert from_0["batches"] and max(last for _, last, _, _ in from_0["batches"]) == 99, from_0["batches"]
+        served = c.metric(F, "tern_topic_messages_out_total")
+        racked = f"{L.address},{F.address}"
+        got, eof = consume_with_rack(racked, topic, f"rack-{follower}", 0, 100)
+        assert (got, eof) == (values("a", 100), 100)
+        assert c.metric(F, "tern_topic_messages_out_total") - served == 100, "read from the follower"
+        os.kill(G.pid, signal.SIGCONT)
+        paused = None
+        wait_until(lambda: fetch_v11(F.address, topic, 0, 200)["high_watermark"] == 200, 15,
+                   what="the follower's own high watermark at 200 once the other follower caught up")
+        got, eof = consume_with_rack(racked, topic, f"rack-{follower}", 100, 200)
+        assert (got, eof) == (values("b", 100), 200)
+        assert c.metric(F, "tern_topic_messages_out_total") - served == 200, "read from the follower"
+    finally:
+        if paused is not None:
+            os.kill(paused.pid, signal.SIGCONT)
+        c.stop()
+
+
+@pytest.mark.timeout(150)
+def test_an_unclean_elections_old_leader_truncates_its_divergent_tail_when_it_returns(cluster, topic):
+    """KIP-101/KIP-320: the old leader of an unclean election holds records the new leader
+    never had (written with acks=1 after the follower died). When it comes back it
+    follows the new leader, truncates that divergent tail to the new leader's log and
+    fetches the new leader's records at those offsets: afterwards both replicas hold the
+    same records at the same offsets, end at the same offset, and no replica (not even
+    on disk) holds the divergent records."""
+    from confluent_kafka import ElectionType
+    from confluent_kafka.admin import AdminClient
+
+    old, new, bystander = 1, 2, cluster.brokers[3]
+    pin(cluster, topic, [old, new])
+    produce_lines(cluster.brokers[old].address, topic, values("common", 10), "all")
+    cluster.brokers[new].kill9()
+    wait_until(lambda: isr_listing(cluster, topic, via=bystander)[0][2] == [old], LEASE_TTL_S + 8,
+               what="the follower out of the ISR")
+    produce_lines(cluster.brokers[old].address, topic, values("divergent", 50), "1")
+    assert replica_values(cluster.brokers[old].address, topic) == values("common", 10) + values("divergent", 50)
+    cluster.brokers[old].kill9()
+    wait_until(lambda: isr_listing(cluster, topic, via=bystander)[0][0] == -1, LEASE_TTL_S + 8,
+               what="the partition offline")
+    cluster.brokers[new].start()
+    wait_until(lambda: new in [b.id for b in cluster.metadata(via=bystander).brokers.values()], 15,
+               what="the follower registered again")
+    tp = TopicPartition(topic, 0)
+    admin = AdminClient({"bootstrap.servers": bystander.address})
+    outcome = admin.elect_leaders(ElectionType.UNCLEAN, [tp]).result(20)
+    assert outcome.get(tp) is None, outcome
+    wait_until(lambda: isr_listing(cluster, topic, via=bystander)[0][:3:2] == (new, [new]), 10,
+               what="the out-of-sync replica leading alone")
+    produce_lines(cluster.brokers[new].address, topic, values("after", 5), "all")
+    expected = values("common", 10) + values("after", 5)
+    assert replica_values(cluster.brokers[new].address, topic) == expected
+
+    def settled() -> bool:
+        """Pinned [old, new]: once the old leader is back in the ISR it is the preferred
+        leader again; every broker sees it leading with both in sync (a read while the
+        leadership moves may be refused with NOT_LEADER_OR_FOLLOWER, as in Kafka)."""
+        return all(isr_listing(cluster, topic, via=b)[0][0] == old and
+                   sorted(isr_listing(cluster, topic, via=b)[0][2]) == [old, new] for b in cluster.live())
+
+    cluster.brokers[old].start()
+    wait_until(settled, 30, what="the old leader back in the ISR and leading again")
+    for node in (old, new):
+        b = cluster.brokers[node]
+        wait_until(lambda b=b: fetch_v11(b.address, topic, 0, 15)["high_watermark"] == 15, 10,
+                   what=f"broker {node}'s own high watermark at 15")
+        assert replica_values(b.address, topic) == expected, f"broker {node}'s replica"
+    assert partition_size(cluster, old, topic) == partition_size(cluster, new, topic), \
+        "both replicas' logs end at the same place (nothing past offset 15 on the old leader)"
+    for node in (old, new):
+        segments = list((cluster.brokers[node].data_dir / f"{topic}-0").glob("*.log"))
+        assert segments
+        wait_until(lambda segments=segments: not any(b"divergent" in s.read_bytes() for s in segments), 10,
+                   what=f"the divergent records gone from broker {node}'s segment files")
+    # And they stay gone across a restart of the replica that had them.
+    cluster.brokers[old].restart()
+    wait_until(settled, 30, what="the old leader back in the ISR and leading after its restart")
+    wait_until(lambda: fetch_v11(cluster.brokers[old].address, topic, 0, 15)["high_watermark"] == 15, 10,
+               what="the old leader's high watermark at 15 after its restart")
+    assert replica_values(cluster.brokers[old].address, topic) == expected
+    got, errors, _ = ck.consume_all(cluster.bootstrap(), topic)
+    assert not errors and [m.value() for m in got] == expected
+
+
+@pytest.mark.timeout(150)
+def test_sigterm_of_the_controller_hands_over_its_leaderships_and_the_controller_role(cluster, topic):
+    """Controlled shutdown of the broker that is the controller (Kafka: it moves its own
+    leaderships away, then resigns, and another broker is elected at once rather than
+    when its session times out). By the time the process has exited, every partition is
+    led by another broker and its ISR no longer lists the one gone; a new controller is
+    elected within a second, once; and acks=all writes go on with no gap longer than
+    2.5 s and nothing acknowledged lost."""
+    cluster.create_topic(topic, 6, 3, {"min.insync.replicas": "2"})
+    wait_until(lambda: all_in_sync(cluster, topic), 15, what="all in sync")
+    controller = cluster.metadata().controller_id
+    victim = cluster.brokers[controller]
+    survivors = [b for n, b in cluster.brokers.items() if n != controller]
+    assert list(cluster.leaders(topic).values()).count(controller) == 2, cluster.leaders(topic)
+    elections = sum(cluster.metric(b, "tern_controller_elections_total") for b in survivors)
+    recorder = start_recorder(cluster, topic)
+    recorder.wait_for_acks_past({}, 6, 15, "acknowledged writes on all 6 partitions")
+    stamps: list[float] = []
+    original = recorder._report
+
+    def stamped(err, msg):
+        if err is None:
+            stamps.append(time.monotonic())
+        original(err, msg)
+
+    recorder._report = stamped
+    t0 = time.monotonic()
+    assert victim.stop() == 0
+    exited = time.monotonic()
+    # Right at exit (well inside the lease TTL and the replica lag time, after which the
+    # partitions would move or shrink anyway): nothing left on the broker gone.
+    listing = wait_until(lambda: (lambda l: l if all(
+        leader != controller and controller not in isr and sorted(isr) == sorted(b.node_id for b in survivors)
+        for leader, _, isr in l.values()) else None)(isr_listing(cluster, topic, via=survivors[0])),
+        1.0, interval=0.05, what="every partition led by a survivor with the survivors as its ISR")
+    handed_over_after = time.monotonic() - exited
+    new_controller = wait_until(
+        lambda: (lambda c: c if c not in (-1, controller) else None)(cluster.metadata(via=survivors[0]).controller_id),
+        1.0, interval=0.05, what="a new controller")
+    elected_after = time.monotonic() - exited
+    assert new_controller in [b.node_id for b in survivors]
+    assert cluster.metadata(via=survivors[1]).controller_id == new_controller
+    wait_until(lambda: sum(cluster.metric(b, "tern_controller_elections_total") for b in survivors) == elections + 1,
+               5, what="the election counted")
+    recorder.wait_for_acks_past(recorder.latest(), 6, 15, "acknowledged writes on every partition after the SIGTERM")
+    recorder.finish()
+    gaps = [b - a for a, b in zip(stamps, stamps[1:]) if a > t0 - 1]
+    longest = max(gaps) if gaps else 0
+    print(f"\nSIGTERM of the controller: gone after {exited - t0:.2f}s; partitions handed over "
+          f"{handed_over_after:.2f}s and controller {new_controller} elected {elected_after:.2f}s after its exit; "
+          f"longest gap between acknowledgements {longest:.2f}s; leaders {listing}")
+    assert_nothing_acknowledged_lost(recorder, read_all(cluster, topic, 6, recorder))
+    assert longest <= 2.5, "leaderships moved before the broker left"
+    # Back, it rejoins every ISR and the controller stays where it is.
+    victim.start()
+    wait_until(lambda: all_in_sync(cluster, topic), 30, what="the old controller back in every ISR")
+    assert cluster.metadata(via=survivors[0]).controller_id == new_controller
+    assert sum(cluster.metric(b, "tern_controller_elections_total") for b in cluster.live()) == elections + 1
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("alone", [False, True], ids=["controller-up", "only-broker-left"])
+def test_sigterm_of_the_last_in_sync_replica_exits_cleanly_and_it_leads_again_with_every_write(
+        cluster, topic, alone):
+    """Controlled shutdown of a partition's last in-sync replica (min.insync.replicas=1,
+    its other replicas down): there is nowhere to move the leadership, so the broker must
+    not wait for that — it exits with status 0 well within the harness's stop limit —
+    and when it comes back it leads again with every acknowledged write, and the other
+    replicas catch up to exactly those records. controller-up: a replication-factor-2
+    partition whose other replica is down, with the controller (a third broker) up: the
+    partition is offline while the broker is gone, its ISR still [it] (Kafka never writes
+    an empty ISR), so the other replica, back first, is not elected. only-broker-left: a
+    replication-factor-3 partition with both other brokers down, so the broker shut down
+    is also the controller and the last broker of the cluster."""
+    controller = cluster.metadata().controller_id
+    if alone:
+        last = controller
+        others = [n for n in sorted(cluster.brokers) if n != last]
+        pin(cluster, topic, [last, *others], {"min.insync.replicas": "1"})
+        watcher = cluster.brokers[last]
+    else:
+        last, *others = [n for n in sorted(cluster.brokers) if n != controller]
+        pin(cluster, topic, [last, *others], {"min.insync.replicas": "1"})
+        watcher = cluster.brokers[controller]
+    for n in others:
+        cluster.brokers[n].kill9()
+    wait_until(lambda: isr_listing(cluster, topic, via=watcher)[0][::2] == (last, [last]),
+               LAG_MS / 1000 + LEASE_TTL_S + 8, what="the last in-sync replica leading alone")
+    reports = ck.produce_all(cluster.brokers[last].address, topic,
+                             [{"value": v, "partition": 0} for v in values("w", 300)], {"acks": "all"})
+    assert all(err is None for _, err, _, _ in reports), [err for _, err, _, _ in reports if err][:3]
+    acked = sorted((offset, values("w", 300)[i]) for i, _, _, offset in reports)
+    assert [o for o, _ in acked] == list(range(300))
+    t0 = time.monotonic()
+    assert cluster.brokers[last].stop() == 0
+    took = time.monotonic() - t0
+    print(f"\nSIGTERM of the last in-sync replica ({'alone' if alone else 'controller up'}): "
+          f"exited with 0 after {took:.2f}s")
+    assert took < 5, f"{took:.2f}s: the shutdown waited for a leadership that cannot move"
+    if not alone:
+        wait_until(lambda: isr_listing(cluster, topic, via=watcher)[0][::2] == (-1, [last]), 5,
+                   what="the partition offline with the ISR kept")
+        for n in others:
+            cluster.brokers[n].start()
+        wait_until(lambda: all(n in [b.id for b in cluster.metadata(via=watcher).brokers.values()] for n in others),
+                   15, what="the other replica registered again")
+        # A spot check (an election that does not happen leaves nothing to wait for): the
+        # out-of-sync replica, registered again, was not made leader.
+        assert isr_listing(cluster, topic, via=watcher)[0][::2] == (-1, [last])
+    cluster.brokers[last].start()
+    watcher = watcher if not alone else cluster.brokers[last]
+    # As the controller's broker and as the broker itself see it (a broker just started
+    # may still refuse a read while it takes up the leadership, as in Kafka).
+    wait_until(lambda: all(isr_listing(cluster, topic, via=b)[0][0] == last for b in (watcher, cluster.brokers[last]))
+               and fetch_v11(cluster.brokers[last].address, topic, 0, 0)["error"] == 0,
+               15, what="the last in-sync replica leading again")
+    assert replica_values(cluster.brokers[last].address, topic) == [v for _, v in acked]
+    if alone:
+        for n in others:
+            cluster.brokers[n].start()
+    wait_until(lambda: sorted(isr_listing(cluster, topic, via=watcher)[0][2]) == sorted([last, *others]), 30,
+               what="the other replicas caught up")
+    for n in others:
+        wait_until(lambda n=n: fetch_v11(cluster.brokers[n].address, topic, 0, 300)["high_watermark"] == 300, 10,
+                   what=f"broker {n}'s high watermark at 300")
+        assert replica_values(cluster.brokers[n].address, topic) == [v for _, v in acked]

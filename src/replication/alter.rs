@@ -80,6 +80,13 @@ async fn write_topic(
             incarnations: proposal.incarnations.clone(),
         })
         .collect();
+    // Each partition's committed ISR before the write: once it is written, the store's
+    // watch may hand the new ISR to the partition before the answer is read here, and a
+    // shrink compared with that would be counted as an expand.
+    let sizes_before: Vec<usize> = group
+        .iter()
+        .map(|(partition, _)| partition.isr().len())
+        .collect();
     let outcomes = match store.alter_partitions(topic, topic_id, &requests).await {
         Ok(outcomes) => outcomes,
         Err(error) => {
@@ -87,11 +94,13 @@ async fn write_topic(
             vec![None; group.len()]
         }
     };
-    for ((partition, proposal), outcome) in group.iter().zip(outcomes) {
+    for (((partition, proposal), outcome), size_before) in
+        group.iter().zip(outcomes).zip(sizes_before)
+    {
         let id = partition.id();
         match outcome {
             Some(state) => {
-                let counter = if state.isr.len() < partition.isr().len() {
+                let counter = if state.isr.len() < size_before {
                     crate::metrics::ISR_SHRINKS_TOTAL
                 } else {
                     crate::metrics::ISR_EXPANDS_TOTAL
