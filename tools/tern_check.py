@@ -846,8 +846,9 @@ def read_replica(partition_dir: Path, records: bool = True, tamper=None) -> dict
         pos = 0
         while pos + 12 <= size:
             base, length = struct.unpack_from(">qi", data, pos)
-            if data.count(0, pos) == size - pos:
-                break  # preallocated zeros: the end of the segment's data
+            if length == 0 and data.count(0, pos) == size - pos:
+                break  # preallocated zeros: the end of the segment's data (scanned only
+                # where a batch would have length 0: scanning at every batch is quadratic)
             if length < MIN_BATCH_LENGTH or pos + LOG_OVERHEAD + length > size or data[pos + 16] != 2:
                 out["torn"] += size - pos
                 break
