@@ -954,3 +954,387 @@ def test_archive_configs_are_described_and_alterable(start_broker, topic):
     configs = describe(admin_for(flagged), ResourceType.TOPIC, topic)
     assert value_and_source(configs, "archive.enable") == ("true", ConfigSource.STATIC_BROKER_CONFIG)
     assert value_and_source(configs, "archive.on.failure") == ("delete", ConfigSource.STATIC_BROKER_CONFIG)
+
+
+# ---------------------------------------------------------------------------- S3 failures
+#
+# An S3 store that fails in other ways than "nothing listens": a fault-injecting HTTP
+# proxy sits between tern and moto (tern's --archive-s3-endpoint is the proxy; the test
+# reads moto directly). It forwards every request, or, once told to, answers matching
+# requests with an S3 error, stalls them, or closes their connection.
+
+ANY = lambda method, key: True  # noqa: E731
+PUT = lambda method, key: method == "PUT"  # noqa: E731
+PUT_OBJECT = lambda method, key: method == "PUT" and key.endswith(".parquet")  # noqa: E731
+PUT_MANIFEST = lambda method, key: method == "PUT" and key.endswith("/_manifest.json")  # noqa: E731
+S3_ERRORS = {500: "InternalError", 503: "SlowDown", 403: "InvalidAccessKeyId"}
+
+
+class S3FaultProxy:
+    """An HTTP/1.1 proxy to moto. fail(action, match, after, counting, times): once `after`
+    requests matching `counting` (default: `match`) have been forwarded, up to `times`
+    (default: all) requests matching `match` get `action`: an S3 error status (500, 503,
+    403), "drop" (the connection is closed, unanswered) or "stall" (held unanswered until
+    tern closes the connection; with apply_late, then forwarded to moto all the same, as a
+    store may apply a write its client gave up on, once apply_late is set). heal() forwards
+    everything again. `log` lists (method, key, outcome) of every request."""
+
+    def __init__(self, upstream_port: int):
+        from http.server import ThreadingHTTPServer
+        self.upstream_port = upstream_port
+        self.lock = threading.Lock()
+        self.log: list[tuple[str, str, str]] = []
+        self.gave_up: list[tuple[str, float]] = []  # stalled requests tern gave up on: (key, seconds held)
+        self.late: list[tuple[str, int]] = []  # stalled requests applied late: (key, moto's status)
+        self.apply_late = threading.Event()
+        self.closing = False
+        self.heal()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _ProxyHandler)
+        self.server.daemon_threads = True
+        self.server.proxy = self
+        self.port = self.server.server_address[1]
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
+
+    def fail(self, action, match=ANY, after: int = 0, counting=None, times: int | None = None) -> None:
+        with self.lock:
+            self.action, self.match, self.counting = action, match, counting or match
+            self.after, self.times = after, times
+
+    def heal(self) -> None:
+        self.fail("forward", ANY)
+
+    def outcomes(self, outcome: str) -> int:
+        with self.lock:
+            return sum(1 for _, _, o in self.log if o == outcome)
+
+    def decide(self, method: str, key: str) -> str | int:
+        with self.lock:
+            action = "forward"
+            if self.action != "forward" and self.after <= 0 and self.match(method, key) \
+                    and (self.times is None or self.times > 0):
+                action = self.action
+                if self.times is not None:
+                    self.times -= 1
+            elif self.action != "forward" and self.after > 0 and self.counting(method, key):
+                self.after -= 1
+            self.log.append((method, key, str(action)))
+            return action
+
+    def close(self) -> None:
+        self.closing = True
+        self.apply_late.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class _ProxyHandler(__import__("http.server").server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def handle_one(self) -> None:
+        proxy: S3FaultProxy = self.server.proxy
+        assert "chunked" not in (self.headers.get("Transfer-Encoding") or ""), "a chunked request body"
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        key = unquote(urlparse(self.path).path)
+        action = proxy.decide(self.command, key)
+        if action == "forward":
+            self.forward(body)
+        elif isinstance(action, int):
+            self.error(action)
+        elif action == "drop":
+            self.close_connection = True
+        elif action == "stall":
+            self.close_connection = True
+            held = time.monotonic()
+            import select
+            while True:  # until tern closes the connection (its request timeout)
+                readable, _, _ = select.select([self.connection], [], [], 0.2)
+                if readable and self.connection.recv(1, socket.MSG_PEEK) == b"":
+                    break
+            with proxy.lock:
+                proxy.gave_up.append((key, time.monotonic() - held))
+            if proxy.apply_late.wait(600) and not proxy.closing:
+                status = self.upstream(body)[0]
+                with proxy.lock:
+                    proxy.late.append((key, status))
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = handle_one
+
+    def upstream(self, body: bytes):
+        import http.client
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.proxy.upstream_port, timeout=30)
+        try:
+            conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
+            for k, v in self.headers.items():
+                if k.lower() not in ("connection", "keep-alive"):
+                    conn.putheader(k, v)
+            conn.endheaders(body or None)
+            resp = conn.getresponse()
+            return resp.status, resp.reason, resp.getheaders(), resp.read()
+        finally:
+            conn.close()
+
+    def forward(self, body: bytes) -> None:
+        status, reason, headers, data = self.upstream(body)
+        self.send_response_only(status, reason)
+        for k, v in headers:
+            if k.lower() not in ("transfer-encoding", "connection", "keep-alive", "content-length"):
+                self.send_header(k, v)
+        if self.command == "HEAD":
+            length = next((v for k, v in headers if k.lower() == "content-length"), "0")
+        else:
+            length = str(len(data))
+        self.send_header("Content-Length", length)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def error(self, status: int) -> None:
+        code = S3_ERRORS[status]
+        body = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
+                f"<Message>injected {status}</Message><RequestId>fault</RequestId></Error>").encode()
+        self.send_response_only(status)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(0 if self.command == "HEAD" else len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+
+class ProxiedS3Archive(S3Archive):
+    """moto's S3, which tern reaches through the proxy (the test reads moto directly)."""
+
+    def __init__(self, moto: Moto, proxy: S3FaultProxy):
+        super().__init__(moto)
+        self.proxy = proxy
+
+    def flags(self) -> list[str]:
+        flags = super().flags()
+        flags[flags.index("--archive-s3-endpoint") + 1] = self.proxy.endpoint
+        return flags
+
+    def keys(self, topic: str) -> list[str]:
+        """Every object under the topic's folder, by its path from the archive's root."""
+        listed = self.moto.s3().list_objects_v2(Bucket=self.bucket, Prefix=f"{self.prefix}/topic={topic}/")
+        return sorted(o["Key"][len(self.prefix) + 1:] for o in listed.get("Contents", []))
+
+
+@pytest.fixture
+def s3_proxy(moto):
+    """moto started with the bucket, and a fault proxy in front of it."""
+    moto.start().create_bucket(BUCKET)
+    proxy = S3FaultProxy(moto.port)
+    try:
+        yield proxy
+    finally:
+        proxy.close()
+
+
+def listed_offsets(archive, topic: str) -> tuple[int, list[int]]:
+    """The manifest's next_offset and the offsets of every row of the objects it lists, read
+    with pyarrow, in listing order."""
+    import pyarrow as pa
+    m = manifest(archive, topic, 0) or {"next_offset": 0, "entries": []}
+    offsets: list[int] = []
+    for e in m["entries"]:
+        raw = archive.read(e["path"])
+        assert raw is not None, f"the manifest lists {e['path']}, which is not in the store"
+        offsets += pq.read_table(pa.BufferReader(raw)).column("offset").to_pylist()
+    return m["next_offset"], offsets
+
+
+def assert_each_record_once(address: str, archive, topic: str, recs: list[Rec]) -> int:
+    """Nothing lost, nothing twice: the broker serves one contiguous run of offsets from its
+    log start to its end (the records as produced, then the two sentinels), the objects
+    the manifest lists hold each offset below the manifest's next_offset once, and the
+    log starts no later than that next_offset. Returns the next_offset."""
+    messages, errors, _ = ck.consume_all(address, topic)
+    assert not errors, errors
+    on_broker = [m.offset() for m in messages]
+    n = len(recs)
+    assert on_broker and on_broker == list(range(on_broker[0], n + 2)), \
+        f"the broker serves offsets {on_broker[:3]}..{on_broker[-3:]}, not one run to {n + 2}"
+    for m in messages[:-2]:
+        assert m.value() == recs[m.offset()].value, f"offset {m.offset()} changed on the broker"
+    next_at, archived = listed_offsets(archive, topic)  # read after the broker: it only moves on
+    dupes = sorted(o for o, c in Counter(archived).items() if c > 1)
+    assert not dupes, f"offsets in more than one listed object: {dupes[:5]}"
+    assert archived == list(range(next_at)), f"the listed objects hold {len(archived)} offsets, not 0..{next_at - 1}"
+    assert on_broker[0] <= next_at, \
+        f"lost: the broker starts at {on_broker[0]}, the archive lists only offsets below {next_at}"
+    return next_at
+
+
+def hold_until(predicate, invariant, timeout: float, what: str):
+    """Polls predicate() (bounded, as wait_until) and checks invariant() at every poll: an
+    invariant that fails fails at once, not at the timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        invariant()
+        if v := predicate():
+            return v
+        time.sleep(0.25)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def log_start_stays(address: str, topic: str, at_most: int):
+    def check() -> None:
+        start = low_watermark(address, topic, 0)[0]
+        assert start <= at_most, f"retention deleted up to {start}; the archive has only below {at_most}"
+    return check
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("status,which", [(500, "every request"), (503, "writes only"), (403, "every request")])
+def test_s3_error_answers_hold_retention_until_the_store_recovers(start_broker, moto, s3_proxy, topic, status, which):
+    """The store answers 500 (every request), 503 SlowDown (PUTs only: the manifest reads
+    and the listing work, each object's write fails) or 403 (every request, as bad
+    credentials would): nothing is archived, retention deletes nothing through several
+    failed exports, which the exporter retries, counts and logs, and every record stays
+    readable from the broker. Once the store answers again, the export completes: the
+    archive holds every record exactly once and no object that its manifest does not list."""
+    s3_proxy.fail(status, ANY if which == "every request" else PUT)
+    archive = ProxiedS3Archive(moto, s3_proxy)
+    b = start_broker(*ENABLED, *archive.flags())
+    create_topic(b.address, topic, config=ARCHIVED_TOPIC)
+    recs = produce_archivable(b.address, topic, 100)
+    unchanged = log_start_stays(b.address, topic, 0)
+    hold_until(lambda: metric(b, "tern_archive_failures_total", topic) >= 3, unchanged, 60,
+               "three failed exports")
+    assert s3_proxy.outcomes(str(status)) >= 3, s3_proxy.log[-5:]
+    assert manifest(archive, topic, 0) is None and archive.keys(topic) == [], archive.keys(topic)
+    assert assert_each_record_once(b.address, archive, topic, recs) == 0
+    assert metric(b, "tern_archive_lag_seconds", topic) > 0
+    assert any(topic in line and "archive export failed" in line for line in broker_log(b).splitlines())
+    s3_proxy.heal()
+    wait_log_start(b.address, topic, recs, timeout=60)
+    assert_archive_holds(archive, topic, recs)
+    assert_each_record_once(b.address, archive, topic, recs)
+    wait_until(lambda: metric(b, "tern_archive_lag_seconds", topic) == 0, 10, what="no archive lag")
+
+
+@pytest.mark.timeout(120)
+def test_s3_outage_between_the_parts_of_one_export(start_broker, moto, s3_proxy, topic):
+    """The store goes away (every connection closed unanswered) in the middle of an export
+    of many objects, after its third object and manifest: the three listed objects stay,
+    retention goes no further than they do, every record is readable once from the broker
+    or the listed objects, the exporter keeps retrying; once the store is back, the export
+    goes on from the manifest (the first three objects are not written again) and the
+    archive ends with each record exactly once."""
+    s3_proxy.fail("drop", ANY, after=3, counting=PUT_MANIFEST)
+    archive = ProxiedS3Archive(moto, s3_proxy)
+    b = start_broker(*ENABLED, "--archive-memory-bytes", "8192", *archive.flags())
+    create_topic(b.address, topic, config=ARCHIVED_TOPIC)
+    recs = produce_archivable(b.address, topic, 1000, value_size=48)
+    wait_until(lambda: metric(b, "tern_archive_failures_total", topic) >= 1, 60, what="the export to fail")
+    before = manifest(archive, topic, 0)
+    assert before is not None and len(before["entries"]) == 3, before
+    at = before["next_offset"]
+    assert 0 < at < len(recs), at
+    held = log_start_stays(b.address, topic, at)
+    failures = metric(b, "tern_archive_failures_total", topic)
+    hold_until(lambda: metric(b, "tern_archive_failures_total", topic) >= failures + 2, held, 60,
+               "the exporter to retry twice")
+    assert s3_proxy.outcomes("drop") >= 3
+    wait_until(lambda: low_watermark(b.address, topic, 0)[0] > 0, 10, what="retention to take what the archive lists")
+    assert assert_each_record_once(b.address, archive, topic, recs) == at
+    assert [k for k in archive.keys(topic) if k.endswith(".parquet")] == sorted(e["path"] for e in before["entries"])
+    s3_proxy.heal()
+    wait_log_start(b.address, topic, recs, timeout=60)
+    assert_archive_holds(archive, topic, recs)
+    after = manifest(archive, topic, 0)
+    assert after["entries"][:3] == before["entries"], "the objects listed before the outage were written again"
+    assert len(after["entries"]) > 3
+
+
+@pytest.mark.timeout(120)
+def test_an_orphan_on_s3_is_deleted_and_never_counted(start_broker, moto, s3_proxy, topic):
+    """Every manifest write after the second fails (500, also on the client's retries):
+    the third object is written and never listed, an orphan on S3. Its records stay on the
+    broker (retention stops at the listed objects), and the next export deletes it before
+    it writes them again, as it deletes a second orphan planted under another name. Once
+    the store takes manifests again, the archive ends with each record once: no orphan is
+    left for a reader of the folder to count twice."""
+    s3_proxy.fail(500, PUT_MANIFEST, after=2)
+    archive = ProxiedS3Archive(moto, s3_proxy)
+    b = start_broker(*ENABLED, "--archive-memory-bytes", "8192", *archive.flags())
+    create_topic(b.address, topic, config=ARCHIVED_TOPIC)
+    recs = produce_archivable(b.address, topic, 1000, value_size=48)
+    wait_until(lambda: metric(b, "tern_archive_failures_total", topic) >= 1, 60, what="the export to fail")
+    listed = manifest(archive, topic, 0)
+    assert listed is not None and len(listed["entries"]) == 2, listed
+    at = listed["next_offset"]
+    paths = {e["path"] for e in listed["entries"]}
+
+    def orphan():
+        found = [k for k in archive.keys(topic) if k.endswith(".parquet") and k not in paths]
+        # Each retry deletes it and writes it again: read it while it is there.
+        return found and (raw := archive.read(found[0])) is not None and (found, raw)
+    orphans, orphan_bytes = wait_until(orphan, 10, what="an orphan (an object written, its manifest not)")
+    assert len(orphans) == 1 and manifest_range(orphans[0])[0] == at, orphans
+    held = log_start_stays(b.address, topic, at)
+    wait_until(lambda: low_watermark(b.address, topic, 0)[0] > 0, 10, what="retention to take what the archive lists")
+    assert assert_each_record_once(b.address, archive, topic, recs) == at
+    # A second orphan, as an export with another memory budget would have left: records at..at+3.
+    planted = re.sub(r"/\d{20}-\d{20}\.parquet$", f"/{at:020}-{at + 3:020}.parquet", orphans[0])
+    moto.s3().put_object(Bucket=archive.bucket, Key=f"{archive.prefix}/{planted}", Body=orphan_bytes)
+    hold_until(lambda: planted not in archive.keys(topic), held, 30, "the next export to delete the planted orphan")
+    assert "deleting an object no manifest lists" in broker_log(b) and f"object={planted}" in broker_log(b), \
+        "the broker does not say it deleted the planted orphan"
+    failures = metric(b, "tern_archive_failures_total", topic)
+    hold_until(lambda: metric(b, "tern_archive_failures_total", topic) >= failures + 1, held, 30, "another retry")
+    s3_proxy.heal()
+    wait_log_start(b.address, topic, recs, timeout=60)
+    assert_archive_holds(archive, topic, recs)  # DuckDB over the folder: every record once, no unlisted object
+    assert_each_record_once(b.address, archive, topic, recs)
+
+
+def manifest_range(path: str) -> tuple[int, int]:
+    first, last = re.search(r"/(\d{20})-(\d{20})\.parquet$", path).groups()
+    return int(first), int(last)
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("late", [False, True], ids=["never-applied", "applied-late"])
+def test_s3_slower_than_the_request_timeout(start_broker, moto, s3_proxy, topic, late):
+    """The first manifest write hangs, unanswered, past tern's S3 request timeout (60 s):
+    while it hangs, retention deletes nothing and the broker goes on producing and
+    serving; tern then gives up on it, counts a failed export and retries, and the archive
+    completes with each record exactly once. applied-late: the store applies the hung
+    write after all (as S3 may apply a PUT whose client gave up), once the export has
+    completed and retention deleted the archived records: the stale manifest must not
+    replace the complete one, or the archive forgets records the broker no longer has."""
+    s3_proxy.fail("stall", PUT_MANIFEST, times=1)
+    archive = ProxiedS3Archive(moto, s3_proxy)
+    b = start_broker(*ENABLED, "--archive-memory-bytes", "8192", *archive.flags())
+    create_topic(b.address, topic, config=ARCHIVED_TOPIC)
+    recs = produce_archivable(b.address, topic, 1000, value_size=48)
+    unchanged = log_start_stays(b.address, topic, 0)
+    wait_until(lambda: s3_proxy.outcomes("stall") == 1, 30, what="the manifest write to hang")
+    # Produce and fetch are not held up by the hung export.
+    (report,) = ck.produce_all(b.address, topic, [{"partition": 0, "value": b"during the stall"}], {})
+    assert report[1] is None, report
+    recs_end = len(recs) + 2
+    assert low_watermark(b.address, topic, 0) == (0, recs_end + 1)
+    hold_until(lambda: metric(b, "tern_archive_failures_total", topic) >= 1, unchanged, 120,
+               "tern to give up on the hung request")
+    assert len(s3_proxy.gave_up) == 1 and s3_proxy.gave_up[0][1] >= 50, s3_proxy.gave_up
+    wait_log_start(b.address, topic, recs, timeout=60)
+    done = manifest(archive, topic, 0)
+    assert done["next_offset"] == len(recs) and len(done["entries"]) > 1, done["next_offset"]
+    if late:
+        s3_proxy.apply_late.set()
+        wait_until(lambda: s3_proxy.late, 30, what="the hung write to reach the store")
+        print(f"\nthe hung manifest write, applied late: {s3_proxy.late}")
+        # The broker reads the manifest again at its next visits: give it a few.
+        visits = s3_proxy.outcomes("forward")
+        wait_until(lambda: s3_proxy.outcomes("forward") >= visits + 6, 30, what="the exporter's next visits")
+    m = manifest(archive, topic, 0)
+    assert not m["skipped"] and sum(e["records"] for e in m["entries"]) == len(recs), \
+        (f"the manifest lists {sum(e['records'] for e in m['entries'])} of {len(recs)} records and says "
+         f"{m['skipped']} were never archived; hung write applied late: {s3_proxy.late}")
+    assert_archive_holds(archive, topic, recs)

@@ -134,7 +134,7 @@ async fn export(
     report_pending(partition, work.as_ref());
     let Some(work) = work else {
         if changed {
-            write_manifest(archive, partition, leader_epoch, &manifest).await?;
+            write_manifest(archive, partition, leader_epoch, &mut manifest).await?;
         }
         return Ok(None);
     };
@@ -309,7 +309,7 @@ async fn write_manifest(
     archive: &Archive,
     partition: &Partition,
     leader_epoch: i32,
-    manifest: &Manifest,
+    manifest: &mut Manifest,
 ) -> Result<(), ArchiveError> {
     if !partition.is_leader() || partition.leader_epoch().0 != leader_epoch {
         return Err(ArchiveError::Log(format!(

@@ -56,6 +56,12 @@ pub struct Manifest {
     pub entries: Vec<Entry>,
     #[serde(default)]
     pub skipped: Vec<Skipped>,
+    /// The store's version (ETag) of the manifest this was read as or last written as;
+    /// `None`: there was none. The next write replaces only that version, so a write
+    /// that reaches the store late (its client gave up on it) cannot replace a newer
+    /// manifest with an older one.
+    #[serde(skip)]
+    pub version: Option<String>,
 }
 
 impl Manifest {

@@ -23,7 +23,10 @@ use object_store::aws::AmazonS3Builder;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as StorePath;
 use object_store::prefix::PrefixStore;
-use object_store::{ClientOptions, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig};
+use object_store::{
+    ClientOptions, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, RetryConfig,
+    UpdateVersion,
+};
 
 use manifest::Manifest;
 
@@ -179,9 +182,12 @@ impl Archive {
         let path = manifest::manifest_path(topic, partition);
         match self.store.get(&StorePath::from(path.as_str())).await {
             Ok(found) => {
+                let version = found.meta.e_tag.clone();
                 let raw = found.bytes().await?;
-                serde_json::from_slice(&raw)
-                    .map_err(|source| ArchiveError::Manifest { path, source })
+                let mut manifest: Manifest = serde_json::from_slice(&raw)
+                    .map_err(|source| ArchiveError::Manifest { path, source })?;
+                manifest.version = version;
+                Ok(manifest)
             }
             Err(object_store::Error::NotFound { .. }) => Ok(Manifest::new(topic, partition)),
             Err(e) => Err(e.into()),
@@ -189,14 +195,36 @@ impl Archive {
     }
 
     /// Replaces a partition's manifest (one atomic PUT, or write-then-rename on a
-    /// directory).
-    pub async fn write_manifest(&self, manifest: &Manifest) -> Result<(), ArchiveError> {
+    /// directory). On S3 the PUT is conditional on the version `manifest` was read or
+    /// last written as (If-Match its ETag; If-None-Match when there was none), and
+    /// `manifest.version` becomes the new one: a write the store applies after its
+    /// client gave up on it (a timeout) finds a newer manifest and is refused (412)
+    /// rather than putting the archive back to what it listed then.
+    pub async fn write_manifest(&self, manifest: &mut Manifest) -> Result<(), ArchiveError> {
         let path = manifest::manifest_path(&manifest.topic, manifest.partition);
-        let raw = serde_json::to_vec_pretty(manifest).map_err(|source| ArchiveError::Manifest {
-            path: path.clone(),
-            source,
-        })?;
-        self.put(&path, Bytes::from(raw)).await
+        let raw =
+            serde_json::to_vec_pretty(&*manifest).map_err(|source| ArchiveError::Manifest {
+                path: path.clone(),
+                source,
+            })?;
+        let mode = match (&self.config.target, &manifest.version) {
+            (Target::Dir(_), _) => PutMode::Overwrite,
+            (Target::S3(_), None) => PutMode::Create,
+            (Target::S3(_), Some(e_tag)) => PutMode::Update(UpdateVersion {
+                e_tag: Some(e_tag.clone()),
+                version: None,
+            }),
+        };
+        let written = self
+            .store
+            .put_opts(
+                &StorePath::from(path.as_str()),
+                PutPayload::from_bytes(Bytes::from(raw)),
+                PutOptions::from(mode),
+            )
+            .await?;
+        manifest.version = written.e_tag;
+        Ok(())
     }
 
     /// Writes one object whole (atomic, as [`Self::write_manifest`]).
