@@ -130,10 +130,36 @@ pub async fn maintain(
             _ = tokio::time::sleep(interval) => {}
         }
         let now = crate::model::now_ms();
+        let mut leaving_the_leader_alone = Vec::new();
         for partition in replicas.led_partitions() {
-            if let Some(proposal) = partition.maintain_isr(now, lag_max_ms) {
-                replicas.propose_isr(&partition, proposal);
+            match partition.maintain_isr(now, lag_max_ms) {
+                Some(proposal) if proposal.leaves_the_leader_alone() => {
+                    leaving_the_leader_alone.push((partition, proposal));
+                }
+                Some(proposal) => replicas.propose_isr(&partition, proposal),
+                None => {}
             }
+        }
+        let flushed_first = leaving_the_leader_alone
+            .into_iter()
+            .map(|(partition, proposal)| flush_then_propose(&replicas, partition, proposal));
+        futures::future::join_all(flushed_first).await;
+    }
+}
+
+/// The leader about to be the only in-sync replica puts every acknowledged write on its
+/// disk before it proposes so (see `LeaderState::own_end_counted`); a flush that fails
+/// takes the partition offline, and the proposal is dropped.
+async fn flush_then_propose(
+    replicas: &super::ReplicaManager,
+    partition: Arc<Partition>,
+    proposal: IsrProposal,
+) {
+    match partition.flush().await {
+        Ok(()) => replicas.propose_isr(&partition, proposal),
+        Err(error) => {
+            tracing::warn!(partition = %partition.id(), %error, "ISR shrink not proposed: the flush before it failed");
+            partition.isr_outcome(&proposal, None);
         }
     }
 }

@@ -45,6 +45,15 @@ pub struct IsrProposal {
     pub incarnations: BTreeMap<i32, i64>,
 }
 
+impl IsrProposal {
+    /// A shrink to the leader alone (the leader never proposes to leave). Its caller
+    /// flushes the leader's log before sending it: see [`LeaderState`]'s rule for the
+    /// last in-sync replica.
+    pub fn leaves_the_leader_alone(&self) -> bool {
+        self.isr.len() == 1
+    }
+}
+
 /// The answer to "is this acks=all write acknowledged?" (Kafka's
 /// `Partition.checkEnoughReplicasReachOffset`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,6 +120,8 @@ pub struct LeaderState {
     /// less while `flush.messages` says writes must be on its disk first (see
     /// [`Self::on_leader_durable`]).
     leader_durable_end: i64,
+    /// Everything below it is on the leader's disk (whatever `flush.messages` says).
+    flushed_end: i64,
     high_watermark: i64,
     epoch_start_offset: i64,
     /// Kafka 4 (KIP-966) does not advance the high watermark while the committed ISR is
@@ -130,6 +141,8 @@ pub struct LeaderLog {
     /// How far its own log counts towards the high watermark (see
     /// [`LeaderState::on_leader_durable`]); `i64::MAX` for all of it.
     pub durable_end: i64,
+    /// Everything below it is on disk.
+    pub flushed_end: i64,
 }
 
 impl LeaderState {
@@ -149,6 +162,7 @@ impl LeaderState {
             high_watermark,
             epoch_start: epoch_start_offset,
             durable_end,
+            flushed_end,
         } = log;
         let isr = if isr.is_empty() { vec![node_id] } else { isr };
         let followers = replicas
@@ -166,6 +180,7 @@ impl LeaderState {
             followers,
             leader_log_end: log_end,
             leader_durable_end: durable_end,
+            flushed_end,
             high_watermark: high_watermark.min(log_end),
             epoch_start_offset,
             min_insync_replicas: 1,
@@ -263,9 +278,28 @@ impl LeaderState {
     /// count, before the high watermark can pass it; tern flushes off the lock, so the
     /// high watermark waits for that flush instead (a consumer never reads a record that
     /// a power loss of the leader could take back). `i64::MAX`: no such bound.
-    pub fn on_leader_durable(&mut self, durable_end: i64) -> bool {
+    /// `flushed_end`: everything below it is on disk, whatever the flush policy.
+    pub fn on_leader_durable(&mut self, durable_end: i64, flushed_end: i64) -> bool {
         self.leader_durable_end = durable_end;
+        self.flushed_end = flushed_end;
         self.maybe_increment_hw()
+    }
+
+    /// The rule for the last in-sync replica: a shrink to the leader alone is sent only
+    /// once the leader's log is on disk up to its high watermark (the caller flushes
+    /// first), and while it is in flight the leader's own log counts towards the high
+    /// watermark only as far as it is on disk. Once the store commits it, the leader is
+    /// the only replica the next election may pick (the others left the ISR), so every
+    /// acknowledged write must survive a power loss of that one machine; before, each
+    /// was also in a follower's page cache. Kafka does not have this rule: there the
+    /// leader's power loss just after such a shrink loses acknowledged writes, which
+    /// KIP-966 turns into an offline partition awaiting unclean recovery.
+    fn own_end_counted(&self) -> i64 {
+        let own = self.leader_log_end.min(self.leader_durable_end);
+        match &self.pending {
+            Some(p) if p.leaves_the_leader_alone() => own.min(self.flushed_end),
+            _ => own,
+        }
     }
 
     /// Periodic (Kafka's `maybeShrinkIsr`, run every `replica.lag.time.max.ms / 2`): an ISR
@@ -408,7 +442,7 @@ impl LeaderState {
         if (self.isr.len() as i64) < i64::from(self.min_insync_replicas) {
             return false;
         }
-        let mut candidate = Some(self.leader_log_end.min(self.leader_durable_end));
+        let mut candidate = Some(self.own_end_counted());
         for id in self.maximal_isr() {
             if id == self.node_id {
                 continue;
@@ -500,6 +534,7 @@ mod tests {
             high_watermark,
             epoch_start,
             durable_end: i64::MAX,
+            flushed_end: end,
         }
     }
 
@@ -609,6 +644,37 @@ mod tests {
         // Now 2 stops and lags: previous fetch 15 == the leader end at that fetch.
         assert_eq!(s.tick(2_100, 500, 20), None, "caught up at 1_700");
         assert_eq!(s.tick(2_201, 500, 20).map(|p| p.isr), Some(vec![1]));
+    }
+
+    #[test]
+    fn a_shrink_to_the_leader_alone_counts_only_what_is_on_disk() {
+        // 1 leads with 2 in the ISR, its log on disk up to 10.
+        let mut s = leader(vec![1, 2], 10, 10);
+        s.on_follower_fetch(2, 10, 10, 1_100);
+        s.on_leader_append(20);
+        let p = s.tick(2_000, 500, 20).expect("2 lags");
+        assert!(p.leaves_the_leader_alone());
+        // 2 catches up while the shrink is in flight: its page cache and the leader's
+        // would hold 10..20, but once the shrink commits only the leader's disk counts.
+        s.on_follower_fetch(2, 20, 20, 2_010);
+        assert_eq!(s.high_watermark(), 10, "10..20 is not on the leader's disk");
+        // The caller flushes before sending the proposal.
+        assert!(s.on_leader_durable(i64::MAX, 20));
+        assert_eq!(s.high_watermark(), 20);
+        s.proposal_committed(vec![1], 11);
+        // Alone in the ISR by the store's word: min.insync.replicas=1 means one copy.
+        s.on_leader_append(25);
+        assert_eq!(s.high_watermark(), 25);
+        // A shrink that leaves a follower counts the page cache as before.
+        let mut s = leader(vec![1, 2, 3], 10, 10);
+        s.on_follower_fetch(2, 10, 10, 1_100);
+        s.on_follower_fetch(3, 10, 10, 1_100);
+        s.on_leader_append(20);
+        s.on_follower_fetch(2, 20, 20, 1_900);
+        let p = s.tick(2_000, 500, 20).expect("3 lags");
+        assert!(!p.leaves_the_leader_alone());
+        s.proposal_committed(vec![1, 2], 11);
+        assert_eq!(s.high_watermark(), 20);
     }
 
     #[test]

@@ -355,6 +355,7 @@ impl<L: ReplicaLog> ReplicaState<L> {
                 high_watermark: high_watermark.0,
                 epoch_start: log_end.0,
                 durable_end: self.durable_cap().0,
+                flushed_end: self.log.durable_end().0,
             },
             now_ms,
         );
@@ -376,9 +377,9 @@ impl<L: ReplicaLog> ReplicaState<L> {
     /// A flush ran: the leader's own log may now count further (see
     /// [`Self::durable_cap`]).
     pub fn on_flushed(&mut self) {
-        let cap = self.durable_cap();
+        let (cap, flushed) = (self.durable_cap(), self.log.durable_end());
         if let Role::Leader(leader) = &mut self.role {
-            leader.on_leader_durable(cap.0);
+            leader.on_leader_durable(cap.0, flushed.0);
         }
     }
 

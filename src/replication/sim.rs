@@ -21,10 +21,11 @@
 //! (every in-sync replica fsyncs before the high watermark passes a write) at any time;
 //! with the default flush policy only while the ISR holds two or more replicas and no
 //! other fault is in progress, and no other fault follows until the replica that lost
-//! power is back in the ISR (an acknowledged write is then in the page cache of a replica
-//! that kept it; a second fault before that is two failures, and telling which replica
-//! lost its tail is KIP-966's unclean recovery, which tern does not have, see
-//! `cluster::election`).
+//! power is back in the ISR in its new run (an acknowledged write is then in the page
+//! cache of a replica that kept it; a second fault before that is two failures, and
+//! telling which replica lost its tail is KIP-966's unclean recovery, which tern does not
+//! have, see `cluster::election`). A shrink in flight to the leader alone is covered: the
+//! leader flushed before sending it (`LeaderState::own_end_counted`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -946,8 +947,14 @@ impl Sim {
         let committed = next.map(|next| {
             let answer = (next.isr.clone(), next.partition_epoch);
             self.stats.isr_changes += 1;
+            // Back in the ISR means this run of the broker: a proposal that only keeps
+            // a member its leader has not yet noticed is down (or a previous run of it)
+            // ends no recovery.
             for b in &mut self.brokers {
-                if next.isr.contains(&b.id) {
+                if b.alive
+                    && next.isr.contains(&b.id)
+                    && next.isr_incarnations.get(&b.id) == Some(&b.incarnation)
+                {
                     b.recovering = false;
                     b.rejoining = false;
                 }
@@ -1147,6 +1154,11 @@ impl Sim {
             };
             let leader_epoch = replica.log().leader_epoch;
             if let Some(proposal) = replica.maintain_isr(now, LAG_MAX_MS) {
+                if proposal.leaves_the_leader_alone() {
+                    // As `replication::alter::maintain`: on disk before it is sent.
+                    replica.log_mut().flush();
+                    replica.on_flushed();
+                }
                 self.send(
                     -1,
                     Msg::Alter {
