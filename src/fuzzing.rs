@@ -434,7 +434,7 @@ mod seeds {
     use kafka_protocol::protocol::{Encodable, StrBytes};
 
     use super::body_selector;
-    use crate::log::batch::testing::{encode_batch, simple_batch, TestRecord};
+    use crate::log::records::testing::{encode_batch, simple_batch, TestRecord};
 
     type Seeds = Vec<(&'static str, String, Vec<u8>)>;
 

@@ -30,6 +30,7 @@ SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
 PATH = re.compile(r"(?<!::)\b(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)+|::\{)")
 USE_GROUP = re.compile(r"\buse\s+(crate|super|self)::([^;]*);", re.S)
 CHILD = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+([a-z_][a-z0-9_]*)\s*;", re.M)
+INLINE_MOD = re.compile(r"\bmod\s+([a-z_][a-z0-9_]*)\s*\{")
 
 
 def module_files() -> dict[tuple[str, ...], str]:
@@ -121,6 +122,24 @@ def resolve(path: list[str], modules: dict[tuple[str, ...], str]) -> str | None:
     return None
 
 
+def inline_modules(text: str) -> list[tuple[int, int, str]]:
+    """The `mod name { … }` blocks of a file: (start, end, name), outermost first."""
+    spans = []
+    for m in INLINE_MOD.finditer(text):
+        depth = 0
+        for end in range(m.end() - 1, len(text)):
+            depth += {"{": 1, "}": -1}.get(text[end], 0)
+            if depth == 0:
+                break
+        spans.append((m.start(), end, m.group(1)))
+    return spans
+
+
+def inline_path(spans: list[tuple[int, int, str]], pos: int) -> list[str]:
+    """The inline modules around `pos`: a `super::` or `self::` there starts from them."""
+    return [name for start, end, name in spans if start < pos < end]
+
+
 def file_module(file: str) -> list[str]:
     rel = os.path.relpath(file, SRC)[:-3].split(os.sep)
     if rel[-1] == "mod":
@@ -138,31 +157,35 @@ def edges() -> dict[str, set[str]]:
             text = strip_tests(f.read())
         me = file_module(file)
         is_mod_file = file.endswith("mod.rs") or file.endswith("lib.rs")
-        paths: list[list[str]] = []
+        # Each path with the inline modules it sits in (`mod testing { use super::X; }`).
+        paths: list[tuple[list[str], list[str]]] = []
         if is_mod_file:
             # A parent names its children without a prefix: `use segment::Segment;`,
             # `compaction::run(…)`. Those are imports of the child like any other.
             for child in CHILD.findall(text):
                 for m in re.finditer(r"\buse\s+" + child + r"::([^;]*);", text, re.S):
-                    paths.extend([["self", child] + p for p in expand_group([], m.group(1))])
+                    paths.extend([(["self", child] + p, []) for p in expand_group([], m.group(1))])
                 for m in re.finditer(r"(?<!::)(?<!mod )\b" + child + r"((?:::[A-Za-z_][A-Za-z0-9_]*)+)", text):
-                    paths.append(["self", child] + [x for x in m.group(1).split("::") if x])
+                    paths.append((["self", child] + [x for x in m.group(1).split("::") if x], []))
+        spans = inline_modules(text)
         for m in USE_GROUP.finditer(text):
             root, rest = m.group(1), m.group(2)
-            paths.extend([[root] + p for p in expand_group([], rest)])
+            inside = inline_path(spans, m.start())
+            paths.extend([([root] + p, inside) for p in expand_group([], rest)])
         text_no_use = USE_GROUP.sub("", text)
+        spans = inline_modules(text_no_use)
         for m in PATH.finditer(text_no_use):
             root, rest = m.group(1), m.group(2)
             if rest == "::{":
                 continue
-            paths.append([root] + [x for x in rest.split("::") if x])
-        for p in paths:
+            paths.append(([root] + [x for x in rest.split("::") if x], inline_path(spans, m.start())))
+        for p, inside in paths:
             if p[0] == "crate":
                 absolute = p[1:]
             elif p[0] == "self":
-                absolute = (me if is_mod_file else me) + p[1:]
+                absolute = me + inside + p[1:]
             else:
-                base = me
+                base = me + inside
                 i = 0
                 while i < len(p) and p[i] == "super":
                     base = base[:-1]

@@ -387,7 +387,7 @@ fn header_of(element: &Field) -> Result<(String, Option<Vec<u8>>), ObjectError> 
 mod tests {
     use super::*;
     use crate::log::batch::assign_offsets;
-    use crate::log::batch::testing::{encode_batch, TestRecord};
+    use crate::log::records::testing::{encode_batch, TestRecord};
 
     fn batch_at(base: i64, records: &[TestRecord], timestamp: i64, codec: i16) -> Vec<u8> {
         let mut batch = encode_batch(records, timestamp, (7, 3, 0));

@@ -49,8 +49,8 @@ use super::output;
 use crate::archive::manifest::Manifest;
 use crate::archive::parquet::{read_object, ArchivedRecord};
 use crate::archive::Archive;
-use crate::log::batch::testing::{encode_batch, TestRecord};
 use crate::log::batch::BatchHeader;
+use crate::log::records::BatchBuilder;
 
 /// Which archived records a restore takes.
 #[derive(Debug, Clone, Copy)]
@@ -282,18 +282,27 @@ fn chunks(records: &[ArchivedRecord]) -> Vec<&[ArchivedRecord]> {
     out
 }
 
+/// One batch of archived records, as the original producer wrote them (key, value,
+/// headers, timestamp), under the restore's idempotent producer.
 fn encode(chunk: &[ArchivedRecord], producer: (i64, i16, i32)) -> Bytes {
     let base = chunk.iter().map(|r| r.timestamp).min().unwrap_or(0);
-    let encoded: Vec<TestRecord> = chunk
-        .iter()
-        .map(|r| TestRecord {
-            key: r.key.clone(),
-            value: r.value.clone(),
-            headers: r.headers.clone(),
-            timestamp_delta: r.timestamp - base,
-        })
-        .collect();
-    Bytes::from(encode_batch(&encoded, base, producer))
+    let mut builder = BatchBuilder::new()
+        .with_base_timestamp(base)
+        .idempotent(producer.0, producer.1, producer.2);
+    for record in chunk {
+        let headers: Vec<(&[u8], Option<&[u8]>)> = record
+            .headers
+            .iter()
+            .map(|(k, v)| (k.as_bytes(), v.as_deref()))
+            .collect();
+        builder.push(
+            record.timestamp,
+            record.key.as_deref(),
+            record.value.as_deref(),
+            &headers,
+        );
+    }
+    Bytes::from(builder.build())
 }
 
 /// An idempotent producer to the leaders of one topic's partitions (found again after

@@ -277,62 +277,9 @@ pub fn record_count(mut buf: &[u8]) -> u64 {
     count
 }
 
-/// The tests' reference encoder, on [`super::records::BatchBuilder`].
-#[doc(hidden)]
-pub mod testing {
-    use super::super::records::BatchBuilder;
-
-    /// One record: key, value, headers, timestamp delta from the batch base.
-    #[derive(Debug, Clone, Default)]
-    pub struct TestRecord {
-        pub key: Option<Vec<u8>>,
-        pub value: Option<Vec<u8>>,
-        pub headers: Vec<(String, Option<Vec<u8>>)>,
-        pub timestamp_delta: i64,
-    }
-
-    /// Encodes records into a batch with base offset 0 and the given producer fields.
-    pub fn encode_batch(
-        records: &[TestRecord],
-        base_timestamp: i64,
-        producer: (i64, i16, i32),
-    ) -> Vec<u8> {
-        let mut builder = BatchBuilder::new()
-            .with_base_timestamp(base_timestamp)
-            .idempotent(producer.0, producer.1, producer.2);
-        for record in records {
-            let headers: Vec<(&[u8], Option<&[u8]>)> = record
-                .headers
-                .iter()
-                .map(|(k, v)| (k.as_bytes(), v.as_deref()))
-                .collect();
-            builder.push(
-                base_timestamp + record.timestamp_delta,
-                record.key.as_deref(),
-                record.value.as_deref(),
-                &headers,
-            );
-        }
-        builder.build()
-    }
-
-    /// A batch of `count` small records with no producer id.
-    pub fn simple_batch(count: usize, base_timestamp: i64) -> Vec<u8> {
-        let records: Vec<TestRecord> = (0..count)
-            .map(|i| TestRecord {
-                key: Some(format!("k{i}").into_bytes()),
-                value: Some(format!("value-{i}").into_bytes()),
-                headers: vec![("h".into(), Some(b"v".to_vec()))],
-                timestamp_delta: i as i64,
-            })
-            .collect();
-        encode_batch(&records, base_timestamp, (-1, -1, -1))
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::testing::*;
+    use super::super::records::testing::*;
     use super::*;
 
     #[test]
@@ -411,7 +358,7 @@ mod tests {
 
 #[cfg(test)]
 mod record_tests {
-    use super::testing::{encode_batch, TestRecord};
+    use super::super::records::testing::{encode_batch, TestRecord};
     use super::*;
 
     #[test]

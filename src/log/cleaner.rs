@@ -235,8 +235,8 @@ fn rebuild(
 
 #[cfg(test)]
 mod tests {
-    use super::super::batch::testing::{encode_batch, TestRecord};
     use super::super::batch::HEADER_BYTES;
+    use super::super::records::testing::{encode_batch, TestRecord};
     use super::super::records::{keyless_records, records_body};
     use super::*;
 

@@ -332,7 +332,7 @@ pub fn complete_swaps(log_dir: &Path) -> io::Result<()> {
 mod tests {
     use std::collections::BTreeMap;
 
-    use super::super::batch::testing::{encode_batch, TestRecord};
+    use super::super::records::testing::{encode_batch, TestRecord};
     use super::super::{compression, AppendError, CleanupPolicy, Log, LogConfig, OpenMode};
     use super::*;
     use crate::model::Offset;

@@ -173,8 +173,8 @@ impl ProducerStateTable {
 
 #[cfg(test)]
 mod tests {
-    use super::super::batch::testing::{encode_batch, TestRecord};
     use super::super::batch::{assign_offsets, BatchHeader};
+    use super::super::records::testing::{encode_batch, TestRecord};
     use super::*;
 
     fn batch(pid: i64, epoch: i16, seq: i32, count: usize, base_offset: i64) -> Vec<u8> {

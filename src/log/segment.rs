@@ -704,7 +704,7 @@ impl Segment {
 
 #[cfg(test)]
 mod tests {
-    use super::super::batch::testing::simple_batch;
+    use super::super::records::testing::simple_batch;
     use super::*;
 
     fn sizes() -> SegmentSizes {

@@ -1,8 +1,8 @@
 //! The log's tests across its files: open and recovery, append, reads, retention,
 //! truncation, flush.
 
-use super::batch::testing::{encode_batch, simple_batch, TestRecord};
 use super::files::{list_suffix, read_i64_file, LOG_START_FILE};
+use super::records::testing::{encode_batch, simple_batch, TestRecord};
 use super::*;
 use crate::model::{LeaderEpoch, Offset};
 

@@ -750,7 +750,7 @@ fn delete_segments(id: &TopicPartition, doomed: Doomed) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log::batch::testing::simple_batch;
+    use crate::log::records::testing::simple_batch;
     use crate::log::OpenMode;
 
     fn partition_in(dir: &std::path::Path) -> std::io::Result<Partition> {

@@ -636,7 +636,7 @@ mod tests {
             .ok_or_else(|| io::Error::other("led"))?;
         partition
             .append(
-                &crate::log::batch::testing::simple_batch(3, 1_000),
+                &crate::log::records::testing::simple_batch(3, 1_000),
                 1_000,
                 crate::replication::Acks::Leader,
             )

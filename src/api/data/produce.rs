@@ -409,7 +409,7 @@ mod tests {
 
     #[test]
     fn a_second_batch_in_one_partition_is_detected_from_the_first_length() {
-        let one = crate::log::batch::testing::simple_batch(2, 0);
+        let one = crate::log::records::testing::simple_batch(2, 0);
         assert!(!holds_more_than_one_batch(&one));
         assert!(holds_more_than_one_batch(
             &[one.clone(), one.clone()].concat()
