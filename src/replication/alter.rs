@@ -9,6 +9,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::leader::IsrProposal;
+use super::replica::IsrStep;
 use super::replicas::IsrChanges;
 use super::Partition;
 use crate::cluster::{IsrChange, MetadataStore};
@@ -133,10 +134,10 @@ pub async fn maintain(
         let mut leaving_the_leader_alone = Vec::new();
         for partition in replicas.led_partitions() {
             match partition.maintain_isr(now, lag_max_ms) {
-                Some(proposal) if proposal.leaves_the_leader_alone() => {
+                Some(IsrStep::FlushThenPropose(proposal)) => {
                     leaving_the_leader_alone.push((partition, proposal));
                 }
-                Some(proposal) => replicas.propose_isr(&partition, proposal),
+                Some(IsrStep::Propose(proposal)) => replicas.propose_isr(&partition, proposal),
                 None => {}
             }
         }
@@ -147,9 +148,8 @@ pub async fn maintain(
     }
 }
 
-/// The leader about to be the only in-sync replica puts every acknowledged write on its
-/// disk before it proposes so (see `LeaderState::own_end_counted`); a flush that fails
-/// takes the partition offline, and the proposal is dropped.
+/// [`IsrStep::FlushThenPropose`]: a flush that fails takes the partition offline, and
+/// the proposal is dropped.
 async fn flush_then_propose(
     replicas: &super::ReplicaManager,
     partition: Arc<Partition>,

@@ -134,13 +134,17 @@ impl ReplicaFetchers {
                 continue;
             };
             // Each partition's position now: its answer applies only while it still holds.
-            let partitions: Vec<(Arc<Partition>, FetchPosition)> = followed
-                .into_iter()
-                .map(|p| {
-                    let position = p.fetch_position();
-                    (p, position)
-                })
-                .collect();
+            // A partition whose flush fails is offline and left out.
+            let mut partitions: Vec<(Arc<Partition>, FetchPosition)> = Vec::new();
+            for p in followed {
+                if let Ok(position) = p.fetch_position_on_disk().await {
+                    partitions.push((p, position));
+                }
+            }
+            if partitions.is_empty() {
+                tokio::time::sleep(REPLICA_FETCH_BACKOFF).await;
+                continue;
+            }
             // The replica's identity moves into `replica_state` at v15 (KIP-903).
             let version = connection
                 .version_for(ApiKey::Fetch, FETCH_VERSION)

@@ -46,9 +46,9 @@ pub struct IsrProposal {
 }
 
 impl IsrProposal {
-    /// A shrink to the leader alone (the leader never proposes to leave). Its caller
-    /// flushes the leader's log before sending it: see [`LeaderState`]'s rule for the
-    /// last in-sync replica.
+    /// A shrink to the leader alone (the leader never proposes to leave): sent only after
+    /// a flush (`IsrStep::FlushThenPropose`), by [`LeaderState`]'s rule for the last
+    /// in-sync replica.
     pub fn leaves_the_leader_alone(&self) -> bool {
         self.isr.len() == 1
     }

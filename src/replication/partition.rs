@@ -24,7 +24,9 @@ use super::follower;
 use super::leader::IsrProposal;
 pub use super::lease::LeaderLease;
 pub use super::replica::Acks;
-use super::replica::{Acknowledgement, Assigned, FetchAnswer, FetchPosition, ReplicaState};
+use super::replica::{
+    Acknowledgement, Assigned, FetchAnswer, FetchPosition, IsrStep, ReplicaState,
+};
 use crate::cluster::PartitionAssignment;
 use crate::log::cleaner::TombstonePolicy;
 use crate::log::cleaning::Dirtiness;
@@ -313,6 +315,16 @@ impl Partition {
         self.state.lock().fetch_position()
     }
 
+    /// What a follower's next fetch asks, after the flush that
+    /// `ReplicaState::must_flush_before_fetch` asks for (a tail written while leading).
+    pub async fn fetch_position_on_disk(&self) -> Result<FetchPosition, PartitionError> {
+        let must_flush = self.state.lock().must_flush_before_fetch();
+        if must_flush {
+            self.flush().await?;
+        }
+        Ok(self.fetch_position())
+    }
+
     /// A follower applies its leader's answer (see `ReplicaState::apply_fetch_answer`):
     /// files a cut removed are unlinked after the lock is released and the cut is
     /// flushed, appended batches are flushed first when `flush.messages` says so (before
@@ -418,7 +430,7 @@ impl Partition {
 
     /// Periodic ISR maintenance as leader: a shrink to propose for followers that
     /// have not caught up within `lag_max_ms`.
-    pub fn maintain_isr(&self, now_ms: i64, lag_max_ms: i64) -> Option<IsrProposal> {
+    pub fn maintain_isr(&self, now_ms: i64, lag_max_ms: i64) -> Option<IsrStep> {
         self.state.lock().maintain_isr(now_ms, lag_max_ms)
     }
 
@@ -800,6 +812,54 @@ mod tests {
             leader: 1,
             ..led_by_0(leader_epoch, vec![1])
         }
+    }
+
+    #[tokio::test]
+    async fn a_former_leaders_unflushed_tail_is_flushed_before_it_fetches(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let partition = partition_in(dir.path())?;
+        let config = LogConfig {
+            flush_messages: 1,
+            ..partition.state.lock().log().config().clone()
+        };
+        partition.set_config(config, 1);
+        partition.apply_assignment(&led_by_0(1, vec![0, 1]), None, 0);
+        let written = partition.append(&simple_batch(2, 0), 0, Acks::All)?;
+        assert!(
+            partition.durable_offset() <= written.last_offset,
+            "not yet flushed"
+        );
+        // Node 1 takes over before the write's flush ran; as a follower, node 0's fetch
+        // offset would count the unflushed tail towards node 1's high watermark.
+        partition.apply_assignment(&led_by_1(2), None, 0);
+        assert!(partition.state.lock().must_flush_before_fetch());
+        let position = partition.fetch_position_on_disk().await?;
+        assert_eq!(position.fetch_offset.0, written.last_offset + 1);
+        assert!(partition.durable_offset() > written.last_offset);
+        assert!(!partition.state.lock().must_flush_before_fetch());
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_shrink_to_the_leader_alone_is_sent_after_a_flush(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let partition = partition_in(dir.path())?;
+        partition.apply_assignment(&led_by_0(1, vec![0, 1]), None, 0);
+        let written = partition.append(&simple_batch(2, 0), 0, Acks::All)?;
+        // Node 1 never fetched: past the lag limit the leader would be alone.
+        let Some(IsrStep::FlushThenPropose(proposal)) = partition.maintain_isr(10_000, 500) else {
+            panic!("a shrink to the leader alone must ask for a flush first");
+        };
+        assert_eq!(proposal.isr, vec![0]);
+        partition.flush().await?;
+        let mut committed = led_by_0(1, vec![0]);
+        committed.partition_epoch = 2;
+        partition.isr_outcome(&proposal, Some(&committed));
+        assert!(partition.high_watermark().0 > written.last_offset);
+        partition.wait_acknowledged(&written, Acks::All).await?;
+        Ok(())
     }
 
     #[tokio::test]

@@ -32,6 +32,18 @@ use crate::cluster::PartitionAssignment;
 use crate::log::{AppendError, AppendInfo, OffsetOutOfRange};
 use crate::model::{BrokerId, LeaderEpoch, Offset};
 
+/// What the leader's ISR maintenance asks its driver (`alter::maintain`, the simulator)
+/// to do with a proposal.
+#[derive(Debug)]
+pub enum IsrStep {
+    /// Send it to the store.
+    Propose(IsrProposal),
+    /// Flush the log, report the flush (`on_flushed`), and only then send it: it leaves
+    /// the leader the only in-sync replica, whose disk must then hold every acknowledged
+    /// write (`LeaderState::own_end_counted`). A failed flush sends nothing.
+    FlushThenPropose(IsrProposal),
+}
+
 /// The storage a replica's decisions act on: the partition's `Log`, or the simulator's
 /// in-memory log. Offsets and epochs as the log keeps them; `Removed` is what a cut takes
 /// out, to be disposed of after the caller's lock is released.
@@ -517,6 +529,16 @@ impl<L: ReplicaLog> ReplicaState<L> {
         }
     }
 
+    /// A follower's fetch offset tells its leader that the records below it count for
+    /// the high watermark, so with `flush.messages` they must be on disk as far as
+    /// [`Self::durable_cap`] says. Fetched records are flushed as they are appended, but
+    /// a leader that stepped down before its own flush ran holds a tail that is not: its
+    /// driver flushes ([`Self::on_flushed`]) before it sends the next fetch. (Kafka
+    /// flushes inside the append, so there a former leader's tail is already on disk.)
+    pub fn must_flush_before_fetch(&self) -> bool {
+        self.following().is_some() && self.log.log_end() > self.durable_cap()
+    }
+
     /// What a follower's next fetch asks.
     pub fn fetch_position(&self) -> FetchPosition {
         FetchPosition {
@@ -623,12 +645,17 @@ impl<L: ReplicaLog> ReplicaState<L> {
 
     /// Periodic ISR maintenance as leader: a shrink to propose for followers that have
     /// not caught up within `lag_max_ms`.
-    pub fn maintain_isr(&mut self, now_ms: i64, lag_max_ms: i64) -> Option<IsrProposal> {
+    pub fn maintain_isr(&mut self, now_ms: i64, lag_max_ms: i64) -> Option<IsrStep> {
         let log_end = self.log.log_end();
-        match &mut self.role {
-            Role::Leader(leader) => leader.tick(now_ms, lag_max_ms, log_end.0),
-            _ => None,
-        }
+        let proposal = match &mut self.role {
+            Role::Leader(leader) => leader.tick(now_ms, lag_max_ms, log_end.0)?,
+            _ => return None,
+        };
+        Some(if proposal.leaves_the_leader_alone() {
+            IsrStep::FlushThenPropose(proposal)
+        } else {
+            IsrStep::Propose(proposal)
+        })
     }
 
     /// The store's answer to `proposal`: `Some(state)` committed, `None` refused.

@@ -33,7 +33,8 @@ use bytes::Bytes;
 
 use super::leader::IsrProposal;
 use super::replica::{
-    Acknowledgement, Acks, FetchAnswer, FetchPosition, ReplicaError, ReplicaLog, ReplicaState,
+    Acknowledgement, Acks, FetchAnswer, FetchPosition, IsrStep, ReplicaError, ReplicaLog,
+    ReplicaState,
 };
 use crate::cluster::controller::{stamp_leader_incarnations, Incarnations, RoundMembers};
 use crate::cluster::election::{next_state, Membership};
@@ -1123,12 +1124,17 @@ impl Sim {
             if b.fetch_sent_ms.is_some_and(|t| now - t <= FETCH_TIMEOUT_MS) {
                 continue;
             }
-            let Some(replica) = b.replica.as_ref() else {
+            let Some(replica) = b.replica.as_mut() else {
                 continue;
             };
             let Some(leader) = replica.following() else {
                 continue;
             };
+            if replica.must_flush_before_fetch() {
+                // As `Partition::fetch_position_on_disk`.
+                replica.log_mut().flush();
+                replica.on_flushed();
+            }
             let position = replica.fetch_position();
             b.fetch_seq += 1;
             b.fetch_sent_ms = Some(now);
@@ -1153,12 +1159,17 @@ impl Sim {
                 continue;
             };
             let leader_epoch = replica.log().leader_epoch;
-            if let Some(proposal) = replica.maintain_isr(now, LAG_MAX_MS) {
-                if proposal.leaves_the_leader_alone() {
-                    // As `replication::alter::maintain`: on disk before it is sent.
-                    replica.log_mut().flush();
-                    replica.on_flushed();
-                }
+            if let Some(step) = replica.maintain_isr(now, LAG_MAX_MS) {
+                let proposal = match step {
+                    IsrStep::Propose(proposal) => proposal,
+                    IsrStep::FlushThenPropose(proposal) => {
+                        replica.log_mut().flush();
+                        replica.on_flushed();
+                        // The flush may move the high watermark (`durable_cap`).
+                        self.after_hw_change(i as i32);
+                        proposal
+                    }
+                };
                 self.send(
                     -1,
                     Msg::Alter {
