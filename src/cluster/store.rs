@@ -239,8 +239,12 @@ pub struct IsrChange {
 
 /// Kafka's AlterPartition checks, as a pure function: the proposal of `leader` must
 /// be based on the current leader epoch and partition epoch, keep the leader in the
-/// ISR, name only replicas, and add only live brokers (`is_live`). Returns the next
-/// state (partition epoch bumped), or `None` when refused.
+/// ISR, name only replicas, and add only live brokers in the run the leader saw catch
+/// up (`registered`: a broker's current incarnation, `None` when it is not live). A
+/// member admitted with another incarnation is a previous run of a broker that has
+/// restarted since, perhaps without its unflushed tail, whose fetch arrived late
+/// (Kafka's INELIGIBLE_REPLICA, "broker epoch mismatch"). Returns the next state
+/// (partition epoch bumped), or `None` when refused.
 pub fn apply_isr_change(
     current: &PartitionAssignment,
     leader: i32,
@@ -248,15 +252,20 @@ pub fn apply_isr_change(
     partition_epoch: i32,
     isr: &[i32],
     admitted: &BTreeMap<i32, i64>,
-    is_live: impl Fn(i32) -> bool,
+    registered: impl Fn(i32) -> Option<i64>,
 ) -> Option<PartitionAssignment> {
     let before = current.in_sync();
+    let admissible = |r: i32| match (registered(r), admitted.get(&r)) {
+        (None, _) => false,
+        (Some(current), Some(&seen)) => seen == current,
+        (Some(_), None) => true,
+    };
     let acceptable = current.leader == leader
         && current.leader_epoch == leader_epoch
         && current.partition_epoch == partition_epoch
         && isr.contains(&leader)
         && isr.iter().all(|r| current.replicas.contains(r))
-        && isr.iter().all(|r| before.contains(r) || is_live(*r));
+        && isr.iter().all(|&r| before.contains(&r) || admissible(r));
     acceptable.then(|| {
         let mut next = current.clone();
         let mut members = vec![leader];
@@ -493,7 +502,7 @@ mod isr_change_tests {
     use super::*;
 
     #[test]
-    fn an_admitted_member_is_recorded_with_its_incarnation_and_the_rest_keep_theirs() {
+    fn an_admitted_member_is_recorded_with_its_incarnation_and_a_previous_run_is_refused() {
         let mut current = PartitionAssignment {
             leader: 1,
             replicas: vec![1, 2, 3],
@@ -509,7 +518,18 @@ mod isr_change_tests {
         current.replicas = vec![1, 2, 3];
         current.isr_incarnations = [(1, 5)].into_iter().collect();
         let admitted: BTreeMap<i32, i64> = [(2, 7), (3, 99)].into_iter().collect();
-        let next = apply_isr_change(&current, 1, 0, 0, &[1, 2], &admitted, |_| true)
+        let registered = |b: i32| {
+            [(1, 5), (2, 7), (3, 99)]
+                .into_iter()
+                .find(|&(id, _)| id == b)
+                .map(|(_, i)| i)
+        };
+        // A previous run of 2 (incarnation 6) caught up, but 2 has restarted since.
+        let stale: BTreeMap<i32, i64> = [(2, 6)].into_iter().collect();
+        assert!(apply_isr_change(&current, 1, 0, 0, &[1, 2], &stale, registered).is_none());
+        // A broker that is not live is refused too.
+        assert!(apply_isr_change(&current, 1, 0, 0, &[1, 2], &admitted, |_| None).is_none());
+        let next = apply_isr_change(&current, 1, 0, 0, &[1, 2], &admitted, registered)
             .expect("a valid expansion");
         assert_eq!(next.isr, vec![1, 2]);
         assert_eq!(
@@ -518,7 +538,7 @@ mod isr_change_tests {
             "3 is not in the ISR; 1 keeps what it had"
         );
         // A shrink admits nobody and drops the leaver's record.
-        let shrunk = apply_isr_change(&next, 1, 0, 1, &[1], &BTreeMap::new(), |_| true)
+        let shrunk = apply_isr_change(&next, 1, 0, 1, &[1], &BTreeMap::new(), registered)
             .expect("a valid shrink");
         assert_eq!(shrunk.isr_incarnations, [(1, 5)].into_iter().collect());
     }

@@ -925,7 +925,7 @@ impl Sim {
 
     /// The store's compare-and-swap (`cluster::apply_isr_change`, as both stores run it).
     fn store_alter(&mut self, from: i32, leader_epoch: i32, proposal: IsrProposal) {
-        let live = self.live();
+        let registered = self.incarnation_map();
         let next = apply_isr_change(
             &self.store,
             from,
@@ -933,7 +933,7 @@ impl Sim {
             proposal.partition_epoch,
             &proposal.isr,
             &proposal.incarnations,
-            |b| live.contains(&b),
+            |b| registered.get(&b).copied(),
         );
         self.log(|| {
             format!(
@@ -1196,10 +1196,6 @@ impl Sim {
             b.hw_checkpoint = replica.high_watermark().0;
         }
         self.after_hw_change(id as i32);
-    }
-
-    fn live(&self) -> BTreeSet<i32> {
-        self.incarnation_map().into_keys().collect()
     }
 
     /// One controller round for the partition, as `cluster::controller::place_all` runs

@@ -317,7 +317,7 @@ impl MetadataStore for EtcdStore {
             if assignment.topic_id != topic_id {
                 return Ok(refused());
             }
-            let live = self.cache.broker_ids();
+            let incarnations = self.cache.incarnations();
             let mut outcomes = Vec::with_capacity(changes.len());
             for change in changes {
                 let slot = usize::try_from(change.index)
@@ -331,7 +331,7 @@ impl MetadataStore for EtcdStore {
                         change.partition_epoch,
                         &change.isr,
                         &change.incarnations,
-                        |broker| live.contains(&broker),
+                        |broker| incarnations.get(&broker).copied(),
                     )?;
                     *current = next.clone();
                     Some(next)
