@@ -246,7 +246,8 @@ def test_admin_delete_records_and_list_offsets(broker, topic):
 def test_offsets_for_times_and_max_timestamp(broker, topic):
     """ListOffsets by timestamp (consumer offsets_for_times, admin OffsetSpec.for_timestamp)
     and OffsetSpec.max_timestamp (ListOffsets v7, timestamp -3)."""
-    base = FIXED_TS
+    # Recent, so that no retention pass (7 days) deletes them between produce and lookup.
+    base = int(time.time() * 1000) - 200_000
     # Timestamps go up by 1 s each, except the max is in the middle (offset 6).
     tss = [base + i * 1000 for i in range(10)]
     tss[6] = base + 100_000
