@@ -389,7 +389,9 @@ pub fn export_broker_series(known: &KnownLabels) {
     for result in ["ok", "error"] {
         metrics::counter!(TLS_RELOADS_TOTAL, "result" => result).increment(0);
     }
-    metrics::gauge!(CONNECTIONS).set(0.0);
+    // Adding 0, not setting 0: a connection accepted before this runs (a readiness
+    // probe) would otherwise be decremented below zero when it closes.
+    metrics::gauge!(CONNECTIONS).increment(0.0);
 }
 
 /// Creates, at 0, the per-topic counter series of a topic whose partitions open here.

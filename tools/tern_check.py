@@ -682,6 +682,26 @@ class Faults:
 
 # ---- reading back ---------------------------------------------------------------------
 
+# A leadership move after healing (the controller moving a leader back to its ring owner)
+# is normal: clients refresh metadata and ask again. Anything else, or the same for a
+# minute, still ends the run.
+WATERMARK_RETRIABLE = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                       KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT}
+
+
+def watermarks(consumer: Consumer, p: int) -> tuple[int, int]:
+    deadline = now() + 60
+    while True:
+        try:
+            return consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=15, cached=False)
+        except KafkaException as e:
+            err = e.args[0]
+            if err.code() not in WATERMARK_RETRIABLE or now() > deadline:
+                raise
+            log(f"watermarks of partition {p}: {err.str()}; asking again")
+            time.sleep(0.5)
+
+
 def read_everything(bootstrap: str) -> tuple[dict[int, list[tuple[int, bytes]]], dict[int, tuple[int, int]], bool]:
     """Every partition from its log start to its high watermark: {p: [(offset, value)]},
     {p: (low, high)}, and whether it got to every high watermark in time."""
@@ -693,7 +713,7 @@ def read_everything(bootstrap: str) -> tuple[dict[int, list[tuple[int, bytes]]],
     try:
         marks = {}
         for p in range(PARTITIONS):
-            marks[p] = consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=15, cached=False)
+            marks[p] = watermarks(consumer, p)
         consumer.assign([TopicPartition(TOPIC, p, low) for p, (low, _) in marks.items()])
         got: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(PARTITIONS)}
         next_offset = {p: low for p, (low, _) in marks.items()}
