@@ -290,16 +290,11 @@ fn encode(chunk: &[ArchivedRecord], producer: (i64, i16, i32)) -> Bytes {
         .with_base_timestamp(base)
         .idempotent(producer.0, producer.1, producer.2);
     for record in chunk {
-        let headers: Vec<(&[u8], Option<&[u8]>)> = record
-            .headers
-            .iter()
-            .map(|(k, v)| (k.as_bytes(), v.as_deref()))
-            .collect();
-        builder.push(
+        builder.push_owned(
             record.timestamp,
             record.key.as_deref(),
             record.value.as_deref(),
-            &headers,
+            &record.headers,
         );
     }
     Bytes::from(builder.build())

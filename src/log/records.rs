@@ -329,6 +329,21 @@ impl BatchBuilder {
         self
     }
 
+    /// [`Self::push`] with headers as a record owns them (an archived record, a test's).
+    pub fn push_owned(
+        &mut self,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[(String, Option<Vec<u8>>)],
+    ) {
+        let headers: Vec<(&[u8], Option<&[u8]>)> = headers
+            .iter()
+            .map(|(k, v)| (k.as_bytes(), v.as_deref()))
+            .collect();
+        self.push(timestamp, key, value, &headers);
+    }
+
     /// Appends one record.
     pub fn push(
         &mut self,
@@ -418,16 +433,11 @@ pub mod testing {
             .with_base_timestamp(base_timestamp)
             .idempotent(producer.0, producer.1, producer.2);
         for record in records {
-            let headers: Vec<(&[u8], Option<&[u8]>)> = record
-                .headers
-                .iter()
-                .map(|(k, v)| (k.as_bytes(), v.as_deref()))
-                .collect();
-            builder.push(
+            builder.push_owned(
                 base_timestamp + record.timestamp_delta,
                 record.key.as_deref(),
                 record.value.as_deref(),
-                &headers,
+                &record.headers,
             );
         }
         builder.build()

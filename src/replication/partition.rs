@@ -318,10 +318,14 @@ impl Partition {
     /// What a follower's next fetch asks, after the flush that
     /// `ReplicaState::must_flush_before_fetch` asks for (a tail written while leading).
     pub async fn fetch_position_on_disk(&self) -> Result<FetchPosition, PartitionError> {
-        let must_flush = self.state.lock().must_flush_before_fetch();
-        if must_flush {
-            self.flush().await?;
+        {
+            // One lock on the common path: nothing to flush.
+            let state = self.state.lock();
+            if !state.must_flush_before_fetch() {
+                return Ok(state.fetch_position());
+            }
         }
+        self.flush().await?;
         Ok(self.fetch_position())
     }
 
