@@ -362,10 +362,15 @@ fn holds_more_than_one_batch(records: &[u8]) -> bool {
 fn count_partition_errors(responses: &[TopicProduceResponse]) {
     for response in responses.iter().flat_map(|t| t.partition_responses.iter()) {
         if response.error_code != 0 {
-            let error = response.error_code.to_string();
-            metrics::counter!(crate::metrics::PARTITION_ERRORS_TOTAL, "api" => "Produce", "error" => error).increment(1);
+            count_partition_error(response.error_code);
         }
     }
+}
+
+fn count_partition_error(code: i16) {
+    let error = code.to_string();
+    metrics::counter!(crate::metrics::PARTITION_ERRORS_TOTAL, "api" => "Produce", "error" => error)
+        .increment(1);
 }
 
 /// Waits until every appended partition acknowledges its write; one that cannot
@@ -396,8 +401,12 @@ async fn wait_acknowledged(
                     r.index == partition.id().partition && r.error_code == 0 && r.base_offset >= 0
                 });
             if let Some(r) = failed {
+                // Counted here, not with the append's refusals: a leadership lost while
+                // an acks=all write waits is the NOT_LEADER_OR_FOLLOWER a producer most
+                // often follows.
                 r.error_code = errors::partition_error(&e).code();
                 r.base_offset = -1;
+                count_partition_error(r.error_code);
             }
         }
     }
