@@ -222,9 +222,11 @@ def test_admin_alter_and_filtered_describe_configs(broker, topic):
 
 
 def test_offsets_for_times(broker, topic):
+    # Recent, so that no retention pass (7 days) deletes them between produce and lookup.
+    base = int(time.time() * 1000) - 200_000
     p = producer(broker.address)
     try:
-        futures = [p.send(topic, value=b"%d" % i, timestamp_ms=FIXED_TS + i * 1000) for i in range(10)]
+        futures = [p.send(topic, value=b"%d" % i, timestamp_ms=base + i * 1000) for i in range(10)]
         p.flush(timeout=30)
         assert [f.get(timeout=30).offset for f in futures] == list(range(10))
     finally:
@@ -233,9 +235,9 @@ def test_offsets_for_times(broker, topic):
                       request_timeout_ms=10000)
     try:
         tp = TopicPartition(topic, 0)
-        res = c.offsets_for_times({tp: FIXED_TS + 2500}, timeout_ms=10000)
-        assert res[tp] is not None and res[tp].offset == 3 and res[tp].timestamp == FIXED_TS + 3000, res
-        res = c.offsets_for_times({tp: FIXED_TS + 999_999}, timeout_ms=10000)
+        res = c.offsets_for_times({tp: base + 2500}, timeout_ms=10000)
+        assert res[tp] is not None and res[tp].offset == 3 and res[tp].timestamp == base + 3000, res
+        res = c.offsets_for_times({tp: base + 999_999}, timeout_ms=10000)
         assert res[tp] is None, res
     finally:
         c.close(autocommit=False)
