@@ -51,7 +51,7 @@ struct Harness {
     isr_writable: bool,
     shutdown: CancellationToken,
     _dir: tempfile::TempDir,
-    _etcd: Option<TestEtcd>,
+    etcd: Option<TestEtcd>,
 }
 
 impl Drop for Harness {
@@ -68,13 +68,18 @@ fn embedded() -> Harness {
         isr_writable: false,
         shutdown: CancellationToken::new(),
         _dir: dir,
-        _etcd: None,
+        etcd: None,
     }
 }
 
 /// The etcd store on a fresh etcd, with a broker's background tasks; `None` (after
 /// saying so) when there is no etcd binary and none is required.
 async fn etcd() -> Option<Harness> {
+    etcd_with_watch(CancellationToken::new()).await
+}
+
+/// [`etcd`], its watch (and so its cache) also stopped by `stop_watch`.
+async fn etcd_with_watch(stop_watch: CancellationToken) -> Option<Harness> {
     let etcd = TestEtcd::start()?;
     let config = EtcdConfig {
         endpoints: vec![etcd.endpoint()],
@@ -87,7 +92,16 @@ async fn etcd() -> Option<Harness> {
     );
     let shutdown = CancellationToken::new();
     let (watching, session) = (Arc::clone(&store), Arc::clone(&store));
-    let (watch_shutdown, session_shutdown) = (shutdown.clone(), shutdown.clone());
+    let session_shutdown = shutdown.clone();
+    let (all, watch_shutdown) = (shutdown.clone(), CancellationToken::new());
+    let stopped = watch_shutdown.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = all.cancelled() => {}
+            _ = stop_watch.cancelled() => {}
+        }
+        stopped.cancel();
+    });
     tokio::spawn(async move { watching.run_watch(watch_shutdown).await });
     tokio::spawn(async move { session.run_session(session_shutdown).await });
     tokio::spawn(tern::cluster::controller::run(
@@ -99,7 +113,7 @@ async fn etcd() -> Option<Harness> {
         isr_writable: true,
         shutdown,
         _dir: tempfile::tempdir().expect("a temp dir"),
-        _etcd: Some(etcd),
+        etcd: Some(etcd),
     })
 }
 
@@ -690,6 +704,92 @@ async fn this_broker_is_registered_and_a_controller_is_elected(h: &Harness) {
     eventually("a controller", || store.controller_id()).await;
     assert_eq!(store.controller_id(), Some(NODE_ID), "the only broker");
     assert!(store.may_lead());
+}
+
+/// etcd only (the embedded store has one broker). An ISR expansion admits a broker in
+/// the run its leader saw catch up, judged on the registrations in etcd: with the
+/// watch stopped, the cache still holds broker 2's previous run after it restarts,
+/// and an admission with that run's incarnation must still be refused.
+#[tokio::test]
+async fn an_isr_admission_is_judged_on_the_registration_in_etcd_not_the_cache() {
+    let stop_watch = CancellationToken::new();
+    let Some(h) = etcd_with_watch(stop_watch.clone()).await else {
+        return;
+    };
+    let store = &*h.store;
+    let endpoint = h.etcd.as_ref().expect("an etcd").endpoint();
+    let mut client = etcd_client::Client::connect([endpoint], None)
+        .await
+        .expect("a client connects");
+    let key = format!("/tern/{CLUSTER_ID}/brokers/2");
+    let broker_2 = serde_json::to_vec(&BrokerInfo {
+        node_id: 2,
+        port: 19093,
+        ..node()
+    })
+    .expect("serializes");
+    let first_run = client
+        .put(key.as_str(), broker_2.clone(), None)
+        .await
+        .expect("registered")
+        .header()
+        .expect("a header")
+        .revision();
+    eventually("broker 2 in the cache", || {
+        store.brokers().iter().any(|b| b.node_id == 2).then_some(())
+    })
+    .await;
+    let spec = store
+        .create_topic(NewTopic {
+            name: "admit".into(),
+            partitions: 1,
+            replication_factor: 2,
+            configs: BTreeMap::new(),
+            assignments: BTreeMap::from([(0, vec![NODE_ID, 2])]),
+        })
+        .await
+        .expect("created");
+    let p = placed(store, &spec).await.partitions[0].clone();
+    assert_eq!((p.leader, p.replicas.clone()), (NODE_ID, vec![NODE_ID, 2]));
+    let change = |partition_epoch, isr: Vec<i32>, incarnation: Option<i64>| IsrChange {
+        index: 0,
+        leader_epoch: p.leader_epoch,
+        partition_epoch,
+        isr,
+        incarnations: incarnation.map(|i| (2, i)).into_iter().collect(),
+    };
+    let alter = |change: IsrChange| async move {
+        store
+            .alter_partitions("admit", spec.topic_id, &[change])
+            .await
+            .expect("answered")
+            .remove(0)
+    };
+    let alone = alter(change(p.partition_epoch, vec![NODE_ID], None))
+        .await
+        .expect("the shrink is written");
+    stop_watch.cancel();
+    // Broker 2 restarts (its registration is created anew) while the cache still
+    // holds its first run.
+    client.delete(key.as_str(), None).await.expect("deleted");
+    let second_run = client
+        .put(key.as_str(), broker_2, None)
+        .await
+        .expect("registered again")
+        .header()
+        .expect("a header")
+        .revision();
+    assert!(second_run > first_run);
+    let previous = change(alone.partition_epoch, vec![NODE_ID, 2], Some(first_run));
+    assert_eq!(
+        alter(previous).await,
+        None,
+        "a fetch of broker 2's previous run admits nothing"
+    );
+    let current = change(alone.partition_epoch, vec![NODE_ID, 2], Some(second_run));
+    let admitted = alter(current).await.expect("the current run is admitted");
+    assert_eq!(admitted.isr, vec![NODE_ID, 2]);
+    assert_eq!(admitted.isr_incarnations.get(&2), Some(&second_run));
 }
 
 /// Runs each check on each store, as `embedded::<check>` and `etcd::<check>`.

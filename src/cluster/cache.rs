@@ -95,11 +95,6 @@ impl MetadataCache {
         self.snapshot.read().brokers.values().cloned().collect()
     }
 
-    /// Each live broker's incarnation (see [`Snapshot::incarnations`]).
-    pub fn incarnations(&self) -> BTreeMap<i32, i64> {
-        self.snapshot.read().incarnations.clone()
-    }
-
     /// The ids of the live brokers, ascending.
     pub fn broker_ids(&self) -> Vec<i32> {
         self.snapshot.read().brokers.keys().copied().collect()

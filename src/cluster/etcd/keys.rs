@@ -28,6 +28,9 @@ impl Keys {
     pub(super) fn broker(&self, id: i32) -> String {
         format!("{}brokers/{id}", self.prefix)
     }
+    pub(super) fn brokers(&self) -> String {
+        format!("{}brokers/", self.prefix)
+    }
     pub(super) fn controller(&self) -> String {
         format!("{}controller", self.prefix)
     }

@@ -317,13 +317,18 @@ impl MetadataStore for EtcdStore {
             if assignment.topic_id != topic_id {
                 return Ok(refused());
             }
-            let incarnations = self.cache.incarnations();
+            // Registrations from etcd, and the write guarded on them: an admission
+            // judged on the cache could let in a broker's previous run whose restart
+            // the watch has not delivered yet.
+            let incarnations = self.read_incarnations().await?;
             let mut outcomes = Vec::with_capacity(changes.len());
+            let mut guards = Vec::new();
             for change in changes {
                 let slot = usize::try_from(change.index)
                     .ok()
                     .and_then(|i| assignment.partitions.get_mut(i));
                 let next = slot.and_then(|current| {
+                    let before = current.in_sync();
                     let next = crate::cluster::store::apply_isr_change(
                         current,
                         self.node.node_id,
@@ -333,6 +338,10 @@ impl MetadataStore for EtcdStore {
                         &change.incarnations,
                         |broker| incarnations.get(&broker).copied(),
                     )?;
+                    let admitted = next.isr.iter().filter(|m| !before.contains(m));
+                    guards.extend(admitted.map(|&m| {
+                        self.still_registered(m, next.isr_incarnations.get(&m).copied())
+                    }));
                     *current = next.clone();
                     Some(next)
                 });
@@ -341,7 +350,10 @@ impl MetadataStore for EtcdStore {
             if outcomes.iter().all(Option::is_none) {
                 return Ok(outcomes);
             }
-            if self.put_if_unchanged(&key, revision, &assignment).await? {
+            if self
+                .put_if_unchanged_and(&key, revision, &assignment, guards)
+                .await?
+            {
                 return Ok(outcomes);
             }
         }

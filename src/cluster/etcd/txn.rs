@@ -1,8 +1,13 @@
 //! Reads with the revision a compare-and-swap must match, and the transactions that
 //! write (returning once this broker's cache has seen them where asked).
 
-use etcd_client::{Compare, CompareOp, KeyValue, Txn, TxnOp, TxnOpResponse, TxnResponse};
+use std::collections::BTreeMap;
 
+use etcd_client::{
+    Compare, CompareOp, GetOptions, KeyValue, Txn, TxnOp, TxnOpResponse, TxnResponse,
+};
+
+use super::keys::{classify, Entry};
 use super::{corrupt, etcd_error, EtcdStore};
 use crate::cluster::store::{MetadataError, TopicAssignment, TopicSpec};
 use crate::limits::ETCD_CAS_ATTEMPTS as CAS_ATTEMPTS;
@@ -103,11 +108,55 @@ impl EtcdStore {
         revision: i64,
         value: &T,
     ) -> Result<bool, MetadataError> {
+        self.put_if_unchanged_and(key, revision, value, Vec::new())
+            .await
+    }
+
+    /// [`Self::put_if_unchanged`], when every one of `guards` holds too.
+    pub(super) async fn put_if_unchanged_and<T: serde::Serialize>(
+        &self,
+        key: &str,
+        revision: i64,
+        value: &T,
+        guards: Vec<Compare>,
+    ) -> Result<bool, MetadataError> {
         let value = serde_json::to_vec(value).map_err(|e| corrupt(key, e))?;
+        let mut compares = vec![Compare::mod_revision(key, CompareOp::Equal, revision)];
+        compares.extend(guards);
         let txn = Txn::new()
-            .when([Compare::mod_revision(key, CompareOp::Equal, revision)])
+            .when(compares)
             .and_then([TxnOp::put(key, value, None)]);
         Ok(self.txn_seen(txn).await?.succeeded())
+    }
+
+    /// Each registered broker's incarnation (its registration's create revision), read
+    /// from etcd rather than the cache: a restart the watch has not delivered yet
+    /// counts.
+    pub(super) async fn read_incarnations(&self) -> Result<BTreeMap<i32, i64>, MetadataError> {
+        let response = self
+            .client
+            .clone()
+            .get(self.keys.brokers(), Some(GetOptions::new().with_prefix()))
+            .await
+            .map_err(etcd_error)?;
+        Ok(response
+            .kvs()
+            .iter()
+            .filter_map(|kv| match classify(&self.keys.prefix, kv.key_str().ok()?) {
+                Entry::Broker(id) => Some((id, kv.create_revision())),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// The comparison that holds while `broker` is registered in the run `incarnation`
+    /// names (any run when `None`): an ISR admission is written only if it still holds.
+    pub(super) fn still_registered(&self, broker: i32, incarnation: Option<i64>) -> Compare {
+        let key = self.keys.broker(broker);
+        match incarnation {
+            Some(incarnation) => Compare::create_revision(key, CompareOp::Equal, incarnation),
+            None => Compare::create_revision(key, CompareOp::Greater, 0),
+        }
     }
 
     /// Changes a topic with `change`, retrying when someone else changed it meanwhile.
