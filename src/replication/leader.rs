@@ -81,6 +81,20 @@ struct Follower {
     last_fetch_ms: i64,
     /// The incarnation its last fetch declared (Fetch v15+ `replica_epoch`), if any.
     incarnation: Option<i64>,
+    /// The log start its last served fetch declared (Fetch v5+ `log_start_offset`);
+    /// `None` before one in this epoch.
+    log_start: Option<i64>,
+}
+
+/// What the leader knows of one follower's progress in this leader epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FollowerProgress {
+    pub id: i32,
+    /// Its last fetch offset, -1 before its first fetch in this epoch.
+    pub log_end: i64,
+    /// Its log start, as its last fetch declared.
+    pub log_start: Option<i64>,
+    pub last_caught_up_ms: i64,
 }
 
 impl Follower {
@@ -93,6 +107,7 @@ impl Follower {
             last_fetch_leader_log_end: leader_log_end,
             last_fetch_ms: now_ms,
             incarnation: None,
+            log_start: None,
         }
     }
 
@@ -266,6 +281,15 @@ impl LeaderState {
         }
     }
 
+    /// The log start a served fetch of `follower` declared (Kafka's
+    /// `Replica.updateFetchStateOrThrow` keeps it beside the log end): KIP-392 sends no
+    /// consumer to a follower that no longer holds the offset it reads.
+    pub fn on_follower_log_start(&mut self, follower: i32, log_start: i64) {
+        if let Some(state) = self.followers.get_mut(&follower) {
+            state.log_start = (log_start >= 0).then_some(log_start);
+        }
+    }
+
     /// The leader's own log end moved (an append): the high watermark may move when the
     /// ISR is the leader alone (or every follower already has more).
     pub fn on_leader_append(&mut self, leader_log_end: i64) -> bool {
@@ -404,6 +428,7 @@ impl LeaderState {
                     last_fetch_leader_log_end: self.leader_log_end,
                     last_fetch_ms: 0,
                     incarnation: None,
+                    log_start: None,
                 });
             }
         }
@@ -514,12 +539,14 @@ impl LeaderState {
         }
     }
 
-    /// Each follower's `(id, last fetch offset, last caught-up time)`; the fetch offset is
-    /// -1 until it fetched in this leader epoch (metrics, DescribeLogDirs, lag).
-    pub fn followers(&self) -> impl Iterator<Item = (i32, i64, i64)> + '_ {
-        self.followers
-            .iter()
-            .map(|(&id, f)| (id, f.log_end.unwrap_or(-1), f.last_caught_up_ms))
+    /// Each follower's progress (KIP-392's choice of a replica to read from).
+    pub fn followers(&self) -> impl Iterator<Item = FollowerProgress> + '_ {
+        self.followers.iter().map(|(&id, f)| FollowerProgress {
+            id,
+            log_end: f.log_end.unwrap_or(-1),
+            log_start: f.log_start,
+            last_caught_up_ms: f.last_caught_up_ms,
+        })
     }
 }
 
@@ -715,8 +742,19 @@ mod tests {
     fn followers_report_progress() {
         let mut s = leader(vec![1, 2], 10, 10);
         s.on_follower_fetch(2, 10, 10, 1_500);
+        s.on_follower_log_start(2, 4);
+        s.on_follower_log_start(9, 4);
         let f: Vec<_> = s.followers().collect();
-        assert_eq!(f, vec![(2, 10, 1_500), (3, -1, 0)]);
+        let progress = |id, log_end, log_start, last_caught_up_ms| FollowerProgress {
+            id,
+            log_end,
+            log_start,
+            last_caught_up_ms,
+        };
+        assert_eq!(
+            f,
+            vec![progress(2, 10, Some(4), 1_500), progress(3, -1, None, 0)]
+        );
     }
 
     /// Random schedules of fetches, appends, ticks and store answers against one

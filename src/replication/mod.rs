@@ -18,7 +18,7 @@ mod replicas;
 pub(crate) mod sim;
 
 pub use follower::{diverging_epoch, truncation_offset, TruncationDecision};
-pub use leader::{AckCheck, IsrProposal, LeaderState};
+pub use leader::{AckCheck, FollowerProgress, IsrProposal, LeaderState};
 pub use partition::{
     Acks, FollowerProcess, LeaderLease, Partition, PartitionError, ReadResult, ReplicaRead,
 };

@@ -21,7 +21,7 @@ use uuid::Uuid;
 
 pub use super::error::PartitionError;
 use super::follower;
-use super::leader::IsrProposal;
+use super::leader::{FollowerProgress, IsrProposal};
 pub use super::lease::LeaderLease;
 pub use super::replica::Acks;
 use super::replica::{
@@ -401,23 +401,14 @@ impl Partition {
     pub fn read_for_follower(
         &self,
         follower: FollowerProcess,
-        fetch_offset: i64,
-        current_leader_epoch: i32,
-        last_fetched_epoch: Option<i32>,
+        position: &FetchPosition,
         max_bytes: u64,
         now_ms: i64,
     ) -> Result<ReplicaRead, PartitionError> {
         let mut state = self.state.lock();
         state.note_follower_incarnation(BrokerId(follower.id), follower.incarnation);
         let (served, proposal) = state
-            .serve_follower(
-                BrokerId(follower.id),
-                Offset(fetch_offset),
-                LeaderEpoch(current_leader_epoch),
-                last_fetched_epoch.map(LeaderEpoch),
-                max_bytes,
-                now_ms,
-            )
+            .serve_follower(BrokerId(follower.id), position, max_bytes, now_ms)
             .map_err(|e| PartitionError::of(&self.id, e))?;
         self.publish(&state);
         Ok(ReplicaRead {
@@ -448,8 +439,8 @@ impl Partition {
         self.publish(&state);
     }
 
-    /// `(follower, fetch offset, last caught-up time)` of each follower while leading.
-    pub fn follower_progress(&self) -> Vec<(i32, i64, i64)> {
+    /// Each follower's progress while leading.
+    pub fn follower_progress(&self) -> Vec<FollowerProgress> {
         self.state.lock().follower_progress()
     }
 

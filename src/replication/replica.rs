@@ -27,7 +27,7 @@
 use bytes::Bytes;
 
 use super::follower::{self, FetchValidation};
-use super::leader::{AckCheck, IsrProposal, LeaderLog, LeaderState};
+use super::leader::{AckCheck, FollowerProgress, IsrProposal, LeaderLog, LeaderState};
 use crate::cluster::PartitionAssignment;
 use crate::log::{AppendError, AppendInfo, OffsetOutOfRange};
 use crate::model::{BrokerId, LeaderEpoch, Offset};
@@ -288,8 +288,8 @@ impl<L: ReplicaLog> ReplicaState<L> {
             _ => Vec::new(),
         }
     }
-    /// `(follower, fetch offset, last caught-up time)` of each follower while leading.
-    pub fn follower_progress(&self) -> Vec<(i32, i64, i64)> {
+    /// Each follower's progress while leading.
+    pub fn follower_progress(&self) -> Vec<FollowerProgress> {
         match &self.role {
             Role::Leader(leader) => leader.followers().collect(),
             _ => Vec::new(),
@@ -467,15 +467,19 @@ impl<L: ReplicaLog> ReplicaState<L> {
     pub fn serve_follower(
         &mut self,
         follower: BrokerId,
-        fetch_offset: Offset,
-        current_leader_epoch: LeaderEpoch,
-        last_fetched_epoch: Option<LeaderEpoch>,
+        position: &FetchPosition,
         max_bytes: u64,
         now_ms: i64,
     ) -> Result<(ServedFetch, Option<IsrProposal>), ReplicaError> {
         let Role::Leader(leader) = &mut self.role else {
             return Err(ReplicaError::NotLeader);
         };
+        let FetchPosition {
+            fetch_offset,
+            current_leader_epoch,
+            last_fetched_epoch,
+            log_start: follower_log_start,
+        } = *position;
         check_epoch(self.log.leader_epoch(), current_leader_epoch)?;
         let (log_start, log_end) = (self.log.log_start(), self.log.log_end());
         let out_of_range = || OffsetOutOfRange {
@@ -517,6 +521,7 @@ impl<L: ReplicaLog> ReplicaState<L> {
         }
         served.records = self.log.read(fetch_offset, max_bytes, true, log_end)?;
         let (_, proposal) = leader.on_follower_fetch(follower.0, fetch_offset.0, log_end.0, now_ms);
+        leader.on_follower_log_start(follower.0, follower_log_start.0);
         served.high_watermark = Offset(leader.high_watermark());
         Ok((served, proposal))
     }

@@ -799,14 +799,7 @@ impl Sim {
             return Answer::Refused;
         };
         replica.note_follower_incarnation(BrokerId(from), Some(incarnation));
-        let served = replica.serve_follower(
-            BrokerId(from),
-            position.fetch_offset,
-            position.current_leader_epoch,
-            position.last_fetched_epoch,
-            FETCH_MAX_BYTES,
-            now,
-        );
+        let served = replica.serve_follower(BrokerId(from), position, FETCH_MAX_BYTES, now);
         let leader_epoch = replica.log().leader_epoch;
         if self.trace {
             eprintln!(

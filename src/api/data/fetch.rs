@@ -27,8 +27,9 @@ use tokio::time::Instant;
 
 use super::super::context::RequestContext;
 use super::super::errors;
-use crate::model::Offset;
-use crate::replication::{NotServed, TopicReplicas};
+use crate::model::{LeaderEpoch, Offset};
+use crate::replication::replica::FetchPosition;
+use crate::replication::{FollowerProgress, NotServed, TopicReplicas};
 use crate::security::acl::AclOperation;
 
 pub async fn handle(ctx: &RequestContext, request: FetchRequest) -> FetchResponse {
@@ -159,8 +160,13 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
                 .min(remaining)
                 .max(0) as u64;
             let outcome = if replica_id >= 0 {
-                let last_fetched_epoch = (ctx.api_version >= 12 && wanted.last_fetched_epoch >= 0)
-                    .then_some(wanted.last_fetched_epoch);
+                let position = FetchPosition {
+                    fetch_offset: Offset(wanted.fetch_offset),
+                    last_fetched_epoch: (ctx.api_version >= 12 && wanted.last_fetched_epoch >= 0)
+                        .then_some(LeaderEpoch(wanted.last_fetched_epoch)),
+                    current_leader_epoch: LeaderEpoch(wanted.current_leader_epoch),
+                    log_start: Offset(wanted.log_start_offset),
+                };
                 watches.push(partition.watch_log_end());
                 partition
                     .read_for_follower(
@@ -168,9 +174,7 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
                             id: replica_id,
                             incarnation: replica_incarnation,
                         },
-                        wanted.fetch_offset,
-                        wanted.current_leader_epoch,
-                        last_fetched_epoch,
+                        &position,
                         limit,
                         now,
                     )
@@ -196,7 +200,14 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
                     continue;
                 }
                 let preferred = (ctx.api_version >= 11 && partition.is_leader())
-                    .then(|| preferred_read_replica(ctx, partition, request.rack_id.as_str()))
+                    .then(|| {
+                        preferred_read_replica(
+                            ctx,
+                            partition,
+                            request.rack_id.as_str(),
+                            Offset(wanted.fetch_offset),
+                        )
+                    })
                     .flatten();
                 if let Some(preferred) = preferred {
                     // Kafka answers with no records and the replica to read from.
@@ -265,11 +276,12 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
 }
 
 /// KIP-392's rack-aware selection: when the consumer names a rack the leader is not
-/// in, an in-sync follower in that rack (the most caught up, then the lowest id).
+/// in, a follower in that rack (see [`choose_read_replica`]).
 fn preferred_read_replica(
     ctx: &RequestContext,
     partition: &crate::replication::Partition,
     client_rack: &str,
+    fetch_offset: Offset,
 ) -> Option<i32> {
     if client_rack.is_empty() || ctx.services.node.rack.as_deref() == Some(client_rack) {
         return None;
@@ -283,12 +295,30 @@ fn preferred_read_replica(
         .map(|b| b.node_id)
         .collect();
     let isr = partition.isr();
-    partition
-        .follower_progress()
-        .into_iter()
-        .filter(|(id, _, _)| isr.contains(&crate::model::BrokerId(*id)) && in_rack.contains(id))
-        .max_by_key(|&(id, fetch_offset, _)| (fetch_offset, -id))
-        .map(|(id, _, _)| id)
+    choose_read_replica(
+        &partition.follower_progress(),
+        |id| isr.contains(&crate::model::BrokerId(id)) && in_rack.contains(&id),
+        fetch_offset,
+    )
+}
+
+/// Of the followers `eligible` accepts (in sync, in the consumer's rack), one that holds
+/// `fetch_offset` (its log start at or below it and its log end at or past it, as
+/// Kafka's `ReplicaManager.findPreferredReadReplica` requires): the most caught up,
+/// then the lowest id. A follower whose log start passed the offset would answer
+/// OFFSET_OUT_OF_RANGE, and the consumer would reset its position.
+fn choose_read_replica(
+    followers: &[FollowerProgress],
+    eligible: impl Fn(i32) -> bool,
+    fetch_offset: Offset,
+) -> Option<i32> {
+    followers
+        .iter()
+        .filter(|f| eligible(f.id))
+        .filter(|f| f.log_end >= fetch_offset.0)
+        .filter(|f| f.log_start.is_none_or(|start| start <= fetch_offset.0))
+        .max_by_key(|f| (f.log_end, -f.id))
+        .map(|f| f.id)
 }
 
 /// Counts what was served per topic (bytes and records, by topic name) and the
@@ -323,4 +353,50 @@ pub fn record_sets(response: &FetchResponse) -> Vec<Bytes> {
 async fn wait_for_append(mut watches: Vec<watch::Receiver<i64>>, deadline: Instant) {
     let changes = watches.iter_mut().map(|w| Box::pin(w.changed()));
     let _ = tokio::time::timeout_at(deadline, futures::future::select_all(changes)).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn follower(id: i32, log_start: Option<i64>, log_end: i64) -> FollowerProgress {
+        FollowerProgress {
+            id,
+            log_end,
+            log_start,
+            last_caught_up_ms: 0,
+        }
+    }
+
+    #[test]
+    fn a_read_replica_holds_the_offset_the_consumer_reads() {
+        let followers = [
+            follower(2, Some(0), 100),
+            follower(3, Some(60), 120),
+            follower(4, None, 90),
+        ];
+        let anyone = |_| true;
+        // 3 is the most caught up, but its log start passed offset 50.
+        assert_eq!(choose_read_replica(&followers, anyone, Offset(50)), Some(2));
+        assert_eq!(choose_read_replica(&followers, anyone, Offset(60)), Some(3));
+        // Past 2's and 4's log end: only 3 has it.
+        assert_eq!(choose_read_replica(&followers, anyone, Offset(110)), Some(3));
+        assert_eq!(choose_read_replica(&followers, anyone, Offset(121)), None);
+        // A log start not yet declared does not rule a follower out (Kafka's unknown, -1).
+        assert_eq!(
+            choose_read_replica(&followers, |id| id == 4, Offset(0)),
+            Some(4)
+        );
+        assert_eq!(
+            choose_read_replica(&followers, |id| id != 2, Offset(50)),
+            Some(4),
+            "ineligible ones are passed over"
+        );
+    }
+
+    #[test]
+    fn ties_go_to_the_lowest_id() {
+        let followers = [follower(5, Some(0), 10), follower(3, Some(0), 10)];
+        assert_eq!(choose_read_replica(&followers, |_| true, Offset(5)), Some(3));
+    }
 }
