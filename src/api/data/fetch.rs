@@ -380,7 +380,10 @@ mod tests {
         assert_eq!(choose_read_replica(&followers, anyone, Offset(50)), Some(2));
         assert_eq!(choose_read_replica(&followers, anyone, Offset(60)), Some(3));
         // Past 2's and 4's log end: only 3 has it.
-        assert_eq!(choose_read_replica(&followers, anyone, Offset(110)), Some(3));
+        assert_eq!(
+            choose_read_replica(&followers, anyone, Offset(110)),
+            Some(3)
+        );
         assert_eq!(choose_read_replica(&followers, anyone, Offset(121)), None);
         // A log start not yet declared does not rule a follower out (Kafka's unknown, -1).
         assert_eq!(
@@ -397,6 +400,9 @@ mod tests {
     #[test]
     fn ties_go_to_the_lowest_id() {
         let followers = [follower(5, Some(0), 10), follower(3, Some(0), 10)];
-        assert_eq!(choose_read_replica(&followers, |_| true, Offset(5)), Some(3));
+        assert_eq!(
+            choose_read_replica(&followers, |_| true, Offset(5)),
+            Some(3)
+        );
     }
 }
