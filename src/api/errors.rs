@@ -34,7 +34,12 @@ pub fn append_error(error: &AppendError) -> ResponseError {
             ResponseError::InvalidProducerEpoch
         }
         AppendError::MissingKey { .. } | AppendError::ControlBatch => ResponseError::InvalidRecord,
-        AppendError::NotInTransaction => ResponseError::InvalidTxnState,
+        AppendError::Sequence(SequenceError::NotTransactional { .. }) => {
+            ResponseError::InvalidTxnState
+        }
+        AppendError::Sequence(SequenceError::CoordinatorFenced { .. }) => {
+            ResponseError::TransactionCoordinatorFenced
+        }
         AppendError::UnreadableRecords(_) => ResponseError::CorruptMessage,
         AppendError::Io { .. } => ResponseError::KafkaStorageError,
         // Only a follower's fetcher appends replicated batches; no client sees this.
@@ -192,7 +197,8 @@ mod tests {
         };
         assert_eq!(append_error(&io).code(), 56);
         assert_eq!(append_error(&AppendError::ControlBatch).code(), 87);
-        assert_eq!(append_error(&AppendError::NotInTransaction).code(), 48);
+        let outside = SequenceError::NotTransactional { producer_id: 1 };
+        assert_eq!(append_error(&AppendError::Sequence(outside)).code(), 48);
         assert_eq!(
             topic_error(&TopicError::AlreadyExists("t".into())).code(),
             36

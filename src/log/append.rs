@@ -9,6 +9,7 @@ use std::sync::Arc;
 use super::batch::{self, BatchError, BatchHeader};
 use super::producer_state::SequenceCheck;
 use super::records;
+use super::txn::TxnMarker;
 use super::segment::Segment;
 use super::{io_error, AppendError, AppendInfo, Log};
 use crate::model::LeaderEpoch;
@@ -16,11 +17,13 @@ use crate::model::LeaderEpoch;
 impl Log {
     /// Validates and appends a record set (one or more batches) from a producer.
     ///
-    /// Every batch is checked (framing, magic, CRC-32C, neither transactional nor
-    /// control, size; in a compacted log, that every record has a key, which means
-    /// decompressing) before anything is
-    /// written; idempotent-producer sequences are then checked batch by batch, and a
-    /// retried duplicate is answered with its original offsets instead of appended.
+    /// Every batch is checked (framing, magic, CRC-32C, not control, size; in a
+    /// compacted log, that every record has a key, which means decompressing) before
+    /// anything is written; producer sequences (and that a producer with an open
+    /// transaction writes transactionally) are then checked batch by batch, and a
+    /// retried duplicate is answered with its original offsets instead of appended. A
+    /// transactional batch opens its producer's transaction here; whether the
+    /// coordinator knows of it is the Produce handler's question.
     pub fn append(&mut self, records: &[u8], now_ms: i64) -> Result<AppendInfo, AppendError> {
         let (converted, recompressed) = self.recompressed(records)?;
         let records: &[u8] = converted.as_deref().unwrap_or(records);
@@ -28,11 +31,7 @@ impl Log {
         for header in batch::batches(records) {
             let header = header?;
             // Here, not only in the Produce handler, so that no writer of the leader's
-            // log can leave an open transaction or a marker no coordinator wrote
-            // (recompression keeps both bits).
-            if header.is_transactional() {
-                return Err(AppendError::NotInTransaction);
-            }
+            // log can leave a marker no coordinator wrote (recompression keeps the bit).
             if header.is_control() {
                 return Err(AppendError::ControlBatch);
             }
@@ -61,7 +60,8 @@ impl Log {
         let mut first: Option<i64> = None;
         let mut last = -1;
         for header in headers {
-            if header.has_producer_id() && header.base_sequence() >= 0 {
+            if header.has_producer_id() && (header.base_sequence() >= 0 || header.is_transactional())
+            {
                 if let SequenceCheck::Duplicate {
                     base_offset,
                     last_offset,
@@ -73,20 +73,8 @@ impl Log {
                 }
             }
             let base = self.end();
-            self.maybe_roll(header.total_bytes() as u64, now_ms)
-                .map_err(io_error(&self.dir))?;
-            let epoch = self.leader_epoch;
-            // Before the batch, as Kafka does: an entry starting at the log end with no
-            // batch behind it (the write failed) is dropped at the next open.
-            self.epochs.assign(epoch, base);
-            self.persist_epochs()?;
-            let appended = self.active_mut().and_then(|segment| {
-                segment.append(header.bytes(), base, epoch, log_append_time, now_ms)
-            });
-            let last_offset = appended.map_err(io_error(&self.dir))?;
-            self.producers.record(&header, base);
+            last = self.write_leader_batch(&header, log_append_time, now_ms)?;
             first.get_or_insert(base);
-            last = last_offset;
         }
         Ok(AppendInfo {
             base_offset: first.unwrap_or(last),
@@ -95,6 +83,52 @@ impl Log {
             leader_epoch: self.leader_epoch,
             recompressed,
         })
+    }
+
+    /// Appends a transaction marker as the leader (the coordinator's WriteTxnMarkers):
+    /// refused when the producer's epoch or the coordinator's is older than the one
+    /// this partition last saw.
+    pub fn append_marker(
+        &mut self,
+        marker: &TxnMarker,
+        now_ms: i64,
+    ) -> Result<AppendInfo, AppendError> {
+        self.producers.check_marker(marker)?;
+        let batch = marker.encode(now_ms);
+        let header = BatchHeader::parse(&batch)?;
+        let base = self.end();
+        let last = self.write_leader_batch(&header, None, now_ms)?;
+        Ok(AppendInfo {
+            base_offset: base,
+            last_offset: last,
+            log_append_time: None,
+            leader_epoch: self.leader_epoch,
+            recompressed: None,
+        })
+    }
+
+    /// Writes one checked batch at the log end as the leader: rolls when due, stamps
+    /// offsets and the leader epoch, records producer state. Returns its last offset.
+    fn write_leader_batch(
+        &mut self,
+        header: &BatchHeader<'_>,
+        log_append_time: Option<i64>,
+        now_ms: i64,
+    ) -> Result<i64, AppendError> {
+        let base = self.end();
+        self.maybe_roll(header.total_bytes() as u64, now_ms)
+            .map_err(io_error(&self.dir))?;
+        let epoch = self.leader_epoch;
+        // Before the batch, as Kafka does: an entry starting at the log end with no
+        // batch behind it (the write failed) is dropped at the next open.
+        self.epochs.assign(epoch, base);
+        self.persist_epochs()?;
+        let appended = self.active_mut().and_then(|segment| {
+            segment.append(header.bytes(), base, epoch, log_append_time, now_ms)
+        });
+        let last_offset = appended.map_err(io_error(&self.dir))?;
+        self.producers.record(header, base);
+        Ok(last_offset)
     }
 
     /// `records` with every batch in another codec than the topic's recompressed to

@@ -37,6 +37,7 @@ pub mod records;
 pub mod segment;
 pub mod throttle;
 pub mod time_index;
+pub mod txn;
 
 mod append;
 pub mod cleaning;
@@ -86,12 +87,6 @@ pub enum AppendError {
     /// transaction coordinator writes markers (Kafka's `LogValidator.validateBatch`).
     #[error("clients are not allowed to write control records")]
     ControlBatch,
-    /// A transactional batch (attribute bit 4) offered to the leader's append path:
-    /// tern has no transaction coordinator, so no transaction is ever ongoing, and a
-    /// batch written outside one would hold the last stable offset forever (Kafka's
-    /// `UnifiedLog.analyzeAndValidateProducerState`).
-    #[error("record was not part of an ongoing transaction")]
-    NotInTransaction,
     /// Replicated batches that start below the log end (or below the batch before).
     #[error("replicated batch at offset {found} is below the log end {expected}")]
     NotContiguous { expected: i64, found: i64 },

@@ -1,15 +1,22 @@
-//! Idempotent-producer state of one partition: for each producer id, its epoch and the
-//! last five batches' sequence ranges, as Kafka keeps them.
+//! Producer state of one partition, as Kafka keeps it: for each producer id its epoch,
+//! the last five batches' sequence ranges, and the first offset of its open
+//! transaction; the partition's open transactions (for the last stable offset) and
+//! the aborted ones (for read_committed fetches).
 //!
 //! The state is a pure function of the log: `record` is called for every appended
-//! batch that carries a producer id, on the produce path and again on replay at
-//! start-up. A snapshot taken at segment roll bounds the replay to the newest segment.
+//! batch that carries a producer id, markers included, on the produce path, on a
+//! follower's replicated append, and again on replay at start-up and after a
+//! truncation. A snapshot taken at segment roll bounds the replay to the newest
+//! segment; it carries the open and aborted transactions, which is what lets a
+//! transaction that spans a roll and a restart still commit, and why tern keeps no
+//! separate per-segment transaction index: the aborted list is rebuilt with the rest.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
 use super::batch::BatchHeader;
+use super::txn::{AbortedTxn, MarkerKind, TxnMarker};
 
 /// Batches remembered per producer for duplicate detection (Kafka's limit).
 pub const BATCHES_PER_PRODUCER: usize = 5;
@@ -29,6 +36,19 @@ pub struct ProducerEntry {
     /// Max timestamp of the producer's newest batch, for expiry.
     #[serde(default)]
     pub last_timestamp: i64,
+    /// Offset of the producer's first batch in its open transaction on this partition.
+    #[serde(default)]
+    pub txn_first_offset: Option<i64>,
+    /// Epoch of the coordinator that wrote this producer's last marker here.
+    #[serde(default)]
+    pub coordinator_epoch: i32,
+}
+
+/// A transaction whose marker is in the log: `[first_offset, marker]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct CompletedTxn {
+    first_offset: i64,
+    marker: i64,
 }
 
 /// How a batch from an idempotent producer relates to what the log already holds.
@@ -54,6 +74,18 @@ pub enum SequenceError {
         expected: i32,
         got: i32,
     },
+    /// A non-transactional batch from a producer with an open transaction here
+    /// (Kafka's INVALID_TXN_STATE, "Expected transactional write from producer").
+    #[error("producer {producer_id} has an open transaction: expected a transactional write")]
+    NotTransactional { producer_id: i64 },
+    /// A marker from a coordinator older than the one that wrote this producer's last
+    /// marker here (Kafka's TRANSACTION_COORDINATOR_FENCED).
+    #[error("producer {producer_id}: marker of coordinator epoch {epoch} is older than {current}")]
+    CoordinatorFenced {
+        producer_id: i64,
+        epoch: i32,
+        current: i32,
+    },
 }
 
 /// Next sequence after `last`, wrapping like Kafka's `DefaultRecordBatch.incrementSequence`.
@@ -68,6 +100,18 @@ fn next_sequence(last: i32) -> i32 {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProducerStateTable {
     producers: HashMap<i64, ProducerEntry>,
+    /// Open transactions: `(first offset, producer id)`.
+    #[serde(default)]
+    ongoing: BTreeSet<(i64, i64)>,
+    /// Transactions with a marker, in marker order, until the high watermark passes
+    /// the marker ([`Self::forget_replicated`]): until then they stay unstable, as in
+    /// Kafka (`unreplicatedTxns`), so no read_committed consumer reads a transaction
+    /// whose marker a failover could still take back.
+    #[serde(default)]
+    completed: VecDeque<CompletedTxn>,
+    /// Aborted transactions in marker order, down to the log start.
+    #[serde(default)]
+    aborted: VecDeque<AbortedTxn>,
 }
 
 impl ProducerStateTable {
@@ -92,6 +136,10 @@ impl ProducerStateTable {
                 epoch,
                 current: entry.epoch,
             });
+        }
+        if epoch == entry.epoch && !header.is_transactional() && entry.txn_first_offset.is_some()
+        {
+            return Err(SequenceError::NotTransactional { producer_id });
         }
         if epoch > entry.epoch {
             // A bumped epoch restarts the sequence at zero.
@@ -130,18 +178,62 @@ impl ProducerStateTable {
         }
     }
 
+    /// Checks a marker against the producer's state (Kafka's `appendEndTxnMarker`):
+    /// its producer epoch may not be older than the producer's, nor its coordinator
+    /// epoch older than the last marker's here.
+    pub fn check_marker(&self, marker: &TxnMarker) -> Result<(), SequenceError> {
+        let producer_id = marker.producer_id.0;
+        let Some(entry) = self.producers.get(&producer_id) else {
+            return Ok(());
+        };
+        if marker.producer_epoch.0 < entry.epoch {
+            return Err(SequenceError::StaleEpoch {
+                producer_id,
+                epoch: marker.producer_epoch.0,
+                current: entry.epoch,
+            });
+        }
+        if marker.coordinator_epoch < entry.coordinator_epoch {
+            return Err(SequenceError::CoordinatorFenced {
+                producer_id,
+                epoch: marker.coordinator_epoch,
+                current: entry.coordinator_epoch,
+            });
+        }
+        Ok(())
+    }
+
     /// Records a batch appended at `base_offset` (the header's own base offset field
     /// may still be the producer's, since only the copy in the log is rewritten).
     pub fn record(&mut self, header: &BatchHeader<'_>, base_offset: i64) {
-        if !header.has_producer_id() || header.base_sequence() < 0 {
+        if !header.has_producer_id() {
             return;
         }
-        let entry = self.producers.entry(header.producer_id()).or_default();
+        if header.is_control() {
+            if let Some(marker) = TxnMarker::decode(header) {
+                self.end_transaction(&marker, base_offset, header.max_timestamp());
+            }
+            return;
+        }
+        // Offsets committed in a transaction come with no sequence; other batches
+        // without one are no idempotent producer's.
+        if header.base_sequence() < 0 && !header.is_transactional() {
+            return;
+        }
+        let producer_id = header.producer_id();
+        let entry = self.producers.entry(producer_id).or_default();
         if header.producer_epoch() != entry.epoch {
             entry.epoch = header.producer_epoch();
             entry.batches.clear();
         }
         entry.last_timestamp = entry.last_timestamp.max(header.max_timestamp());
+        if header.is_transactional() && entry.txn_first_offset.is_none() {
+            entry.txn_first_offset = Some(base_offset);
+            self.ongoing.insert((base_offset, producer_id));
+        }
+        if header.base_sequence() < 0 {
+            return;
+        }
         entry.batches.push_back(BatchMetadata {
             first_sequence: header.base_sequence(),
             last_sequence: header.last_sequence(),
@@ -153,17 +245,114 @@ impl ProducerStateTable {
         }
     }
 
+    /// A marker at `offset` ends the producer's open transaction here (a marker for a
+    /// producer with none changes no offsets: Kafka emits no completed transaction).
+    fn end_transaction(&mut self, marker: &TxnMarker, offset: i64, timestamp: i64) {
+        let producer_id = marker.producer_id.0;
+        let entry = self.producers.entry(producer_id).or_default();
+        if let Some(first_offset) = entry.txn_first_offset.take() {
+            self.ongoing.remove(&(first_offset, producer_id));
+            self.completed.push_back(CompletedTxn {
+                first_offset,
+                marker: offset,
+            });
+            if marker.kind == MarkerKind::Abort {
+                self.aborted.push_back(AbortedTxn {
+                    producer_id,
+                    first_offset,
+                    last_offset: offset,
+                });
+            }
+        }
+        if marker.producer_epoch.0 != entry.epoch {
+            entry.epoch = marker.producer_epoch.0;
+            entry.batches.clear();
+        }
+        entry.coordinator_epoch = marker.coordinator_epoch;
+        entry.last_timestamp = entry.last_timestamp.max(timestamp);
+    }
+
+    /// The first offset a read_committed consumer may not read yet, given the high
+    /// watermark: the start of the oldest open transaction, or of a completed one
+    /// whose marker is not below the high watermark yet. `None`: nothing is unstable.
+    pub fn first_unstable_offset(&self, high_watermark: i64) -> Option<i64> {
+        let open = self.ongoing.first().map(|&(first, _)| first);
+        let unreplicated = self
+            .completed
+            .iter()
+            .rev()
+            .take_while(|txn| txn.marker >= high_watermark)
+            .map(|txn| txn.first_offset)
+            .min();
+        match (open, unreplicated) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Forgets completed transactions whose marker the high watermark has passed.
+    pub fn forget_replicated(&mut self, high_watermark: i64) {
+        while self
+            .completed
+            .front()
+            .is_some_and(|txn| txn.marker < high_watermark)
+        {
+            self.completed.pop_front();
+        }
+    }
+
+    /// The aborted transactions with data in `[from, to)`, oldest marker first.
+    pub fn aborted_between(&self, from: i64, to: i64) -> Vec<AbortedTxn> {
+        let start = self.aborted.partition_point(|txn| txn.last_offset < from);
+        self.aborted
+            .range(start..)
+            .filter(|txn| txn.first_offset < to)
+            .copied()
+            .collect()
+    }
+
+    /// Open transactions: `(producer id, first offset)`, oldest first.
+    pub fn open_transactions(&self) -> Vec<(i64, i64)> {
+        self.ongoing.iter().map(|&(first, pid)| (pid, first)).collect()
+    }
+
+    /// Each producer's state, for DescribeProducers.
+    pub fn producers(&self) -> impl Iterator<Item = (i64, &ProducerEntry)> {
+        self.producers.iter().map(|(id, entry)| (*id, entry))
+    }
+
+    /// Drops what lies wholly below the new log start: aborted transactions whose
+    /// marker is gone. Open transactions stay: their producers must still end them.
+    pub fn forget_below(&mut self, log_start: i64) {
+        while self
+            .aborted
+            .front()
+            .is_some_and(|txn| txn.last_offset < log_start)
+        {
+            self.aborted.pop_front();
+        }
+        while self
+            .completed
+            .front()
+            .is_some_and(|txn| txn.marker < log_start)
+        {
+            self.completed.pop_front();
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.producers.len()
     }
 
     /// Forgets producers whose newest batch is older than `max_age_ms`
     /// (`producer.id.expiration.ms`); returns how many were dropped. A forgotten
-    /// producer that comes back must start again at sequence 0, as in Kafka.
+    /// producer that comes back must start again at sequence 0, as in Kafka. A producer
+    /// with an open transaction here never expires: its marker is still to come.
     pub fn expire(&mut self, now_ms: i64, max_age_ms: i64) -> usize {
         let before = self.producers.len();
-        self.producers
-            .retain(|_, entry| entry.last_timestamp >= now_ms - max_age_ms);
+        self.producers.retain(|_, entry| {
+            entry.txn_first_offset.is_some() || entry.last_timestamp >= now_ms - max_age_ms
+        });
         before - self.producers.len()
     }
     pub fn is_empty(&self) -> bool {

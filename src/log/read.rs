@@ -3,7 +3,9 @@
 
 use bytes::Bytes;
 
+use super::producer_state::ProducerStateTable;
 use super::segment::{self, Segment};
+use super::txn::AbortedTxn;
 use super::{Log, OffsetOutOfRange};
 use crate::model::{LeaderEpoch, Offset};
 
@@ -62,6 +64,30 @@ impl Log {
             }
         }
         Ok(None)
+    }
+
+    /// See [`ProducerStateTable::first_unstable_offset`]; the last stable offset is
+    /// this or the high watermark, whichever is lower.
+    pub fn first_unstable_offset(&self, high_watermark: Offset) -> Option<Offset> {
+        self.producers
+            .first_unstable_offset(high_watermark.0)
+            .map(Offset)
+    }
+
+    /// Forgets completed transactions below the high watermark (they are stable).
+    pub fn forget_replicated_txns(&mut self, high_watermark: Offset) {
+        self.producers.forget_replicated(high_watermark.0);
+    }
+
+    /// The aborted transactions with data in `[from, to)` (Fetch's
+    /// `aborted_transactions` for read_committed consumers).
+    pub fn aborted_between(&self, from: Offset, to: Offset) -> Vec<AbortedTxn> {
+        self.producers.aborted_between(from.0, to.0)
+    }
+
+    /// The producer state (DescribeProducers).
+    pub fn producer_state(&self) -> &ProducerStateTable {
+        &self.producers
     }
 
     /// First `(offset, timestamp)` whose timestamp is `>= target` (ListOffsets).

@@ -287,6 +287,7 @@ pub struct BatchBuilder {
     producer_id: i64,
     producer_epoch: i16,
     base_sequence: i32,
+    attributes: i16,
     body: Vec<u8>,
     count: i32,
     record: Vec<u8>,
@@ -307,6 +308,7 @@ impl BatchBuilder {
             producer_id: -1,
             producer_epoch: -1,
             base_sequence: -1,
+            attributes: 0,
             body: Vec::new(),
             count: 0,
             record: Vec::new(),
@@ -326,6 +328,13 @@ impl BatchBuilder {
         self.producer_id = producer_id;
         self.producer_epoch = producer_epoch;
         self.base_sequence = base_sequence;
+        self
+    }
+
+    /// Sets the batch's attribute bits (uncompressed always: the transactional and
+    /// control bits of [`super::txn`]).
+    pub fn with_attributes(mut self, attributes: i16) -> Self {
+        self.attributes = attributes & !0x7;
         self
     }
 
@@ -389,7 +398,7 @@ impl BatchBuilder {
             self.max_timestamp
         };
         let mut after_crc = Vec::with_capacity(HEADER_BYTES - 21 + self.body.len());
-        after_crc.extend_from_slice(&0i16.to_be_bytes());
+        after_crc.extend_from_slice(&self.attributes.to_be_bytes());
         after_crc.extend_from_slice(&(self.count - 1).max(0).to_be_bytes());
         after_crc.extend_from_slice(&base_timestamp.to_be_bytes());
         after_crc.extend_from_slice(&max_timestamp.to_be_bytes());

@@ -81,6 +81,7 @@ impl Log {
             .take_segments_below_log_start()
             .map_err(io_error(&self.dir))?;
         self.epochs.truncate_from_start(offset);
+        self.producers.forget_below(self.log_start_offset);
         self.persist_epochs()?;
         Ok((Offset(self.log_start_offset), doomed))
     }
@@ -151,6 +152,7 @@ impl Log {
             self.log_start_offset = self.log_start_offset.max(first);
         }
         self.epochs.truncate_from_start(self.log_start_offset);
+        self.producers.forget_below(self.log_start_offset);
         self.persist_epochs().map_err(|e| match e {
             AppendError::Io { source, .. } => source,
             other => io::Error::other(other),

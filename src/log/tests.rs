@@ -1143,28 +1143,133 @@ fn the_tail_recovered_after_a_crash_is_synced_before_the_log_serves() -> TestRes
 }
 
 #[test]
-fn refuses_transactional_and_control_batches_but_replicates_them(
-) -> Result<(), Box<dyn std::error::Error>> {
+fn refuses_control_batches_but_replicates_them() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let mut log = fresh(dir.path())?;
-    let with_attributes = |bits: i16| {
-        let mut batch = simple_batch(1, 0);
-        batch[21..23].copy_from_slice(&bits.to_be_bytes());
-        let crc = crc32c::crc32c(&batch[21..]);
-        batch[17..21].copy_from_slice(&crc.to_be_bytes());
-        batch
-    };
+    let mut control = simple_batch(1, 0);
+    control[21..23].copy_from_slice(&(1i16 << 5).to_be_bytes());
+    let crc = crc32c::crc32c(&control[21..]);
+    control[17..21].copy_from_slice(&crc.to_be_bytes());
     assert!(matches!(
-        log.append(&with_attributes(1 << 4), 0),
-        Err(AppendError::NotInTransaction)
-    ));
-    assert!(matches!(
-        log.append(&with_attributes(1 << 5), 0),
+        log.append(&control, 0),
         Err(AppendError::ControlBatch)
     ));
     assert_eq!(log.log_end_offset().0, 0, "nothing written");
     // A follower copies whatever its leader wrote.
-    let info = log.append_replicated(&with_attributes(1 << 5))?;
+    let info = log.append_replicated(&control)?;
     assert_eq!((info.base_offset, info.last_offset), (0, 0));
+    Ok(())
+}
+
+// ---- transactions: producer state, last stable offset, aborted transactions ----
+
+/// A transactional batch of `count` records from producer `pid` at sequence `seq`.
+fn txn_batch(pid: i64, seq: i32, count: usize) -> Vec<u8> {
+    let mut builder = records::BatchBuilder::new()
+        .idempotent(pid, 0, seq)
+        .with_attributes(txn::TRANSACTIONAL_BIT);
+    for i in 0..count {
+        builder.push(1_000 + i as i64, Some(b"k"), Some(&[7u8; 40]), &[]);
+    }
+    builder.build()
+}
+
+fn marker(pid: i64, coordinator_epoch: i32, kind: txn::MarkerKind) -> txn::TxnMarker {
+    txn::TxnMarker {
+        producer_id: crate::model::ProducerId(pid),
+        producer_epoch: crate::model::ProducerEpoch(0),
+        coordinator_epoch,
+        kind,
+    }
+}
+
+fn aborted(log: &Log, from: i64, to: i64) -> Vec<(i64, i64, i64)> {
+    log.aborted_between(Offset(from), Offset(to))
+        .iter()
+        .map(|t| (t.producer_id, t.first_offset, t.last_offset))
+        .collect()
+}
+
+#[test]
+fn open_transactions_hold_the_last_stable_offset_and_aborts_are_listed() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let mut log = fresh(dir.path())?;
+    log.append(&txn_batch(7, 0, 2), 0)?; // 0..=1
+    log.append(&simple_batch(1, 0), 0)?; // 2
+    log.append(&txn_batch(8, 0, 1), 0)?; // 3
+    assert_eq!(log.first_unstable_offset(Offset(4)), Some(Offset(0)));
+    let abort = log.append_marker(&marker(7, 1, txn::MarkerKind::Abort), 0)?;
+    assert_eq!(abort.base_offset, 4);
+    assert_eq!(
+        log.first_unstable_offset(Offset(4)),
+        Some(Offset(0)),
+        "a marker the high watermark has not passed leaves its transaction unstable"
+    );
+    assert_eq!(log.first_unstable_offset(Offset(5)), Some(Offset(3)));
+    log.append_marker(&marker(8, 1, txn::MarkerKind::Commit), 0)?; // 5
+    log.forget_replicated_txns(Offset(6));
+    assert_eq!(log.first_unstable_offset(Offset(6)), None);
+    assert_eq!(aborted(&log, 0, 6), vec![(7, 0, 4)]);
+    assert_eq!(aborted(&log, 5, 6), vec![], "nothing aborted past the marker");
+    // A producer with an open transaction may not write outside it.
+    log.append(&txn_batch(9, 0, 1), 0)?;
+    let mut plain = records::BatchBuilder::new().idempotent(9, 0, 1);
+    plain.push(1, Some(b"k"), None, &[]);
+    assert!(matches!(
+        log.append(&plain.build(), 0),
+        Err(AppendError::Sequence(SequenceError::NotTransactional { .. }))
+    ));
+    Ok(())
+}
+
+#[test]
+fn a_marker_from_an_older_coordinator_is_fenced() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let mut log = fresh(dir.path())?;
+    log.append(&txn_batch(7, 0, 1), 0)?;
+    log.append_marker(&marker(7, 5, txn::MarkerKind::Commit), 0)?;
+    log.append(&txn_batch(7, 1, 1), 0)?;
+    assert!(matches!(
+        log.append_marker(&marker(7, 4, txn::MarkerKind::Abort), 0),
+        Err(AppendError::Sequence(SequenceError::CoordinatorFenced { .. }))
+    ));
+    assert!(log.first_unstable_offset(Offset(10)).is_some(), "still open");
+    Ok(())
+}
+
+#[test]
+fn an_open_transaction_survives_rolls_and_a_restart_then_commits() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let mut log = fresh(dir.path())?;
+    log.append(&txn_batch(7, 0, 1), 0)?; // 0
+    log.append(&txn_batch(8, 0, 1), 0)?; // 1
+    log.append_marker(&marker(8, 1, txn::MarkerKind::Abort), 0)?; // 2
+    for i in 0..30 {
+        log.append(&simple_batch(2, i), 0)?;
+    }
+    assert!(log.segment_count() > 3, "rolled past the open transaction");
+    flush(&mut log)?;
+    drop(log);
+    let mut log = open_with(dir.path(), true, 0)?;
+    let end = log.log_end_offset();
+    assert_eq!(log.first_unstable_offset(end), Some(Offset(0)));
+    assert_eq!(aborted(&log, 0, end.0), vec![(8, 1, 2)]);
+    log.append(&txn_batch(7, 1, 1), 0)?;
+    log.append_marker(&marker(7, 1, txn::MarkerKind::Commit), 0)?;
+    let end = log.log_end_offset();
+    assert_eq!(log.first_unstable_offset(end), None);
+    Ok(())
+}
+
+#[test]
+fn truncating_a_marker_away_reopens_its_transaction() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let mut log = fresh(dir.path())?;
+    log.append(&txn_batch(7, 0, 1), 0)?; // 0
+    log.append_marker(&marker(7, 1, txn::MarkerKind::Abort), 0)?; // 1
+    assert_eq!(aborted(&log, 0, 2), vec![(7, 0, 1)]);
+    log.truncate_to(Offset(1))?;
+    assert_eq!(aborted(&log, 0, 2), vec![]);
+    assert_eq!(log.first_unstable_offset(Offset(1)), Some(Offset(0)));
     Ok(())
 }

@@ -1,0 +1,144 @@
+//! Transaction markers: the control batches a transaction coordinator writes to every
+//! partition of a transaction when it commits or aborts it, in Kafka's format.
+//!
+//! A marker batch has the transactional and control attribute bits, the producer's id
+//! and epoch, no sequence (-1), and one record whose key is `(version: i16 = 0,
+//! type: i16)` (Kafka's `ControlRecordType`: 0 ABORT, 1 COMMIT) and whose value is
+//! `(version: i16 = 0, coordinator_epoch: i32)` (`EndTxnMarker`). Consumers never see
+//! the record: clients skip control batches.
+
+use serde::{Deserialize, Serialize};
+
+use super::batch::BatchHeader;
+use super::records::BatchBuilder;
+use crate::model::{ProducerEpoch, ProducerId};
+
+/// Attribute bit of a transactional batch.
+pub const TRANSACTIONAL_BIT: i16 = 1 << 4;
+/// Attribute bit of a control batch.
+pub const CONTROL_BIT: i16 = 1 << 5;
+
+/// How a transaction ended (Kafka's `ControlRecordType`, by its wire number).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum MarkerKind {
+    Abort,
+    Commit,
+}
+
+impl MarkerKind {
+    fn wire(self) -> i16 {
+        match self {
+            MarkerKind::Abort => 0,
+            MarkerKind::Commit => 1,
+        }
+    }
+
+    fn from_wire(value: i16) -> Option<Self> {
+        match value {
+            0 => Some(MarkerKind::Abort),
+            1 => Some(MarkerKind::Commit),
+            _ => None,
+        }
+    }
+
+    pub fn from_committed(committed: bool) -> Self {
+        if committed {
+            MarkerKind::Commit
+        } else {
+            MarkerKind::Abort
+        }
+    }
+}
+
+/// The end of one producer's transaction on one partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxnMarker {
+    pub producer_id: ProducerId,
+    pub producer_epoch: ProducerEpoch,
+    /// The coordinator's epoch (its `__transaction_state` partition's leader epoch): a
+    /// marker from a deposed coordinator is refused once a newer one wrote here.
+    pub coordinator_epoch: i32,
+    pub kind: MarkerKind,
+}
+
+impl TxnMarker {
+    /// The control batch carrying this marker, stamped `timestamp`.
+    pub fn encode(&self, timestamp: i64) -> Vec<u8> {
+        let mut key = Vec::with_capacity(4);
+        key.extend_from_slice(&0i16.to_be_bytes());
+        key.extend_from_slice(&self.kind.wire().to_be_bytes());
+        let mut value = Vec::with_capacity(6);
+        value.extend_from_slice(&0i16.to_be_bytes());
+        value.extend_from_slice(&self.coordinator_epoch.to_be_bytes());
+        let mut builder = BatchBuilder::new()
+            .idempotent(self.producer_id.0, self.producer_epoch.0, -1)
+            .with_attributes(TRANSACTIONAL_BIT | CONTROL_BIT);
+        builder.push(timestamp, Some(&key), Some(&value), &[]);
+        builder.build()
+    }
+
+    /// The marker a control batch carries; `None` for any other batch or a control
+    /// record this broker does not know (Kafka skips unknown control types too).
+    pub fn decode(header: &BatchHeader<'_>) -> Option<Self> {
+        if !header.is_control() {
+            return None;
+        }
+        let records = header.records()?;
+        let record = records.first()?;
+        let key = record.key?;
+        let kind = MarkerKind::from_wire(i16::from_be_bytes([*key.get(2)?, *key.get(3)?]))?;
+        let value = record.value.unwrap_or_default();
+        let coordinator_epoch = match value.get(2..6) {
+            Some(raw) => i32::from_be_bytes([raw[0], raw[1], raw[2], raw[3]]),
+            None => 0,
+        };
+        Some(Self {
+            producer_id: ProducerId(header.producer_id()),
+            producer_epoch: ProducerEpoch(header.producer_epoch()),
+            coordinator_epoch,
+            kind,
+        })
+    }
+}
+
+/// An aborted transaction on one partition: its data lies in `[first_offset,
+/// last_offset]` (the marker's offset), and read_committed consumers drop that
+/// producer's records in the range (Fetch's `aborted_transactions`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AbortedTxn {
+    pub producer_id: i64,
+    pub first_offset: i64,
+    pub last_offset: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_marker_round_trips_through_its_control_batch() {
+        for kind in [MarkerKind::Abort, MarkerKind::Commit] {
+            let marker = TxnMarker {
+                producer_id: ProducerId(42),
+                producer_epoch: ProducerEpoch(3),
+                coordinator_epoch: 7,
+                kind,
+            };
+            let batch = marker.encode(1_000);
+            let header = BatchHeader::parse_checked(&batch).expect("valid batch");
+            assert!(header.is_control() && header.is_transactional());
+            assert_eq!(header.base_sequence(), -1);
+            assert_eq!(header.record_count(), 1);
+            assert_eq!(TxnMarker::decode(&header), Some(marker));
+        }
+    }
+
+    #[test]
+    fn a_data_batch_is_no_marker() {
+        let mut builder = BatchBuilder::new();
+        builder.push(1, Some(b"\0\0\0\x01"), None, &[]);
+        let batch = builder.build();
+        let header = BatchHeader::parse_checked(&batch).expect("valid batch");
+        assert_eq!(TxnMarker::decode(&header), None);
+    }
+}
