@@ -221,7 +221,7 @@ pub fn record_batch(data: &[u8]) {
         }
     }
     drop(guard);
-    let read = crate::http::parse_messages(data, 0, 1000, "fuzz");
+    let read = crate::http::parse_messages(data, Vec::new(), 0, 1000, "fuzz");
     assert!(read.messages.len() <= 1000);
     if let Some((&codec, rest)) = data.split_first() {
         let limit = 1 << 16;
@@ -800,7 +800,7 @@ mod tests {
         for (_, name, bytes) in batches {
             let all_valid = batch::batches(bytes).all(|b| b.is_ok());
             assert!(all_valid, "seed batch {name} is invalid");
-            let read = crate::http::parse_messages(bytes, 0, 100, "seed");
+            let read = crate::http::parse_messages(bytes, Vec::new(), 0, 100, "seed");
             assert!(
                 !read.messages.is_empty(),
                 "seed batch {name} holds no message"

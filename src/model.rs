@@ -126,6 +126,27 @@ pub struct PartitionOffsets {
     log_start: Offset,
     high_watermark: Offset,
     log_end: Offset,
+    last_stable: Offset,
+}
+
+/// Which records a consumer reads (Fetch's and ListOffsets' `isolation_level`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// Everything below the high watermark, aborted transactions' records included.
+    ReadUncommitted,
+    /// Only below the last stable offset, with the aborted transactions named.
+    ReadCommitted,
+}
+
+impl Isolation {
+    /// Kafka's wire value: 1 is READ_COMMITTED, anything else READ_UNCOMMITTED.
+    pub fn from_wire(level: i8) -> Self {
+        if level == 1 {
+            Isolation::ReadCommitted
+        } else {
+            Isolation::ReadUncommitted
+        }
+    }
 }
 
 impl PartitionOffsets {
@@ -138,11 +159,32 @@ impl PartitionOffsets {
             "log start {log_start} is past the log end {log_end}"
         );
         let log_end = log_end.max(log_start);
+        let high_watermark = high_watermark.clamp(log_start, log_end);
         Self {
             log_start,
-            high_watermark: high_watermark.clamp(log_start, log_end),
+            high_watermark,
             log_end,
+            last_stable: high_watermark,
         }
+    }
+
+    /// With the last stable offset (read_committed's bound), clamped into
+    /// `[log_start, high_watermark]`.
+    pub fn with_last_stable(mut self, last_stable: Offset) -> Self {
+        self.last_stable = last_stable.clamp(self.log_start, self.high_watermark);
+        self
+    }
+
+    /// The end of what a consumer of `isolation` may read.
+    pub fn readable_end(&self, isolation: Isolation) -> Offset {
+        match isolation {
+            Isolation::ReadUncommitted => self.high_watermark,
+            Isolation::ReadCommitted => self.last_stable,
+        }
+    }
+
+    pub fn last_stable(&self) -> Offset {
+        self.last_stable
     }
     pub fn log_start(&self) -> Offset {
         self.log_start

@@ -251,7 +251,12 @@ async fn export_work(
 /// Whole batches from `position` on, below the high watermark.
 fn read_chunk(partition: &Partition, position: i64) -> Result<Bytes, ArchiveError> {
     let read = partition
-        .read(crate::model::Offset(position), READ_CHUNK_BYTES, true)
+        .read(
+            crate::model::Offset(position),
+            READ_CHUNK_BYTES,
+            true,
+            crate::model::Isolation::ReadUncommitted,
+        )
         .map_err(|e| ArchiveError::Log(format!("{} at {position}: {e}", partition.id())))?;
     read.records.ok_or_else(|| {
         ArchiveError::Log(format!("{}: nothing to read at {position}", partition.id()))

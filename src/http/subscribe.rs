@@ -28,6 +28,7 @@ use super::state::{group_of, Advances, ApiState, HttpApi};
 use crate::cluster::TopicSpec;
 use crate::group::coordinator::OffsetCommit;
 use crate::group::offsets::CommittedOffset;
+use crate::log::txn::{AbortedTxn, CommittedFilter};
 use crate::log::{batch, compression};
 use crate::model::now_ms;
 use crate::replication::ReadResult;
@@ -61,11 +62,13 @@ use crate::limits::{
 pub fn read_from(partition: &Partition, from: i64, max: usize) -> Read {
     let log_start = partition.offsets().log_start().0;
     let from = from.max(log_start);
-    match partition.read(crate::model::Offset(from), 1024 * 1024, true) {
+    let committed = crate::model::Isolation::ReadCommitted;
+    match partition.read(crate::model::Offset(from), 1024 * 1024, true, committed) {
         Ok(ReadResult {
             records: Some(bytes),
+            aborted,
             ..
-        }) => parse_messages(&bytes, from, max, &partition.id().to_string()),
+        }) => parse_messages(&bytes, aborted, from, max, &partition.id().to_string()),
         _ => Read {
             messages: Vec::new(),
             next: from,
@@ -74,14 +77,27 @@ pub fn read_from(partition: &Partition, from: i64, max: usize) -> Read {
 }
 
 /// Up to `max` messages at or after `from` in `bytes` (whole record batches, as a
-/// partition or a Fetch response holds them); `partition` names them in warnings.
-pub fn parse_messages(bytes: &[u8], from: i64, max: usize, partition: &str) -> Read {
+/// partition or a Fetch response holds them, read committed: `aborted` names the
+/// aborted transactions in them, whose records are left out, as are markers);
+/// `partition` names them in warnings.
+pub fn parse_messages(
+    bytes: &[u8],
+    aborted: Vec<AbortedTxn>,
+    from: i64,
+    max: usize,
+    partition: &str,
+) -> Read {
     let mut out = Read {
         messages: Vec::new(),
         next: from,
     };
+    let mut committed = CommittedFilter::new(aborted);
     for header in batch::batches(bytes) {
         let Ok(header) = header else { break };
+        if !committed.keep(&header) {
+            out.next = out.next.max(header.last_offset() + 1);
+            continue;
+        }
         let decompressed = match compression::decompress(
             header.compression(),
             header.records_section(),

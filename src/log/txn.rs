@@ -111,6 +111,47 @@ pub struct AbortedTxn {
     pub last_offset: i64,
 }
 
+/// A read_committed reader's filter over batches read with their aborted transactions
+/// (as Kafka's consumer applies Fetch's `aborted_transactions`): a transactional batch
+/// of a producer whose aborted transaction has started by then is dropped, up to that
+/// producer's ABORT marker; control batches never reach the reader.
+#[derive(Debug, Default)]
+pub struct CommittedFilter {
+    /// Aborted transactions not started yet, latest first (popped from the end).
+    pending: Vec<AbortedTxn>,
+    aborting: std::collections::HashSet<i64>,
+}
+
+impl CommittedFilter {
+    pub fn new(mut aborted: Vec<AbortedTxn>) -> Self {
+        aborted.sort_by_key(|txn| std::cmp::Reverse(txn.first_offset));
+        Self {
+            pending: aborted,
+            aborting: Default::default(),
+        }
+    }
+
+    /// Whether `header`'s records reach a read_committed reader; batches in offset order.
+    pub fn keep(&mut self, header: &BatchHeader<'_>) -> bool {
+        while self
+            .pending
+            .last()
+            .is_some_and(|txn| txn.first_offset <= header.last_offset())
+        {
+            if let Some(txn) = self.pending.pop() {
+                self.aborting.insert(txn.producer_id);
+            }
+        }
+        if header.is_control() {
+            if TxnMarker::decode(header).is_some_and(|m| m.kind == MarkerKind::Abort) {
+                self.aborting.remove(&header.producer_id());
+            }
+            return false;
+        }
+        !(header.is_transactional() && self.aborting.contains(&header.producer_id()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,6 +172,50 @@ mod tests {
             assert_eq!(header.record_count(), 1);
             assert_eq!(TxnMarker::decode(&header), Some(marker));
         }
+    }
+
+    #[test]
+    fn the_committed_filter_drops_aborted_batches_and_every_marker() {
+        let txn = |pid: i64, offset: i64| {
+            let mut builder = BatchBuilder::new()
+                .idempotent(pid, 0, 0)
+                .with_attributes(TRANSACTIONAL_BIT);
+            builder.push(1, Some(b"k"), Some(b"v"), &[]);
+            let mut batch = builder.build();
+            super::super::batch::assign_offsets(&mut batch, offset, 0, None);
+            batch
+        };
+        let marker = |pid: i64, kind, offset: i64| {
+            let mut batch = TxnMarker {
+                producer_id: ProducerId(pid),
+                producer_epoch: ProducerEpoch(0),
+                coordinator_epoch: 0,
+                kind,
+            }
+            .encode(1);
+            super::super::batch::assign_offsets(&mut batch, offset, 0, None);
+            batch
+        };
+        // pid 1 aborts [0, 3], pid 2 commits [1, 2]; pid 1 writes again at 4.
+        let log = [
+            txn(1, 0),
+            txn(2, 1),
+            marker(2, MarkerKind::Commit, 2),
+            marker(1, MarkerKind::Abort, 3),
+            txn(1, 4),
+        ];
+        let mut filter = CommittedFilter::new(vec![AbortedTxn {
+            producer_id: 1,
+            first_offset: 0,
+            last_offset: 3,
+        }]);
+        let kept: Vec<i64> = log
+            .iter()
+            .map(|b| BatchHeader::parse_checked(b).expect("valid"))
+            .filter(|h| filter.keep(h))
+            .map(|h| h.base_offset())
+            .collect();
+        assert_eq!(kept, vec![1, 4]);
     }
 
     #[test]

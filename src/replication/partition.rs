@@ -34,7 +34,8 @@ use crate::log::compaction::{self, PassError, PassOutcome, PassSettings};
 use crate::log::retention::{ArchiveWork, RetentionCounts};
 use crate::log::truncate::Doomed;
 use crate::log::{AppendInfo, ArchiveGate, CleanupPolicy, Log, LogConfig};
-use crate::model::{BrokerId, LeaderEpoch, Offset, PartitionOffsets, TopicPartition};
+use crate::log::txn::{AbortedTxn, TxnMarker};
+use crate::model::{BrokerId, Isolation, LeaderEpoch, Offset, PartitionOffsets, TopicPartition};
 
 /// What a fetch found in one partition.
 #[derive(Debug, Clone)]
@@ -42,7 +43,10 @@ pub struct ReadResult {
     /// Whole batches, a zero-copy view of a segment; `None` at the end of what may be read.
     pub records: Option<Bytes>,
     pub high_watermark: Offset,
+    pub last_stable_offset: Offset,
     pub log_start_offset: Offset,
+    /// For read_committed: the aborted transactions with data in the records returned.
+    pub aborted: Vec<AbortedTxn>,
 }
 
 /// Who sent a replica fetch: the follower's broker id and, when it said (Fetch v15+
@@ -241,6 +245,37 @@ impl Partition {
         Ok(info)
     }
 
+    /// Appends a transaction marker as the leader (see `ReplicaState::append_marker`).
+    pub fn append_marker(
+        &self,
+        marker: &TxnMarker,
+        now_ms: i64,
+    ) -> Result<AppendInfo, PartitionError> {
+        if self.failed.load(Ordering::Acquire) {
+            return Err(PartitionError::StorageFailed(self.id.clone()));
+        }
+        let mut state = self.state.lock();
+        let info = state
+            .append_marker(marker, now_ms, self.lease.may_lead())
+            .map_err(|e| PartitionError::of(&self.id, e))?;
+        self.publish(&state);
+        Ok(info)
+    }
+
+    /// Appends a marker and returns once every in-sync replica has it, or `TimedOut`.
+    pub async fn write_marker(
+        &self,
+        marker: &TxnMarker,
+        now_ms: i64,
+        timeout: std::time::Duration,
+    ) -> Result<AppendInfo, PartitionError> {
+        let info = self.append_marker(marker, now_ms)?;
+        match tokio::time::timeout(timeout, self.wait_acknowledged(&info, Acks::All)).await {
+            Ok(outcome) => outcome.map(|()| info),
+            Err(_) => Err(PartitionError::TimedOut(self.id.clone())),
+        }
+    }
+
     /// Whether a write ending at `last_offset` must be on this replica's disk before it
     /// counts: once `flush.messages` or more messages are unflushed, as Kafka flushes in
     /// the append that reaches the count. With 1, every write is; with the default
@@ -415,7 +450,9 @@ impl Partition {
             read: ReadResult {
                 records: served.records,
                 high_watermark: served.high_watermark,
+                last_stable_offset: state.last_stable_offset(),
                 log_start_offset: served.log_start,
+                aborted: Vec::new(),
             },
             diverging: served.diverging.map(|(epoch, end)| (epoch.0, end.0)),
             log_end_offset: served.log_end.0,
@@ -531,19 +568,34 @@ impl Partition {
         self.state.lock().log().unflushed_bytes()
     }
 
-    /// What a consumer may read: whole batches below the high watermark.
+    /// What a consumer may read: whole batches below the high watermark, or for
+    /// read_committed below the last stable offset, with the aborted transactions
+    /// whose data the batches returned may hold.
     pub fn read(
         &self,
         offset: Offset,
         max_bytes: u64,
         min_one: bool,
+        isolation: Isolation,
     ) -> Result<ReadResult, PartitionError> {
         let state = self.state.lock();
-        let records = state.read(offset, max_bytes, min_one)?;
+        let records = state.read(offset, max_bytes, min_one, isolation)?;
+        let aborted = match (&records, isolation) {
+            (Some(bytes), Isolation::ReadCommitted) => {
+                let end = crate::log::batch::batches(bytes)
+                    .filter_map(Result::ok)
+                    .last()
+                    .map_or(offset, |last| Offset(last.last_offset() + 1));
+                state.log().aborted_between(offset, end)
+            }
+            _ => Vec::new(),
+        };
         Ok(ReadResult {
             records,
             high_watermark: state.high_watermark(),
+            last_stable_offset: state.last_stable_offset(),
             log_start_offset: state.log().log_start_offset(),
+            aborted,
         })
     }
 
@@ -562,7 +614,9 @@ impl Partition {
         Ok(ReadResult {
             records,
             high_watermark,
+            last_stable_offset: state.last_stable_offset(),
             log_start_offset: log.log_start_offset(),
+            aborted: Vec::new(),
         })
     }
 
@@ -574,15 +628,19 @@ impl Partition {
         offset: Offset,
         max_bytes: u64,
         min_one: bool,
+        isolation: Isolation,
     ) -> Result<ReadResult, PartitionError> {
-        match self.read(offset, max_bytes, min_one) {
+        match self.read(offset, max_bytes, min_one, isolation) {
             Err(PartitionError::OutOfRange(range))
                 if offset.0 > range.log_end && self.following().is_some() =>
             {
+                let offsets = self.offsets();
                 Ok(ReadResult {
                     records: None,
-                    high_watermark: self.high_watermark(),
+                    high_watermark: offsets.high_watermark(),
+                    last_stable_offset: offsets.last_stable(),
                     log_start_offset: Offset(range.log_start),
+                    aborted: Vec::new(),
                 })
             }
             other => other,
@@ -598,6 +656,7 @@ impl Partition {
             state.high_watermark(),
             log.log_end_offset(),
         )
+        .with_last_stable(state.last_stable_offset())
     }
 
     pub fn leader_epoch(&self) -> LeaderEpoch {

@@ -6,6 +6,7 @@ use bytes::Bytes;
 
 use super::replica::ReplicaLog;
 use crate::log::truncate::Doomed;
+use crate::log::txn::TxnMarker;
 use crate::log::{AppendError, AppendInfo, Log, OffsetOutOfRange};
 use crate::model::{LeaderEpoch, Offset};
 
@@ -39,6 +40,15 @@ impl ReplicaLog for Log {
     }
     fn append_replicated(&mut self, records: &[u8]) -> Result<AppendInfo, AppendError> {
         Log::append_replicated(self, records)
+    }
+    fn append_marker(&mut self, marker: &TxnMarker, now_ms: i64) -> Result<AppendInfo, AppendError> {
+        Log::append_marker(self, marker, now_ms)
+    }
+    fn first_unstable_offset(&self, high_watermark: Offset) -> Option<Offset> {
+        Log::first_unstable_offset(self, high_watermark)
+    }
+    fn forget_replicated_txns(&mut self, high_watermark: Offset) {
+        Log::forget_replicated_txns(self, high_watermark);
     }
     fn truncate_to(&mut self, offset: Offset) -> Result<Doomed, AppendError> {
         Log::truncate_to(self, offset)

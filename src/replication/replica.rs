@@ -29,8 +29,9 @@ use bytes::Bytes;
 use super::follower::{self, FetchValidation};
 use super::leader::{AckCheck, FollowerProgress, IsrProposal, LeaderLog, LeaderState};
 use crate::cluster::PartitionAssignment;
+use crate::log::txn::TxnMarker;
 use crate::log::{AppendError, AppendInfo, OffsetOutOfRange};
-use crate::model::{BrokerId, LeaderEpoch, Offset};
+use crate::model::{BrokerId, Isolation, LeaderEpoch, Offset};
 
 /// What the leader's ISR maintenance asks its driver (`alter::maintain`, the simulator)
 /// to do with a proposal.
@@ -65,6 +66,13 @@ pub trait ReplicaLog {
     fn end_offset_for_epoch(&self, epoch: LeaderEpoch) -> (LeaderEpoch, Offset);
     /// A leader's append of a producer's record set.
     fn append(&mut self, records: &[u8], now_ms: i64) -> Result<AppendInfo, AppendError>;
+    /// A leader's append of a transaction marker.
+    fn append_marker(&mut self, marker: &TxnMarker, now_ms: i64)
+        -> Result<AppendInfo, AppendError>;
+    /// The start of the oldest transaction still unstable at `high_watermark`.
+    fn first_unstable_offset(&self, high_watermark: Offset) -> Option<Offset>;
+    /// Forgets transactions whose marker is below `high_watermark`.
+    fn forget_replicated_txns(&mut self, high_watermark: Offset);
     /// A follower's append of its leader's batches, unchanged.
     fn append_replicated(&mut self, records: &[u8]) -> Result<AppendInfo, AppendError>;
     fn truncate_to(&mut self, offset: Offset) -> Result<Self::Removed, AppendError>;
@@ -415,6 +423,29 @@ impl<L: ReplicaLog> ReplicaState<L> {
         acks: Acks,
         may_lead: bool,
     ) -> Result<AppendInfo, ReplicaError> {
+        self.append_as_leader(acks, may_lead, |log| log.append(records, now_ms))
+    }
+
+    /// Appends a transaction marker as the leader, on the terms of an acks=all append:
+    /// a marker counts only once every in-sync replica has it.
+    pub fn append_marker(
+        &mut self,
+        marker: &TxnMarker,
+        now_ms: i64,
+        may_lead: bool,
+    ) -> Result<AppendInfo, ReplicaError> {
+        self.append_as_leader(Acks::All, may_lead, |log| {
+            log.append_marker(marker, now_ms)
+        })
+    }
+
+    fn append_as_leader(
+        &mut self,
+        acks: Acks,
+        may_lead: bool,
+        write: impl FnOnce(&mut L) -> Result<AppendInfo, AppendError>,
+    ) -> Result<AppendInfo, ReplicaError> {
+        let high_watermark = self.high_watermark();
         let Role::Leader(leader) = &mut self.role else {
             return Err(ReplicaError::NotLeader);
         };
@@ -428,9 +459,21 @@ impl<L: ReplicaLog> ReplicaState<L> {
                 min,
             });
         }
-        let info = self.log.append(records, now_ms)?;
+        self.log.forget_replicated_txns(high_watermark);
+        let info = write(&mut self.log)?;
         leader.on_leader_append(self.log.log_end().0);
         Ok(info)
+    }
+
+    /// The last stable offset: read_committed consumers read below it. The high
+    /// watermark, or the start of the oldest transaction not yet stable if lower; never
+    /// below the log start (Kafka's `updateFirstUnstableOffset`).
+    pub fn last_stable_offset(&self) -> Offset {
+        let high_watermark = self.high_watermark();
+        let unstable = self.log.first_unstable_offset(high_watermark);
+        unstable
+            .map_or(high_watermark, |first| first.min(high_watermark))
+            .max(self.log.log_start())
     }
 
     /// Where the acknowledgement of `written` stands at `acks` (see the module doc for
@@ -598,6 +641,7 @@ impl<L: ReplicaLog> ReplicaState<L> {
                 }
                 let log_end = self.log.log_end();
                 self.high_watermark = self.high_watermark.max(high_watermark.min(log_end));
+                self.log.forget_replicated_txns(self.high_watermark);
                 // The leader's log start moved (DeleteRecords, retention): follow it, as
                 // far as this log and the high watermark reach, so that a failover does
                 // not bring deleted records back.
@@ -670,15 +714,20 @@ impl<L: ReplicaLog> ReplicaState<L> {
         }
     }
 
-    /// What a consumer may read: whole batches below the high watermark.
+    /// What a consumer may read: whole batches below the high watermark, or for
+    /// read_committed below the last stable offset.
     pub fn read(
         &self,
         offset: Offset,
         max_bytes: u64,
         min_one: bool,
+        isolation: Isolation,
     ) -> Result<Option<Bytes>, OffsetOutOfRange> {
-        self.log
-            .read(offset, max_bytes, min_one, self.high_watermark())
+        let upper = match isolation {
+            Isolation::ReadUncommitted => self.high_watermark(),
+            Isolation::ReadCommitted => self.last_stable_offset(),
+        };
+        self.log.read(offset, max_bytes, min_one, upper)
     }
 
     /// Moves the log start to `offset` (DeleteRecords), which must lie within the log.

@@ -41,7 +41,9 @@ use crate::cluster::election::{next_state, Membership};
 use crate::cluster::{apply_isr_change, PartitionAssignment, TopicAssignment};
 use crate::log::batch::{self, BatchError, BatchHeader};
 use crate::log::epochs::LeaderEpochCache;
+use crate::log::producer_state::ProducerStateTable;
 use crate::log::records::BatchBuilder;
+use crate::log::txn::TxnMarker;
 use crate::log::{AppendError, AppendInfo, OffsetOutOfRange};
 use crate::model::{BrokerId, LeaderEpoch, Offset};
 
@@ -95,6 +97,8 @@ pub(crate) struct MemLog {
     flushed: i64,
     /// `flush.messages` (0 reads as unset: `i64::MAX`).
     flush_messages: i64,
+    /// The real producer state, fed every stored batch, rebuilt after a cut.
+    producers: ProducerStateTable,
 }
 
 impl MemLog {
@@ -135,8 +139,19 @@ impl MemLog {
         );
         self.epochs.assign(header.partition_leader_epoch(), base);
         self.records.extend(Self::index(&header));
+        self.producers.record(&header, base);
         self.batches.push((base, bytes));
         Ok(())
+    }
+
+    /// Producer state as replay from the batches left rebuilds it.
+    fn rebuild_producers(&mut self) {
+        self.producers = ProducerStateTable::default();
+        for (base, bytes) in &self.batches {
+            if let Ok(header) = BatchHeader::parse_checked(bytes) {
+                self.producers.record(&header, *base);
+            }
+        }
     }
 
     fn flush(&mut self) {
@@ -156,6 +171,7 @@ impl MemLog {
                 self.epochs.assign(header.partition_leader_epoch(), *base);
             }
         }
+        self.rebuild_producers();
     }
 
     fn cut_at(&mut self, cut: i64) {
@@ -164,6 +180,7 @@ impl MemLog {
             .truncate(usize::try_from(cut - self.log_start).unwrap_or(0));
         self.epochs.truncate_from_end(cut);
         self.flushed = self.flushed.min(cut);
+        self.rebuild_producers();
     }
 }
 
@@ -211,6 +228,32 @@ impl ReplicaLog for MemLog {
             leader_epoch: self.leader_epoch,
             recompressed: None,
         })
+    }
+    fn append_marker(
+        &mut self,
+        marker: &TxnMarker,
+        now_ms: i64,
+    ) -> Result<AppendInfo, AppendError> {
+        self.producers.check_marker(marker)?;
+        let base = self.end();
+        let mut bytes = marker.encode(now_ms);
+        batch::assign_offsets(&mut bytes, base, self.leader_epoch, None);
+        self.push(base, bytes)?;
+        Ok(AppendInfo {
+            base_offset: base,
+            last_offset: base,
+            log_append_time: None,
+            leader_epoch: self.leader_epoch,
+            recompressed: None,
+        })
+    }
+    fn first_unstable_offset(&self, high_watermark: Offset) -> Option<Offset> {
+        self.producers
+            .first_unstable_offset(high_watermark.0)
+            .map(Offset)
+    }
+    fn forget_replicated_txns(&mut self, high_watermark: Offset) {
+        self.producers.forget_replicated(high_watermark.0);
     }
     fn append_replicated(&mut self, records: &[u8]) -> Result<AppendInfo, AppendError> {
         let first = self.end();

@@ -18,16 +18,18 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction,
     EpochEndOffset, FetchableTopicResponse, PartitionData,
 };
-use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId};
 use kafka_protocol::ResponseError;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::super::context::RequestContext;
 use super::super::errors;
-use crate::model::{LeaderEpoch, Offset};
+use crate::log::txn::AbortedTxn;
+use crate::model::{Isolation, LeaderEpoch, Offset};
 use crate::replication::replica::FetchPosition;
 use crate::replication::{FollowerProgress, NotServed, TopicReplicas};
 use crate::security::acl::AclOperation;
@@ -99,6 +101,17 @@ fn authorized(
     }
 }
 
+fn aborted_transactions(aborted: &[AbortedTxn]) -> Vec<AbortedTransaction> {
+    aborted
+        .iter()
+        .map(|txn| {
+            AbortedTransaction::default()
+                .with_producer_id(ProducerId(txn.producer_id))
+                .with_first_offset(txn.first_offset)
+        })
+        .collect()
+}
+
 fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
     let mut remaining = i64::from(request.max_bytes.max(0));
     let mut bytes = 0i64;
@@ -115,6 +128,7 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
     let replica_incarnation = (ctx.api_version >= 15 && request.replica_state.replica_epoch >= 0)
         .then_some(request.replica_state.replica_epoch);
     let now = crate::model::now_ms();
+    let isolation = Isolation::from_wire(request.isolation_level);
     for topic in &request.topics {
         let replicas = resolve(ctx, &topic.topic, topic.topic_id);
         let by_id = ctx.api_version >= 13;
@@ -212,19 +226,22 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
                 if let Some(preferred) = preferred {
                     // Kafka answers with no records and the replica to read from.
                     let offsets = partition.offsets();
-                    let log_start = offsets.log_start().0;
-                    let high_watermark = offsets.high_watermark().0;
                     partitions.push(
                         data.with_preferred_read_replica(BrokerId(preferred))
-                            .with_high_watermark(high_watermark)
-                            .with_last_stable_offset(high_watermark)
-                            .with_log_start_offset(log_start),
+                            .with_high_watermark(offsets.high_watermark().0)
+                            .with_last_stable_offset(offsets.last_stable().0)
+                            .with_log_start_offset(offsets.log_start().0),
                     );
                     has_error = true;
                     continue;
                 }
                 watches.push(partition.watch_high_watermark());
-                partition.read_for_consumer(Offset(wanted.fetch_offset), limit, bytes == 0)
+                partition.read_for_consumer(
+                    Offset(wanted.fetch_offset),
+                    limit,
+                    bytes == 0,
+                    isolation,
+                )
             };
             match outcome {
                 Ok(read) => {
@@ -237,22 +254,24 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
                     }
                     bytes += size;
                     remaining -= size;
+                    // Kafka names aborted transactions to read_committed fetches only.
+                    let aborted = (isolation == Isolation::ReadCommitted && replica_id < 0)
+                        .then(|| aborted_transactions(&read.aborted));
                     data = data
                         .with_high_watermark(read.high_watermark.0)
-                        .with_last_stable_offset(read.high_watermark.0)
+                        .with_last_stable_offset(read.last_stable_offset.0)
                         .with_log_start_offset(read.log_start_offset.0)
+                        .with_aborted_transactions(aborted)
                         .with_records(Some(read.records.unwrap_or_default()));
                 }
                 Err(e) => {
                     has_error = true;
                     let offsets = partition.offsets();
-                    let log_start = offsets.log_start().0;
-                    let high_watermark = offsets.high_watermark().0;
                     data = data
                         .with_error_code(errors::partition_error(&e).code())
-                        .with_high_watermark(high_watermark)
-                        .with_last_stable_offset(high_watermark)
-                        .with_log_start_offset(log_start);
+                        .with_high_watermark(offsets.high_watermark().0)
+                        .with_last_stable_offset(offsets.last_stable().0)
+                        .with_log_start_offset(offsets.log_start().0);
                 }
             }
             partitions.push(data);

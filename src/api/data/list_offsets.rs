@@ -1,6 +1,7 @@
-//! ListOffsets (key 2, v0–10): earliest (-2) is the log start, latest (-1) the log end
-//! offset (the next offset to be written), max timestamp (-3), earliest local (-4),
-//! latest tiered (-5, none here: -1), or the first offset at or after a timestamp.
+//! ListOffsets (key 2, v0–10): earliest (-2) is the log start, latest (-1) the high
+//! watermark (read_committed, v2+: the last stable offset), max timestamp (-3),
+//! earliest local (-4), latest tiered (-5, none here: -1), or the first offset at or
+//! after a timestamp (below the same bound).
 //! v0 answers Kafka's older question instead (`handle_v0`): up to `max_num_offsets`
 //! segment start offsets at or before a time, newest first.
 
@@ -14,7 +15,7 @@ use kafka_protocol::messages::TopicName;
 
 use super::super::context::RequestContext;
 use super::super::errors;
-use crate::model::now_ms;
+use crate::model::{now_ms, Isolation};
 use crate::security::acl::AclOperation;
 
 const LATEST: i64 = -1;
@@ -25,6 +26,7 @@ const LATEST_TIERED: i64 = -5;
 
 pub async fn handle(ctx: &RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse {
     let mut topics = Vec::with_capacity(request.topics.len());
+    let isolation = Isolation::from_wire(request.isolation_level);
     for topic in &request.topics {
         let replicas = ctx.services.replicas.topic(&topic.name);
         // DESCRIBE on the topic, before existence (Kafka's handleListOffsetRequest).
@@ -63,13 +65,27 @@ pub async fn handle(ctx: &RequestContext, request: ListOffsetsRequest) -> ListOf
                 }
                 let offsets = partition.offsets();
                 let log_start = offsets.log_start().0;
-                let high_watermark = offsets.high_watermark().0;
+                // Kafka's `fetchOffsetForTimestamp`: the last fetchable offset is the
+                // last stable offset for read_committed (v2+), else the high watermark,
+                // and a timestamp's answer must lie below it.
+                let readable = offsets.readable_end(isolation).0;
+                let below_readable = |(offset, timestamp): (i64, i64)| {
+                    if offset < readable {
+                        (offset, timestamp)
+                    } else {
+                        (-1, -1)
+                    }
+                };
                 let (offset, timestamp) = match wanted.timestamp {
-                    LATEST => (high_watermark, -1),
+                    LATEST => (readable, -1),
                     EARLIEST | EARLIEST_LOCAL => (log_start, -1),
                     LATEST_TIERED => (-1, -1),
-                    MAX_TIMESTAMP => partition.max_timestamp().unwrap_or((-1, -1)),
-                    ts if ts >= 0 => partition.offset_for_timestamp(ts).unwrap_or((-1, -1)),
+                    MAX_TIMESTAMP => partition
+                        .max_timestamp()
+                        .map_or((-1, -1), below_readable),
+                    ts if ts >= 0 => partition
+                        .offset_for_timestamp(ts)
+                        .map_or((-1, -1), below_readable),
                     _ => return response.with_error_code(ResponseError::InvalidRequest.code()),
                 };
                 let response = response.with_offset(offset).with_timestamp(timestamp);

@@ -16,6 +16,7 @@ use kafka_protocol::messages::BrokerId;
 
 use super::{remote_error, topic_name, Owner};
 use crate::http::subscribe::{parse_messages, read_from, Read};
+use crate::log::txn::AbortedTxn;
 use crate::http::{ApiError, HttpApi};
 use crate::metrics as m;
 use crate::replication::{Acks, NotServed, Partition, TopicReplicas};
@@ -222,6 +223,7 @@ impl HttpApi {
             .with_max_wait_ms(0)
             .with_min_bytes(0)
             .with_max_bytes(budget)
+            .with_isolation_level(1)
             .with_session_epoch(-1)
             .with_topics(vec![FetchTopic::default()
                 .with_topic(topic_name(&topic.spec.name))
@@ -265,7 +267,19 @@ impl HttpApi {
                         let from = from.max(p.log_start_offset);
                         let label = format!("{}-{index}", topic.spec.name);
                         let read = match &p.records {
-                            Some(bytes) => parse_messages(bytes, from, max, &label),
+                            Some(bytes) => {
+                                let aborted = p
+                                    .aborted_transactions
+                                    .iter()
+                                    .flatten()
+                                    .map(|t| AbortedTxn {
+                                        producer_id: t.producer_id.0,
+                                        first_offset: t.first_offset,
+                                        last_offset: i64::MAX,
+                                    })
+                                    .collect();
+                                parse_messages(bytes, aborted, from, max, &label)
+                            }
                             None => Read {
                                 messages: Vec::new(),
                                 next: from,
