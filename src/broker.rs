@@ -15,6 +15,7 @@ use tokio_util::task::TaskTracker;
 use crate::api::context::Services;
 use crate::client::ClientSecurity;
 use crate::cluster::peers::Peers;
+use crate::cluster::ProducerIdAllocator;
 use crate::cluster::{
     BrokerEndpoint, BrokerInfo, EmbeddedStore, EtcdStore, MetadataError, MetadataEvent,
     MetadataStore,
@@ -27,7 +28,7 @@ use crate::replication::{LeaderLease, ReplicaManager};
 use crate::security::listener::SecurityProtocol;
 use crate::security::tls::{ReloadingTls, TlsFiles};
 use crate::server::{run_listener, KafkaListener, PerAddress};
-use crate::topics::{ProducerIdAllocator, TopicError, TopicService};
+use crate::topics::{TopicError, TopicService};
 
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
@@ -260,6 +261,28 @@ impl Broker {
                 .with_session(Arc::clone(&store)),
         );
         groups.follow_leadership(&offsets_topic);
+        let producer_ids = Arc::new(ProducerIdAllocator::new(Arc::clone(&store)));
+        let markers = Arc::new(crate::txn::MarkerWriter::new(
+            config.node_id,
+            Arc::clone(&replicas),
+            Arc::clone(&store),
+            Peers::new(Arc::clone(&store), peer_security.clone()),
+        ));
+        {
+            let groups = Arc::clone(&groups);
+            markers.on_offsets_marker(Box::new(move |index, producer_id, commit| {
+                groups.complete_transaction(index, producer_id, commit)
+            }));
+        }
+        let txn = Arc::new(crate::txn::TxnCoordinator::new(
+            config.txn,
+            markers,
+            Arc::clone(&producer_ids),
+            Arc::clone(&store),
+        ));
+        if let Some(topic) = replicas.topic(crate::model::TRANSACTION_STATE_TOPIC) {
+            txn.follow_leadership(&topic);
+        }
         let static_configs = config.static_broker_configs(&server.listeners);
         let access =
             crate::security::access::AccessControl::new(config.authorizer.clone(), store.acls());
@@ -269,7 +292,8 @@ impl Broker {
             access,
             static_configs,
             node,
-            producer_ids: ProducerIdAllocator::new(Arc::clone(&store)),
+            producer_ids,
+            txn: Arc::clone(&txn),
             groups: Arc::clone(&groups),
             peers: Peers::new(Arc::clone(&store), peer_security.clone()),
             store,
@@ -324,6 +348,7 @@ impl Broker {
             .run(shutdown.clone()),
         );
         background.spawn(run_group_timers(Arc::clone(&groups), shutdown.clone()));
+        background.spawn(run_txn_timers(Arc::clone(&txn), shutdown.clone()));
         let mut listener_names: Vec<&'static str> = services
             .server
             .listeners
@@ -569,6 +594,9 @@ async fn run_reconciler(
                 Ok(Some(topic)) if name == OFFSETS_TOPIC => {
                     services.groups.follow_leadership(&topic)
                 }
+                Ok(Some(topic)) if name == crate::model::TRANSACTION_STATE_TOPIC => {
+                    services.txn.follow_leadership(&topic)
+                }
                 Ok(_) => {}
                 Err(error) => {
                     tracing::warn!(topic = %name, %error, "could not apply metadata change")
@@ -611,6 +639,18 @@ async fn run_group_timers(groups: Arc<GroupCoordinator>, shutdown: CancellationT
     }
 }
 
+/// Drives transaction timers: timed-out transactions, expired transactional ids.
+async fn run_txn_timers(txn: Arc<crate::txn::TxnCoordinator>, shutdown: CancellationToken) {
+    let mut ticker = tokio::time::interval(txn.config().abort_check_interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = ticker.tick() => txn.tick().await,
+        }
+    }
+}
+
 /// Publishes gauges that are cheaper to sample than to track: per-partition log
 /// state, consumer lag, group sizes, disk usage.
 async fn run_sampler(
@@ -645,6 +685,8 @@ fn sample(services: &Services, data_dir: &std::path::Path) {
         metrics::gauge!(m::LOG_SIZE_BYTES, &labels).set(size as f64);
         metrics::gauge!(m::LOG_SEGMENTS, &labels).set(segments as f64);
         metrics::gauge!(m::LOG_END_OFFSET, &labels).set(log_end as f64);
+        let unstable = high_watermark - offsets.last_stable().0;
+        metrics::gauge!(m::LOG_UNSTABLE_OFFSETS, &labels).set(unstable as f64);
         if let Some(dirtiness) = partition.dirtiness(crate::model::now_ms()) {
             metrics::gauge!(m::LOG_CLEANER_DIRTY_BYTES, &labels).set(dirtiness.dirty_bytes as f64);
             max_dirty_ratio = max_dirty_ratio.max(dirtiness.ratio());

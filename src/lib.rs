@@ -25,6 +25,7 @@ pub mod server;
 pub mod api;
 pub mod http;
 pub mod topics;
+pub mod txn;
 pub mod group;
 pub mod replication;
 pub mod cluster;

@@ -157,6 +157,28 @@ define_metrics! {
     /// Leaders elected by this broker as controller from outside the ISR
     /// (`unclean.leader.election.enable`): each may have lost acknowledged writes.
     Counter(Count) UNCLEAN_LEADER_ELECTIONS_TOTAL = "tern_unclean_leader_elections_total";
+    /// Transactions committed by the coordinators here (every marker written).
+    Counter(Count) TXN_COMMITS_TOTAL = "tern_txn_commits_total";
+    /// Transactions aborted by the coordinators here: by the producer, at its timeout,
+    /// or when a new producer with its transactional id fenced it.
+    Counter(Count) TXN_ABORTS_TOTAL = "tern_txn_aborts_total";
+    /// Transactions aborted because they ran past their `transaction.timeout.ms`.
+    Counter(Count) TXN_TIMEOUTS_TOTAL = "tern_txn_timeouts_total";
+    /// Producers fenced by a new InitProducerId of their transactional id while their
+    /// transaction was open (it is aborted).
+    Counter(Count) TXN_FENCED_TOTAL = "tern_txn_fenced_total";
+    /// Open transactions coordinated here.
+    Gauge(Count) TXN_OPEN = "tern_txn_open";
+    /// Age of the oldest open transaction coordinated here.
+    Gauge(Seconds) TXN_OLDEST_OPEN_SECONDS = "tern_txn_oldest_open_seconds";
+    /// Time from a commit or abort decision to the last marker acknowledged.
+    Histogram(Seconds) TXN_MARKER_SECONDS = "tern_txn_marker_seconds";
+    /// Time to load a `__transaction_state` partition when this broker comes to lead it.
+    Histogram(Seconds) TXN_COORDINATOR_LOAD_SECONDS = "tern_txn_coordinator_load_seconds";
+    /// Offsets between a partition's high watermark and its last stable offset (what
+    /// open transactions hold back from read_committed consumers), by `topic` and
+    /// `partition`.
+    Gauge(Count) LOG_UNSTABLE_OFFSETS = "tern_log_unstable_offsets";
     /// Completed consumer group rebalances (each a new generation), by `group`.
     Counter(Count) GROUP_REBALANCES_TOTAL = "tern_group_rebalances_total";
     /// Members of a consumer group, by `group`.
@@ -317,6 +339,10 @@ pub fn authentication_failed(listener: &'static str, reason: AuthFailure) {
 /// [`export_broker_series`]: a first event is then an increase Prometheus sees, and an
 /// alert on it can fire (Prometheus's instrumentation guide: "avoid missing metrics").
 const BROKER_COUNTERS: &[&str] = &[
+    TXN_COMMITS_TOTAL,
+    TXN_ABORTS_TOTAL,
+    TXN_TIMEOUTS_TOTAL,
+    TXN_FENCED_TOTAL,
     ISR_SHRINKS_TOTAL,
     ISR_EXPANDS_TOTAL,
     CONNECTIONS_ACCEPTED_TOTAL,

@@ -231,7 +231,22 @@ pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// `is_internal` in Metadata, and never produced to, deleted, resized or trimmed
 /// (DeleteRecords) by clients. The one rule; `topics::TopicService` enforces it.
 pub fn is_internal(name: &str) -> bool {
-    name == OFFSETS_TOPIC
+    name == OFFSETS_TOPIC || name == TRANSACTION_STATE_TOPIC
+}
+
+/// The internal topic of the transaction coordinators' state.
+pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
+
+/// The partition of an internal topic that owns `key` (a group id, a transactional
+/// id): Kafka's `abs(hashCode) % partitions`, with Java's `String.hashCode` over UTF-16
+/// code units, so a key lands on the same partition number as in Apache Kafka.
+pub fn coordinator_partition(key: &str, partitions: i32) -> i32 {
+    let mut hash: i32 = 0;
+    for unit in key.encode_utf16() {
+        hash = hash.wrapping_mul(31).wrapping_add(i32::from(unit));
+    }
+    let positive = if hash == i32::MIN { 0 } else { hash.abs() };
+    positive % partitions.max(1)
 }
 
 /// Milliseconds since the Unix epoch, as Kafka timestamps are.

@@ -5,8 +5,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-
 use crate::cluster::broker_config::{self, BrokerConfigError};
 use crate::cluster::reassignment;
 use crate::cluster::topic_config::TopicDefaults;
@@ -474,39 +472,6 @@ impl TopicService {
         let spec = self.store.set_topic_configs(name, configs).await?;
         self.apply(&spec, false)?;
         Ok(())
-    }
-}
-
-/// Hands out producer ids from blocks reserved in the metadata store, so ids stay
-/// unique across restarts (and, with a shared store, across brokers).
-#[derive(Debug)]
-pub struct ProducerIdAllocator {
-    store: Arc<dyn MetadataStore>,
-    block: Mutex<(i64, i64)>,
-}
-
-const PRODUCER_ID_BLOCK: i64 = 1000;
-
-impl ProducerIdAllocator {
-    pub fn new(store: Arc<dyn MetadataStore>) -> Self {
-        Self {
-            store,
-            block: Mutex::new((0, 0)),
-        }
-    }
-
-    pub async fn next(&self) -> Result<i64, MetadataError> {
-        {
-            let mut block = self.block.lock();
-            if block.0 < block.1 {
-                block.0 += 1;
-                return Ok(block.0 - 1);
-            }
-        }
-        let first = self.store.allocate_producer_ids(PRODUCER_ID_BLOCK).await?;
-        let mut block = self.block.lock();
-        *block = (first + 1, first + PRODUCER_ID_BLOCK);
-        Ok(first)
     }
 }
 

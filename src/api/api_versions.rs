@@ -1,8 +1,11 @@
 //! ApiVersions (key 18, v0–4): the APIs and versions this broker serves, straight from
 //! the API table (`table::SUPPORTED`, passed in by the table's routing). The response header is always v0 (`wire`).
 
-use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::api_versions_response::{
+    ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
+};
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::context::RequestContext;
@@ -43,11 +46,28 @@ pub async fn handle(
         return ApiVersionsResponse::default()
             .with_error_code(ResponseError::InvalidRequest.code());
     }
-    // Features stay empty until KIP-890/KIP-848 land: clients then use the classic protocols.
-    ApiVersionsResponse::default()
-        .with_api_keys(api_keys(served))
-        .with_finalized_features_epoch(-1)
+    // `transaction.version` 1: transactions as before KIP-890 part 2 (the epoch is
+    // bumped by InitProducerId and fencing, not per transaction). No `group.version`:
+    // clients use the classic group protocol.
+    let response = ApiVersionsResponse::default().with_api_keys(api_keys(served));
+    if ctx.api_version < 3 {
+        return response.with_finalized_features_epoch(-1);
+    }
+    let feature = StrBytes::from_static_str(TRANSACTION_VERSION_FEATURE);
+    response
+        .with_supported_features(vec![SupportedFeatureKey::default()
+            .with_name(feature.clone())
+            .with_min_version(0)
+            .with_max_version(TRANSACTION_VERSION)])
+        .with_finalized_features_epoch(0)
+        .with_finalized_features(vec![FinalizedFeatureKey::default()
+            .with_name(feature)
+            .with_min_version_level(TRANSACTION_VERSION)
+            .with_max_version_level(TRANSACTION_VERSION)])
 }
+
+const TRANSACTION_VERSION_FEATURE: &str = "transaction.version";
+const TRANSACTION_VERSION: i16 = 1;
 
 /// Kafka's rule for client software names and versions:
 /// `[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?`.

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::cluster::broker_config::StaticBrokerConfig;
 use crate::cluster::peers::Peers;
+use crate::cluster::ProducerIdAllocator;
 use crate::cluster::{BrokerInfo, MetadataStore};
 use crate::group::coordinator::GroupCoordinator;
 use crate::replication::ReplicaManager;
@@ -15,7 +16,7 @@ use crate::security::acl::{AclOperation, Authorizer, ResourceType, CLUSTER_NAME}
 use crate::security::listener::{ListenerConfig, SecurityProtocol};
 use crate::security::session::SaslSession;
 use crate::security::SecurityConfig;
-use crate::topics::{ProducerIdAllocator, TopicService};
+use crate::topics::TopicService;
 
 /// Who sent a request: `User:ANONYMOUS` on PLAINTEXT (and TLS without a client
 /// certificate), else the SASL user or the mapped certificate subject; ACLs check it.
@@ -108,7 +109,9 @@ pub struct Services {
     pub store: Arc<dyn MetadataStore>,
     pub replicas: Arc<ReplicaManager>,
     pub topics: TopicService,
-    pub producer_ids: ProducerIdAllocator,
+    pub producer_ids: Arc<ProducerIdAllocator>,
+    /// The transaction coordinator (the `__transaction_state` partitions led here).
+    pub txn: Arc<crate::txn::TxnCoordinator>,
     pub groups: Arc<GroupCoordinator>,
     /// Connections to the other brokers, for what only their partitions or groups answer.
     pub peers: Peers,

@@ -10,6 +10,7 @@ use crate::log::producer_state::SequenceError;
 use crate::log::AppendError;
 use crate::replication::{NotServed, PartitionError};
 use crate::topics::TopicError;
+use crate::txn::TxnError;
 
 pub fn batch_error(error: &BatchError) -> ResponseError {
     match error {
@@ -143,6 +144,26 @@ pub fn group_error(error: &GroupError) -> ResponseError {
 }
 
 /// The wire code of an optional error; 0 for none.
+/// A transaction coordinator's refusal, with Kafka's rule for clients too old to know
+/// PRODUCER_FENCED: requests below `fenced_since` get INVALID_PRODUCER_EPOCH instead
+/// (InitProducerId v4, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn v2).
+pub fn txn_error(error: &TxnError, api_version: i16, fenced_since: i16) -> ResponseError {
+    match error {
+        TxnError::InvalidProducerIdMapping => ResponseError::InvalidProducerIdMapping,
+        TxnError::ProducerFenced if api_version < fenced_since => {
+            ResponseError::InvalidProducerEpoch
+        }
+        TxnError::ProducerFenced => ResponseError::ProducerFenced,
+        TxnError::ConcurrentTransactions => ResponseError::ConcurrentTransactions,
+        TxnError::InvalidTxnState => ResponseError::InvalidTxnState,
+        TxnError::InvalidTransactionTimeout => ResponseError::InvalidTransactionTimeout,
+        TxnError::NotCoordinator => ResponseError::NotCoordinator,
+        TxnError::CoordinatorLoadInProgress => ResponseError::CoordinatorLoadInProgress,
+        TxnError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
+        TxnError::InvalidRequest => ResponseError::InvalidRequest,
+    }
+}
+
 pub fn code(error: Option<ResponseError>) -> i16 {
     error.map_or(0, |e| e.code())
 }

@@ -11,6 +11,7 @@ pub mod errors;
 pub mod group;
 pub mod metadata;
 pub mod security;
+pub mod txn;
 
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;

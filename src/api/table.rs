@@ -23,7 +23,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 
 use super::api_versions::ApiRange;
 use super::context::RequestContext;
-use super::{admin, api_versions, data, group, metadata, security};
+use super::{admin, api_versions, data, group, metadata, security, txn};
 use crate::wire::{decode_untrusted, encode_response, DecodeError};
 
 /// What to send back for one request frame.
@@ -203,6 +203,14 @@ api_table! {
     DescribeAcls 1..=3, DescribeAclsRequest => plain(admin::describe_acls::handle);
     CreateAcls 1..=3, CreateAclsRequest => plain(admin::create_acls::handle);
     DeleteAcls 1..=3, DeleteAclsRequest => plain(admin::delete_acls::handle);
+    AddPartitionsToTxn 0..=5, AddPartitionsToTxnRequest => plain(txn::add_partitions_to_txn::handle);
+    AddOffsetsToTxn 0..=4, AddOffsetsToTxnRequest => plain(txn::add_offsets_to_txn::handle);
+    EndTxn 0..=5, EndTxnRequest => plain(txn::end_txn::handle);
+    WriteTxnMarkers 1..=1, WriteTxnMarkersRequest => plain(txn::write_txn_markers::handle);
+    TxnOffsetCommit 0..=5, TxnOffsetCommitRequest => plain(txn::txn_offset_commit::handle);
+    DescribeProducers 0..=0, DescribeProducersRequest => plain(txn::describe_producers::handle);
+    DescribeTransactions 0..=0, DescribeTransactionsRequest => plain(txn::describe_transactions::handle);
+    ListTransactions 0..=2, ListTransactionsRequest => plain(txn::list_transactions::handle);
 }
 
 /// Produce's first served version; v0–2 are only advertised (module doc).

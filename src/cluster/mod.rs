@@ -20,6 +20,7 @@ pub mod election;
 pub mod embedded;
 pub mod etcd;
 pub mod peers;
+pub mod producer_ids;
 pub mod reassignment;
 pub mod ring;
 pub mod store;
@@ -29,6 +30,7 @@ pub use self::cache::{MetadataCache, Snapshot};
 pub use self::controller_store::{ControllerStore, Placed};
 pub use self::embedded::EmbeddedStore;
 pub use self::etcd::EtcdStore;
+pub use self::producer_ids::ProducerIdAllocator;
 pub use self::store::{
     apply_isr_change, set_user_credential, BrokerEndpoint, BrokerInfo, ControllerTerm, IsrChange,
     MetadataError, MetadataEvent, MetadataStore, NewTopic, PartitionAssignment, TopicAssignment,

@@ -170,6 +170,16 @@ serve_args! {
     offsets_topic_num_partitions: i32 = 50, "TERN_OFFSETS_TOPIC_NUM_PARTITIONS";
     /// Replicas of each __consumer_offsets partition, placed on as many live brokers as there are up to this (offsets.topic.replication.factor) [default: 3]
     offsets_topic_replication_factor: i16 = 3, "TERN_OFFSETS_TOPIC_REPLICATION_FACTOR";
+    /// Partitions of the internal __transaction_state topic, fixed when it is created on the first transactional request (transaction.state.log.num.partitions) [default: 50]
+    transaction_state_log_num_partitions: i32 = 50, "TERN_TRANSACTION_STATE_LOG_NUM_PARTITIONS";
+    /// Replicas of each __transaction_state partition, placed on as many live brokers as there are up to this (transaction.state.log.replication.factor) [default: 3]
+    transaction_state_log_replication_factor: i16 = 3, "TERN_TRANSACTION_STATE_LOG_REPLICATION_FACTOR";
+    /// Longest transaction timeout a producer may ask for, ms (transaction.max.timeout.ms) [default: 900000]
+    transaction_max_timeout_ms: i32 = 900_000, "TERN_TRANSACTION_MAX_TIMEOUT_MS";
+    /// A transactional id idle this long (no transaction open) is forgotten, ms (transactional.id.expiration.ms) [default: 604800000]
+    transactional_id_expiration_ms: i64 = 604_800_000, "TERN_TRANSACTIONAL_ID_EXPIRATION_MS";
+    /// How often the coordinator aborts transactions past their timeout and expires idle ids, ms (transaction.abort.timed.out.transaction.cleanup.interval.ms) [default: 10000]
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: u64 = 10_000, "TERN_TRANSACTION_ABORT_TIMED_OUT_TRANSACTION_CLEANUP_INTERVAL_MS";
     /// Requests slower than this are logged at WARN with their span (ms; 0 disables) [default: 1000]
     slow_request_ms: u64 = 1000, "TERN_SLOW_REQUEST_MS";
     /// Authorizer: none (everything is allowed) or acl (Kafka's ACLs: what no ACL allows is denied) [default: none]

@@ -52,6 +52,8 @@ pub struct Config {
     pub replica_lag_time_max: Duration,
     pub log_format: String,
     pub groups: GroupsConfig,
+    /// The transaction coordinator and its `__transaction_state` topic.
+    pub txn: crate::txn::TxnConfig,
     /// The metrics listener, and whether the operator chose it (no fallback then).
     pub metrics: (SocketAddr, bool),
     /// The HTTP API listener, and whether the operator chose it; `None` when the API is
@@ -267,6 +269,41 @@ impl Config {
             operator_set: set_fields,
             authorizer: authorizer_config(a.authorizer.as_deref(), a.super_users.as_deref())?,
             archive,
+            txn: crate::txn::TxnConfig {
+                topic_partitions: positive(
+                    "transaction_state_log_num_partitions",
+                    i64::from(
+                        a.transaction_state_log_num_partitions
+                            .unwrap_or_else(defaults::transaction_state_log_num_partitions),
+                    ),
+                )? as i32,
+                topic_replication_factor: positive(
+                    "transaction_state_log_replication_factor",
+                    i64::from(
+                        a.transaction_state_log_replication_factor
+                            .unwrap_or_else(defaults::transaction_state_log_replication_factor),
+                    ),
+                )? as i16,
+                max_timeout_ms: positive(
+                    "transaction_max_timeout_ms",
+                    i64::from(
+                        a.transaction_max_timeout_ms
+                            .unwrap_or_else(defaults::transaction_max_timeout_ms),
+                    ),
+                )? as i32,
+                id_expiration_ms: positive(
+                    "transactional_id_expiration_ms",
+                    a.transactional_id_expiration_ms
+                        .unwrap_or_else(defaults::transactional_id_expiration_ms),
+                )?,
+                abort_check_interval: Duration::from_millis(
+                    a.transaction_abort_timed_out_transaction_cleanup_interval_ms
+                        .unwrap_or_else(
+                            defaults::transaction_abort_timed_out_transaction_cleanup_interval_ms,
+                        )
+                        .max(10),
+                ),
+            },
             groups: GroupsConfig {
                 coordinator: crate::group::coordinator::CoordinatorConfig {
                     limits: crate::group::state::GroupLimits {

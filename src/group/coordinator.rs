@@ -23,6 +23,7 @@ use super::state::{
     SyncResult,
 };
 use crate::log::batch;
+use crate::log::txn::{MarkerKind, TxnMarker};
 use crate::model::{monotonic_ms, now_ms};
 use crate::replication::{Acks, Partition, PartitionError, TopicReplicas};
 
@@ -50,6 +51,9 @@ struct GroupEntry {
     /// The settled membership last written to the log.
     persisted: Option<(i32, Vec<String>)>,
     empty_since_ms: Option<i64>,
+    /// Offsets committed in open transactions (TxnOffsetCommit), by producer id: they
+    /// count once the transaction's COMMIT marker is written here.
+    pending: BTreeMap<i64, BTreeMap<(String, i32), CommittedOffset>>,
 }
 
 /// A group as DescribeGroups shows it.
@@ -171,6 +175,14 @@ impl GroupCoordinator {
                     .entry(group_id.clone())
                     .or_insert_with(|| new_entry(Group::new(&group_id, limits)));
                 entry.offsets = offsets;
+            }
+            for (producer_id, by_group) in state.pending {
+                for (group_id, offsets) in by_group {
+                    let entry = groups
+                        .entry(group_id.clone())
+                        .or_insert_with(|| new_entry(Group::new(&group_id, limits)));
+                    entry.pending.insert(producer_id, offsets);
+                }
             }
             if let Some(slot) = self.partitions.write().get_mut(index) {
                 *slot = Some(Arc::clone(&partition));
@@ -441,6 +453,100 @@ impl GroupCoordinator {
         Ok(())
     }
 
+    /// TxnOffsetCommit: stores offsets committed in producer `producer_id`'s
+    /// transaction. They stay pending (OffsetFetch with `require_stable` answers
+    /// UNSTABLE_OFFSET_COMMIT for them) until the transaction's marker reaches this
+    /// partition ([`Self::complete_transaction`]). Member and generation are checked as
+    /// for a plain commit when the request names them (v3+, KIP-447).
+    pub async fn commit_transactional(
+        &self,
+        group_id: &str,
+        producer: (i64, i16),
+        member: (&str, Option<&str>, i32),
+        commits: Vec<OffsetCommit>,
+    ) -> Result<(), CommitError> {
+        self.check_coordinator(group_id)?;
+        let (member_id, instance_id, generation_id) = member;
+        let now = now_ms();
+        let changes: Vec<Change> = {
+            let mut groups = self.groups.lock();
+            let limits = self.config.limits;
+            let entry = groups
+                .entry(group_id.to_string())
+                .or_insert_with(|| new_entry(Group::new(group_id, limits)));
+            if !member_id.is_empty() || generation_id >= 0 {
+                entry
+                    .group
+                    .validate_commit(member_id, instance_id, generation_id)?;
+            }
+            commits
+                .iter()
+                .map(|c| Change::Offset {
+                    group: group_id.to_string(),
+                    topic: c.topic.clone(),
+                    partition: c.partition,
+                    value: Some(CommittedOffset {
+                        offset: c.offset,
+                        leader_epoch: c.leader_epoch,
+                        metadata: c.metadata.clone(),
+                        commit_timestamp: now,
+                    }),
+                })
+                .collect()
+        };
+        let partition = self
+            .partition_of(group_id)
+            .ok_or(GroupError::NotCoordinator)?;
+        let batch = offsets::encode_transactional_changes(&changes, now, producer.0, producer.1);
+        partition
+            .write(&batch, now, Acks::All, OFFSET_COMMIT_TIMEOUT)
+            .await?;
+        if let Some(entry) = self.groups.lock().get_mut(group_id) {
+            let pending = entry.pending.entry(producer.0).or_default();
+            for change in changes {
+                if let Change::Offset {
+                    topic,
+                    partition,
+                    value: Some(value),
+                    ..
+                } = change
+                {
+                    pending.insert((topic, partition), value);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A transaction marker was written to offsets partition `index`: the producer's
+    /// pending offsets in its groups are committed, or dropped on abort.
+    pub fn complete_transaction(&self, index: i32, producer_id: i64, commit: bool) {
+        let count = self.partition_count();
+        let mut groups = self.groups.lock();
+        for (group_id, entry) in groups.iter_mut() {
+            if offsets::partition_for(group_id, count) != index {
+                continue;
+            }
+            if let Some(pending) = entry.pending.remove(&producer_id) {
+                if commit {
+                    entry.offsets.extend(pending);
+                }
+            }
+        }
+    }
+
+    /// Whether `group_id` has offsets of `topic`/`partition` in an open transaction.
+    pub fn has_pending_offset(&self, group_id: &str, topic: &str, partition: i32) -> bool {
+        let groups = self.groups.lock();
+        groups.get(group_id).is_some_and(|entry| {
+            let key = (topic.to_string(), partition);
+            entry
+                .pending
+                .values()
+                .any(|offsets| offsets.contains_key(&key))
+        })
+    }
+
     /// Writes the group's metadata when it has settled (Stable or Empty) with a
     /// membership the log does not have yet, so a restart restores it (Kafka writes
     /// the same record after every rebalance).
@@ -704,6 +810,7 @@ fn new_entry(group: Group) -> GroupEntry {
         waiters: HashMap::new(),
         persisted: None,
         empty_since_ms: None,
+        pending: BTreeMap::new(),
     }
 }
 
@@ -807,11 +914,24 @@ fn replay(partition: &Partition) -> ReplayedState {
         let mut progressed = false;
         for header in batch::batches(&records) {
             let Ok(header) = header else { break };
+            if header.is_control() {
+                if let Some(marker) = TxnMarker::decode(&header) {
+                    state.apply_marker(marker.producer_id.0, marker.kind == MarkerKind::Commit);
+                }
+                offset = header.last_offset() + 1;
+                progressed = true;
+                continue;
+            }
+            let transactional = header.is_transactional().then(|| header.producer_id());
             for record in header.records().unwrap_or_default() {
                 if record.offset >= offset {
-                    match record.key {
-                        Some(key) if state.apply(key, record.value) => {}
-                        _ => skipped += 1,
+                    let applied = match (record.key, transactional) {
+                        (Some(key), Some(pid)) => state.apply_transactional(pid, key, record.value),
+                        (Some(key), None) => state.apply(key, record.value),
+                        (None, _) => false,
+                    };
+                    if !applied {
+                        skipped += 1;
                     }
                 }
             }

@@ -281,7 +281,25 @@ fn decode_group(raw: &[u8]) -> Option<GroupRecord> {
 
 /// Encodes changes as one uncompressed record batch.
 pub fn encode_changes(changes: &[Change], now_ms: i64) -> Vec<u8> {
-    let mut batch = BatchBuilder::new();
+    encode_with(BatchBuilder::new(), changes, now_ms)
+}
+
+/// Encodes offsets committed in producer `producer_id`'s transaction: a transactional
+/// batch with the producer's id and epoch and no sequence, as Kafka writes them, so
+/// that the partition's producer state opens the transaction and the marker ends it.
+pub fn encode_transactional_changes(
+    changes: &[Change],
+    now_ms: i64,
+    producer_id: i64,
+    producer_epoch: i16,
+) -> Vec<u8> {
+    let builder = BatchBuilder::new()
+        .idempotent(producer_id, producer_epoch, -1)
+        .with_attributes(crate::log::txn::TRANSACTIONAL_BIT);
+    encode_with(builder, changes, now_ms)
+}
+
+fn encode_with(mut batch: BatchBuilder, changes: &[Change], now_ms: i64) -> Vec<u8> {
     for change in changes {
         let (key, value) = match change {
             Change::Offset {
@@ -309,14 +327,61 @@ pub fn encode_changes(changes: &[Change], now_ms: i64) -> Vec<u8> {
     batch.build()
 }
 
+/// Offsets committed in one producer's open transaction, by group.
+pub type PendingOffsets = BTreeMap<String, BTreeMap<(String, i32), CommittedOffset>>;
+
 /// The state of the groups in one offsets partition, rebuilt by replay.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ReplayedState {
     pub offsets: BTreeMap<String, BTreeMap<(String, i32), CommittedOffset>>,
     pub groups: BTreeMap<String, GroupRecord>,
+    /// Offsets of transactions with no marker yet, by producer id.
+    pub pending: BTreeMap<i64, PendingOffsets>,
 }
 
 impl ReplayedState {
+    /// Applies one record of producer `producer_id`'s transactional batch: held until
+    /// its marker. Returns false for a record it cannot read.
+    pub fn apply_transactional(
+        &mut self,
+        producer_id: i64,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> bool {
+        match (decode_key(key), value.map(decode_offset)) {
+            (
+                Some(RecordKey::Offset {
+                    group,
+                    topic,
+                    partition,
+                }),
+                Some(Some(offset)),
+            ) => {
+                self.pending
+                    .entry(producer_id)
+                    .or_default()
+                    .entry(group)
+                    .or_default()
+                    .insert((topic, partition), offset);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A transaction marker: a commit makes the producer's pending offsets committed,
+    /// an abort drops them.
+    pub fn apply_marker(&mut self, producer_id: i64, commit: bool) {
+        let Some(pending) = self.pending.remove(&producer_id) else {
+            return;
+        };
+        if commit {
+            for (group, offsets) in pending {
+                self.offsets.entry(group).or_default().extend(offsets);
+            }
+        }
+    }
+
     /// Applies one stored record; returns false for a record it cannot read.
     pub fn apply(&mut self, key: &[u8], value: Option<&[u8]>) -> bool {
         let Some(key) = decode_key(key) else {
@@ -374,12 +439,7 @@ pub async fn coordinator_of(
 }
 
 pub fn partition_for(group_id: &str, partitions: i32) -> i32 {
-    let mut hash: i32 = 0;
-    for unit in group_id.encode_utf16() {
-        hash = hash.wrapping_mul(31).wrapping_add(i32::from(unit));
-    }
-    let positive = if hash == i32::MIN { 0 } else { hash.abs() };
-    positive % partitions.max(1)
+    crate::model::coordinator_partition(group_id, partitions)
 }
 
 /// Topics a consumer-protocol member subscribes to, read from its JoinGroup metadata

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use super::batch::{self, BatchError, BatchHeader};
 use super::producer_state::SequenceCheck;
 use super::records;
-use super::txn::TxnMarker;
 use super::segment::Segment;
+use super::txn::TxnMarker;
 use super::{io_error, AppendError, AppendInfo, Log};
 use crate::model::LeaderEpoch;
 
@@ -60,7 +60,8 @@ impl Log {
         let mut first: Option<i64> = None;
         let mut last = -1;
         for header in headers {
-            if header.has_producer_id() && (header.base_sequence() >= 0 || header.is_transactional())
+            if header.has_producer_id()
+                && (header.base_sequence() >= 0 || header.is_transactional())
             {
                 if let SequenceCheck::Duplicate {
                     base_offset,

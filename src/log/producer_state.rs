@@ -119,6 +119,17 @@ impl ProducerStateTable {
     pub fn check(&self, header: &BatchHeader<'_>) -> Result<SequenceCheck, SequenceError> {
         let (producer_id, epoch) = (header.producer_id(), header.producer_epoch());
         let (first, last) = (header.base_sequence(), header.last_sequence());
+        if first < 0 {
+            // Offsets committed in a transaction carry no sequence: only the epoch counts.
+            return match self.producers.get(&producer_id) {
+                Some(entry) if epoch < entry.epoch => Err(SequenceError::StaleEpoch {
+                    producer_id,
+                    epoch,
+                    current: entry.epoch,
+                }),
+                _ => Ok(SequenceCheck::Append),
+            };
+        }
         let Some(entry) = self.producers.get(&producer_id) else {
             return if first == 0 {
                 Ok(SequenceCheck::Append)
@@ -137,8 +148,7 @@ impl ProducerStateTable {
                 current: entry.epoch,
             });
         }
-        if epoch == entry.epoch && !header.is_transactional() && entry.txn_first_offset.is_some()
-        {
+        if epoch == entry.epoch && !header.is_transactional() && entry.txn_first_offset.is_some() {
             return Err(SequenceError::NotTransactional { producer_id });
         }
         if epoch > entry.epoch {
@@ -313,7 +323,10 @@ impl ProducerStateTable {
 
     /// Open transactions: `(producer id, first offset)`, oldest first.
     pub fn open_transactions(&self) -> Vec<(i64, i64)> {
-        self.ongoing.iter().map(|&(first, pid)| (pid, first)).collect()
+        self.ongoing
+            .iter()
+            .map(|&(first, pid)| (pid, first))
+            .collect()
     }
 
     /// Each producer's state, for DescribeProducers.

@@ -1210,14 +1210,20 @@ fn open_transactions_hold_the_last_stable_offset_and_aborts_are_listed() -> Test
     log.forget_replicated_txns(Offset(6));
     assert_eq!(log.first_unstable_offset(Offset(6)), None);
     assert_eq!(aborted(&log, 0, 6), vec![(7, 0, 4)]);
-    assert_eq!(aborted(&log, 5, 6), vec![], "nothing aborted past the marker");
+    assert_eq!(
+        aborted(&log, 5, 6),
+        vec![],
+        "nothing aborted past the marker"
+    );
     // A producer with an open transaction may not write outside it.
     log.append(&txn_batch(9, 0, 1), 0)?;
     let mut plain = records::BatchBuilder::new().idempotent(9, 0, 1);
     plain.push(1, Some(b"k"), None, &[]);
     assert!(matches!(
         log.append(&plain.build(), 0),
-        Err(AppendError::Sequence(SequenceError::NotTransactional { .. }))
+        Err(AppendError::Sequence(
+            SequenceError::NotTransactional { .. }
+        ))
     ));
     Ok(())
 }
@@ -1231,9 +1237,14 @@ fn a_marker_from_an_older_coordinator_is_fenced() -> TestResult {
     log.append(&txn_batch(7, 1, 1), 0)?;
     assert!(matches!(
         log.append_marker(&marker(7, 4, txn::MarkerKind::Abort), 0),
-        Err(AppendError::Sequence(SequenceError::CoordinatorFenced { .. }))
+        Err(AppendError::Sequence(
+            SequenceError::CoordinatorFenced { .. }
+        ))
     ));
-    assert!(log.first_unstable_offset(Offset(10)).is_some(), "still open");
+    assert!(
+        log.first_unstable_offset(Offset(10)).is_some(),
+        "still open"
+    );
     Ok(())
 }
 

@@ -33,8 +33,8 @@ use crate::log::cleaning::Dirtiness;
 use crate::log::compaction::{self, PassError, PassOutcome, PassSettings};
 use crate::log::retention::{ArchiveWork, RetentionCounts};
 use crate::log::truncate::Doomed;
-use crate::log::{AppendInfo, ArchiveGate, CleanupPolicy, Log, LogConfig};
 use crate::log::txn::{AbortedTxn, TxnMarker};
+use crate::log::{AppendInfo, ArchiveGate, CleanupPolicy, Log, LogConfig};
 use crate::model::{BrokerId, Isolation, LeaderEpoch, Offset, PartitionOffsets, TopicPartition};
 
 /// What a fetch found in one partition.
@@ -645,6 +645,28 @@ impl Partition {
             }
             other => other,
         }
+    }
+
+    /// Each producer's state here (DescribeProducers): id, epoch, last sequence, last
+    /// timestamp, coordinator epoch, first offset of its open transaction (-1: none).
+    pub fn producers(&self) -> Vec<(i64, i16, i32, i64, i32, i64)> {
+        let state = self.state.lock();
+        state
+            .log()
+            .producer_state()
+            .producers()
+            .map(|(id, entry)| {
+                let last_sequence = entry.batches.back().map_or(-1, |b| b.last_sequence);
+                (
+                    id,
+                    entry.epoch,
+                    last_sequence,
+                    entry.last_timestamp,
+                    entry.coordinator_epoch,
+                    entry.txn_first_offset.unwrap_or(-1),
+                )
+            })
+            .collect()
     }
 
     /// The log start, high watermark and log end, read together under the lock.

@@ -41,7 +41,11 @@ impl ReplicaLog for Log {
     fn append_replicated(&mut self, records: &[u8]) -> Result<AppendInfo, AppendError> {
         Log::append_replicated(self, records)
     }
-    fn append_marker(&mut self, marker: &TxnMarker, now_ms: i64) -> Result<AppendInfo, AppendError> {
+    fn append_marker(
+        &mut self,
+        marker: &TxnMarker,
+        now_ms: i64,
+    ) -> Result<AppendInfo, AppendError> {
         Log::append_marker(self, marker, now_ms)
     }
     fn first_unstable_offset(&self, high_watermark: Offset) -> Option<Offset> {

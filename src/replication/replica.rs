@@ -434,9 +434,7 @@ impl<L: ReplicaLog> ReplicaState<L> {
         now_ms: i64,
         may_lead: bool,
     ) -> Result<AppendInfo, ReplicaError> {
-        self.append_as_leader(Acks::All, may_lead, |log| {
-            log.append_marker(marker, now_ms)
-        })
+        self.append_as_leader(Acks::All, may_lead, |log| log.append_marker(marker, now_ms))
     }
 
     fn append_as_leader(

@@ -1,7 +1,8 @@
-//! InitProducerId (key 22, v0–5) for idempotent producers: a new producer id with epoch
+//! InitProducerId (key 22, v0–5). Idempotent producers: a new producer id with epoch
 //! 0, or (KIP-360, v3+) the same id with its epoch bumped when the client passes its
-//! current id and epoch. Transactional ids need a transaction coordinator, which tern
-//! does not have yet: they are refused with INVALID_REQUEST.
+//! current id and epoch. Transactional producers: the transaction coordinator's
+//! answer (`txn::TxnCoordinator::init_producer_id`), which fences the id's previous
+//! producer.
 
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 use kafka_protocol::ResponseError;
@@ -34,14 +35,27 @@ pub async fn handle(
         }
         _ => {}
     }
-    if request
-        .transactional_id
-        .as_ref()
-        .is_some_and(|id| !id.is_empty())
-    {
-        return response.with_error_code(ResponseError::InvalidRequest.code());
-    }
     let (current_id, current_epoch) = (request.producer_id.0, request.producer_epoch);
+    if let Some(id) = request.transactional_id.as_ref() {
+        // Kafka: an empty transactional id is INVALID_REQUEST, not an idempotent producer.
+        let expected = (current_id >= 0).then_some((
+            crate::model::ProducerId(current_id),
+            crate::model::ProducerEpoch(current_epoch),
+        ));
+        return match ctx
+            .services
+            .txn
+            .init_producer_id(id, request.transaction_timeout_ms, expected)
+            .await
+        {
+            Ok((producer_id, epoch)) => response
+                .with_producer_id(ProducerId(producer_id.0))
+                .with_producer_epoch(epoch.0),
+            Err(error) => response.with_error_code(
+                super::super::errors::txn_error(&error, ctx.api_version, 4).code(),
+            ),
+        };
+    }
     if current_id >= 0 && (0..i16::MAX - 1).contains(&current_epoch) {
         return response
             .with_producer_id(ProducerId(current_id))

@@ -80,9 +80,7 @@ pub async fn handle(ctx: &RequestContext, request: ListOffsetsRequest) -> ListOf
                     LATEST => (readable, -1),
                     EARLIEST | EARLIEST_LOCAL => (log_start, -1),
                     LATEST_TIERED => (-1, -1),
-                    MAX_TIMESTAMP => partition
-                        .max_timestamp()
-                        .map_or((-1, -1), below_readable),
+                    MAX_TIMESTAMP => partition.max_timestamp().map_or((-1, -1), below_readable),
                     ts if ts >= 0 => partition
                         .offset_for_timestamp(ts)
                         .map_or((-1, -1), below_readable),

@@ -9,14 +9,12 @@
 //! `timeout_ms`. Either waits for an fsync too when the topic's `flush.messages` says
 //! so (`Partition::flush_due`).
 //!
-//! Until transactions exist, nothing a client sends can start one, and the batch
-//! attribute bits decide, as in Kafka: transactional batches without a transactional
-//! id the principal may WRITE refuse the whole request
+//! The batch attribute bits decide, as in Kafka: transactional batches without a
+//! transactional id the principal may WRITE refuse the whole request
 //! (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, `KafkaApis.handleProduceRequest`); with one,
-//! the partition gets INVALID_PRODUCER_ID_MAPPING (no coordinator knows the id); a
-//! control batch from a client is INVALID_RECORD (`LogValidator`). Plain batches are
-//! appended whether or not the request names a transactional id. The log refuses both
-//! kinds from any writer of the leader's log too (`log::AppendError`).
+//! a transactional batch opens (or continues) its producer's transaction on the
+//! partition (`log::producer_state`); a control batch from a client is INVALID_RECORD
+//! (`LogValidator`), and the log refuses one from any writer (`log::AppendError`).
 //!
 //! With an authorizer, each topic needs WRITE (else TOPIC_AUTHORIZATION_FAILED on every
 //! partition, nothing appended), and auto-creation CREATE on the cluster or the topic.
@@ -219,19 +217,6 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Outcome {
                 partitions.push(error(ResponseError::CorruptMessage, "no records".into()));
                 continue;
             };
-            if BatchHeader::parse(&records).is_ok_and(|batch| batch.is_transactional()) {
-                // Kafka verifies a transactional batch with the transaction coordinator
-                // before the append (ReplicaManager.appendRecords, on by default:
-                // transaction.partition.verification.enable); no coordinator here knows
-                // any transactional id, and Kafka's answer for an unknown one is
-                // INVALID_PRODUCER_ID_MAPPING (TransactionCoordinator
-                // .handleVerifyPartitionsInTransaction).
-                partitions.push(error(
-                    ResponseError::InvalidProducerIdMapping,
-                    "transactions are not supported: no transaction coordinator knows this transactional id".into(),
-                ));
-                continue;
-            }
             if BatchHeader::parse(&records).is_ok_and(|batch| batch.is_control()) {
                 // Kafka's LogValidator.validateBatch: control records are the broker's.
                 partitions.push(error(

@@ -1,7 +1,9 @@
-//! FindCoordinator (key 10, v0–6): the broker coordinating a group (v4+: several keys
-//! at once): the leader of the group's `__consumer_offsets` partition, from the
-//! metadata store, so any broker can answer. tern has no transaction coordinator: key
-//! type 1 gets COORDINATOR_NOT_AVAILABLE.
+//! FindCoordinator (key 10, v0–6): the broker coordinating a group or (key type 1) a
+//! transactional id (v4+: several keys at once): the leader of the key's
+//! `__consumer_offsets` or `__transaction_state` partition, from the metadata store, so
+//! any broker can answer. `__transaction_state` is created by the first transactional
+//! key asked for, as Kafka does; the answer is COORDINATOR_NOT_AVAILABLE until it has
+//! a leader, and the client asks again.
 
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
@@ -11,9 +13,35 @@ use super::super::context::RequestContext;
 use super::super::str_bytes;
 use crate::cluster::BrokerInfo;
 use crate::group::offsets;
+use crate::model::{coordinator_partition, TRANSACTION_STATE_TOPIC};
 use crate::security::acl::{AclOperation, ResourceType};
 
 const GROUP: i8 = 0;
+const TRANSACTION: i8 = 1;
+
+/// The leader of the transactional id's `__transaction_state` partition; creates the
+/// topic when it does not exist yet (and answers `None` this time).
+async fn transaction_coordinator_of(ctx: &RequestContext, key: &str) -> Option<i32> {
+    let store = ctx.services.store.as_ref();
+    let Some(spec) = store.topic(TRANSACTION_STATE_TOPIC).await else {
+        let config = ctx.services.txn.config();
+        match ctx
+            .services
+            .topics
+            .ensure_internal(
+                TRANSACTION_STATE_TOPIC,
+                config.topic_partitions,
+                config.topic_replication_factor,
+            )
+            .await
+        {
+            Ok(topic) => ctx.services.txn.follow_leadership(&topic),
+            Err(error) => tracing::warn!(%error, "could not create {TRANSACTION_STATE_TOPIC}"),
+        }
+        return None;
+    };
+    store.leader_of(&spec, coordinator_partition(key, spec.partitions))
+}
 
 /// The live broker leading the offsets partition of group `key`.
 async fn coordinator_of(
@@ -39,10 +67,10 @@ async fn coordinator_of(
     if !ctx.authorize(AclOperation::Describe, resource, key) {
         return Err((refused, message.to_string()));
     }
-    if key_type != GROUP {
+    if key_type != GROUP && key_type != TRANSACTION {
         return Err((
-            ResponseError::CoordinatorNotAvailable,
-            "transactions are not supported yet".into(),
+            ResponseError::InvalidRequest,
+            format!("unknown coordinator key type {key_type}"),
         ));
     }
     let store = &ctx.services.store;
@@ -52,9 +80,12 @@ async fn coordinator_of(
             format!("no coordinator for '{key}' right now"),
         )
     };
-    let leader = offsets::coordinator_of(store.as_ref(), key)
-        .await
-        .ok_or_else(unavailable)?;
+    let leader = if key_type == GROUP {
+        offsets::coordinator_of(store.as_ref(), key).await
+    } else {
+        transaction_coordinator_of(ctx, key).await
+    }
+    .ok_or_else(unavailable)?;
     store
         .brokers()
         .into_iter()

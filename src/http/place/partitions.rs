@@ -16,8 +16,8 @@ use kafka_protocol::messages::BrokerId;
 
 use super::{remote_error, topic_name, Owner};
 use crate::http::subscribe::{parse_messages, read_from, Read};
-use crate::log::txn::AbortedTxn;
 use crate::http::{ApiError, HttpApi};
+use crate::log::txn::AbortedTxn;
 use crate::metrics as m;
 use crate::replication::{Acks, NotServed, Partition, TopicReplicas};
 
