@@ -578,6 +578,14 @@ mod seeds {
                 ApiKey::DescribeAcls => one!(DescribeAclsRequest::default()),
                 ApiKey::CreateAcls => one!(CreateAclsRequest::default()),
                 ApiKey::DeleteAcls => one!(DeleteAclsRequest::default()),
+                ApiKey::AddPartitionsToTxn => one!(AddPartitionsToTxnRequest::default()),
+                ApiKey::AddOffsetsToTxn => one!(AddOffsetsToTxnRequest::default()),
+                ApiKey::EndTxn => one!(EndTxnRequest::default()),
+                ApiKey::WriteTxnMarkers => one!(WriteTxnMarkersRequest::default()),
+                ApiKey::TxnOffsetCommit => one!(TxnOffsetCommitRequest::default()),
+                ApiKey::DescribeProducers => one!(DescribeProducersRequest::default()),
+                ApiKey::DescribeTransactions => one!(DescribeTransactionsRequest::default()),
+                ApiKey::ListTransactions => one!(ListTransactionsRequest::default()),
                 _ => None,
             };
             if let Some(bytes) = bytes {

@@ -6,6 +6,7 @@
 //   node run.js admin   '{"broker":"127.0.0.1:9092","topic":"t"}'
 //   node run.js member  '{"broker":"127.0.0.1:9092","topic":"t","group":"g","sessionTimeout":6000}'
 //   node run.js session '{"broker":"127.0.0.1:9092","topic":"t","group":"g","commit":"auto","stopAfter":20}'
+//   node run.js txn     '{"broker":"127.0.0.1:9092","topic":"t","id":"tx","commit":10,"abort":5}'
 //   node run.js acl-probe '{"broker":..,"granted":"alice.t","other":"other.t","groups":["g"],"caFile":..,"sasl":{..}}'
 //
 // Any mode connects over TLS when ARGS has "caFile" (the CA's PEM file) and authenticates
@@ -309,6 +310,60 @@ async function produce(args) {
   return { available, before, after, sent, metadata, partitions }
 }
 
+// A transactional producer: one transaction of `commit` messages committed, one of
+// `abort` messages aborted (sent, then aborted), one more of `commit` committed; then the
+// values a read_committed and a read_uncommitted consumer see (each reads until it has
+// the count it should have, then a second more, so extras show).
+async function txn(args) {
+  const { broker, topic, id, commit = 10, abort = 5 } = args
+  const kafka = newKafka(broker)
+  const producer = kafka.producer({ transactionalId: id, idempotent: true, maxInFlightRequests: 1 })
+  await producer.connect()
+  const batch = (prefix, n) => Array.from({ length: n }, (_, i) => ({ key: `k${i}`, value: `${prefix}-${i}` }))
+  try {
+    let t = await producer.transaction()
+    await t.send({ topic, messages: batch('c1', commit) })
+    await t.commit()
+    t = await producer.transaction()
+    await t.send({ topic, messages: batch('a', abort) })
+    await t.abort()
+    t = await producer.transaction()
+    await t.send({ topic, messages: batch('c2', commit) })
+    await t.commit()
+  } finally {
+    await producer.disconnect()
+  }
+  const read = async (readUncommitted, want) => {
+    const seen = []
+    const consumer = kafka.consumer({
+      groupId: `tern-compat-txn-${readUncommitted}-${process.pid}-${Date.now()}`,
+      maxWaitTimeInMs: 300,
+      readUncommitted,
+    })
+    await consumer.connect()
+    let enough
+    const reached = new Promise(resolve => (enough = resolve))
+    try {
+      await consumer.subscribe({ topics: [topic], fromBeginning: true })
+      await consumer.run({
+        autoCommit: false,
+        eachMessage: async ({ message }) => {
+          seen.push(message.value.toString())
+          if (seen.length >= want) enough()
+        },
+      })
+      await withDeadline(reached, 20000, `reading ${want} values of ${topic}`).catch(() => {})
+      await new Promise(resolve => setTimeout(resolve, 1000))
+    } finally {
+      await consumer.disconnect()
+    }
+    return seen
+  }
+  const committed = await read(false, 2 * commit)
+  const uncommitted = await read(true, 2 * commit + abort)
+  return { committed, uncommitted }
+}
+
 async function admin(args) {
   const { broker, topic } = args
   const kafka = newKafka(broker)
@@ -494,6 +549,7 @@ async function main() {
   else if (MODE === 'admin') result = await admin(ARGS)
   else if (MODE === 'codecs') result = { available: await registerCodecs() }
   else if (MODE === 'acl-probe') result = await aclProbe(ARGS)
+  else if (MODE === 'txn') result = await txn(ARGS)
   else if (MODE === 'member' || MODE === 'session') {
     emit('start', { client: 'kafkajs', mode: MODE, pid: process.pid })
     result = MODE === 'member' ? await member(ARGS) : await session(ARGS)

@@ -293,6 +293,7 @@ mod tests {
             api_name(ApiKey::OffsetForLeaderEpoch),
             "OffsetForLeaderEpoch"
         );
-        assert_eq!(api_name(ApiKey::EndTxn), "Other");
+        assert_eq!(api_name(ApiKey::EndTxn), "EndTxn");
+        assert_eq!(api_name(ApiKey::DescribeQuorum), "Other");
     }
 }
