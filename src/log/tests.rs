@@ -1279,7 +1279,7 @@ fn truncating_a_marker_away_reopens_its_transaction() -> TestResult {
     log.append(&txn_batch(7, 0, 1), 0)?; // 0
     log.append_marker(&marker(7, 1, txn::MarkerKind::Abort), 0)?; // 1
     assert_eq!(aborted(&log, 0, 2), vec![(7, 0, 1)]);
-    log.truncate_to(Offset(1))?;
+    log.truncate_to(Offset(1))?.delete()?;
     assert_eq!(aborted(&log, 0, 2), vec![]);
     assert_eq!(log.first_unstable_offset(Offset(1)), Some(Offset(0)));
     Ok(())
