@@ -24,6 +24,7 @@ use super::manifest::{self, Entry, Manifest};
 use super::parquet::ObjectBuilder;
 use super::{Archive, ArchiveError};
 use crate::log::batch::batches;
+use crate::log::txn::{AbortedTxn, CommittedFilter};
 use crate::log::records::MAX_DECOMPRESSED_BATCH_BYTES;
 use crate::log::retention::ArchiveWork;
 use crate::log::throttle::Throttle;
@@ -203,15 +204,20 @@ async fn export_work(
         let mut log_bytes = 0u64;
         while position < work.end && builder.data_bytes() < budget {
             let before = position;
-            let chunk = read_chunk(partition, position)?;
+            let (chunk, aborted) = read_chunk(partition, position)?;
             let read = chunk.len() as u64;
+            let mut committed = CommittedFilter::new(aborted);
             for header in batches(&chunk) {
                 let header =
                     header.map_err(|e| ArchiveError::Log(format!("{id} at {position}: {e}")))?;
                 if header.base_offset() >= work.end {
                     break;
                 }
-                builder.push_batch(&header, position, MAX_DECOMPRESSED_BATCH_BYTES)?;
+                // Aborted transactions' records stay out, as a read_committed consumer
+                // never sees them; markers add nothing.
+                if committed.keep(&header) {
+                    builder.push_batch(&header, position, MAX_DECOMPRESSED_BATCH_BYTES)?;
+                }
                 log_bytes += header.total_bytes() as u64;
                 position = position.max(header.last_offset() + 1);
                 if builder.data_bytes() >= budget {
@@ -248,17 +254,22 @@ async fn export_work(
     Ok(exported)
 }
 
-/// Whole batches from `position` on, below the high watermark.
-fn read_chunk(partition: &Partition, position: i64) -> Result<Bytes, ArchiveError> {
+/// Whole batches from `position` on, below the last stable offset, with the aborted
+/// transactions among them.
+fn read_chunk(
+    partition: &Partition,
+    position: i64,
+) -> Result<(Bytes, Vec<AbortedTxn>), ArchiveError> {
     let read = partition
         .read(
             crate::model::Offset(position),
             READ_CHUNK_BYTES,
             true,
-            crate::model::Isolation::ReadUncommitted,
+            crate::model::Isolation::ReadCommitted,
         )
         .map_err(|e| ArchiveError::Log(format!("{} at {position}: {e}", partition.id())))?;
-    read.records.ok_or_else(|| {
+    let aborted = read.aborted;
+    read.records.map(|r| (r, aborted)).ok_or_else(|| {
         ArchiveError::Log(format!("{}: nothing to read at {position}", partition.id()))
     })
 }

@@ -23,6 +23,7 @@ use bytes::Bytes;
 use super::throttle::Throttle;
 
 use super::batch::BatchHeader;
+use super::txn::CommittedFilter;
 use super::cleaner::{self, CleanError, Cleaned, OffsetMap, TombstonePolicy};
 use super::files::{write_atomically, CLEANER_CHECKPOINT_FILE};
 use super::segment::{self, Segment, SegmentSizes};
@@ -48,6 +49,10 @@ pub struct CleaningJob {
     pub sizes: SegmentSizes,
     /// The log's `delete.retention.ms` when the job was made.
     pub delete_retention_ms: i64,
+    /// The aborted transactions with data in the cleanable section: their records
+    /// are neither mapped nor kept (a read_committed reader never sees them, and an
+    /// aborted record must not supersede a committed one of its key).
+    pub aborted: Vec<super::txn::AbortedTxn>,
 }
 
 const CLEANING_DIR: &str = "cleaning";
@@ -137,6 +142,7 @@ fn build_map(
 ) -> Result<(OffsetMap, Option<i64>), PassError> {
     let mut map = OffsetMap::with_memory(settings.dedupe_buffer_bytes);
     let mut end = None;
+    let mut committed = CommittedFilter::new(job.aborted.clone());
     for segment in job.segments.iter().filter(|s| s.end > job.first_dirty) {
         let records: usize = super::batch::batches(&segment.data)
             .filter_map(Result::ok)
@@ -147,6 +153,9 @@ fn build_map(
         }
         for header in super::batch::batches(&segment.data) {
             let Ok(header) = header else { break };
+            if !committed.keep(&header) {
+                continue; // aborted data and markers map nothing
+            }
             if let Err(error) = map.add_batch(&header) {
                 tracing::warn!(dir = %job.dir.display(), offset = header.base_offset(), %error,
                     "cleaner left an unreadable batch out of its key map");
@@ -170,6 +179,7 @@ fn rewrite_segments(
     throttle: &mut Throttle,
     outcome: &mut PassOutcome,
 ) -> Result<(), PassError> {
+    let mut committed = CommittedFilter::new(job.aborted.clone());
     for source in job.segments.iter().filter(|s| s.end <= end) {
         // A rebuilt batch can be a little larger than its original (re-encoded
         // timestamp deltas, another encoder of the same codec).
@@ -183,7 +193,14 @@ fn rewrite_segments(
         let now = settings.tombstones.now_ms;
         for header in super::batch::batches(&source.data) {
             let Ok(header) = header else { break };
-            let verdict = cleaner::clean_batch(&header, map, settings.tombstones);
+            let aborted = !committed.keep(&header) && !header.is_control();
+            let verdict = if aborted {
+                Ok(Cleaned::Dropped {
+                    records: header.record_count().max(0) as usize,
+                })
+            } else {
+                cleaner::clean_batch(&header, map, settings.tombstones)
+            };
             match verdict {
                 Ok(Cleaned::Unchanged) | Err(_) => {
                     note_horizon(&mut outcome.next_horizon, &header);
@@ -416,6 +433,40 @@ mod tests {
         let outcome = run_pass(&job, &settings)?;
         log.install_cleaned(&job, &outcome)?.1.delete()?;
         Ok(outcome)
+    }
+
+    #[test]
+    fn aborted_records_are_neither_mapped_nor_kept() -> Result<(), Box<dyn std::error::Error>> {
+        use super::super::txn::{MarkerKind, TxnMarker, TRANSACTIONAL_BIT};
+        use crate::model::{ProducerEpoch, ProducerId};
+        let dir = tempfile::tempdir()?;
+        let mut log = open(dir.path(), false)?;
+        let plain = |key: &str, value: &str| {
+            encode_batch(&[record(Some(key), Some(value))], NOW - 10_000, (-1, -1, -1))
+        };
+        log.append(&plain("k", "committed"), NOW)?;
+        let mut aborted = super::super::records::BatchBuilder::new()
+            .idempotent(7, 0, 0)
+            .with_attributes(TRANSACTIONAL_BIT);
+        aborted.push(NOW - 10_000, Some(b"k"), Some(b"aborted"), &[]);
+        log.append(&aborted.build(), NOW)?;
+        let marker = TxnMarker {
+            producer_id: ProducerId(7),
+            producer_epoch: ProducerEpoch(0),
+            coordinator_epoch: 0,
+            kind: MarkerKind::Abort,
+        };
+        log.append_marker(&marker, NOW)?;
+        for i in 0..30 {
+            log.append(&plain(&format!("other{}", i % 3), "x"), NOW)?;
+        }
+        flush(&mut log)?;
+        pass(&mut log)?;
+        let kept = everything(&log);
+        let k: Vec<_> = kept.iter().filter(|(_, key, _)| key == "k").collect();
+        assert_eq!(k.len(), 1, "{kept:?}");
+        assert_eq!(k[0].2.as_deref(), Some("committed"), "the aborted write superseded nothing");
+        Ok(())
     }
 
     /// 60 single-record batches over 5 keys, then flushed: several sealed segments.

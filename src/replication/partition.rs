@@ -736,7 +736,7 @@ impl Partition {
     /// The expired, committed section the archive has yet to take, given that it holds
     /// everything below `archived_below`.
     pub fn archive_work(&self, now_ms: i64, archived_below: i64) -> Option<ArchiveWork> {
-        let upper = self.high_watermark().0;
+        let upper = self.offsets().last_stable().0;
         self.state
             .lock()
             .log()
@@ -764,9 +764,11 @@ impl Partition {
     }
 
     /// How dirty this replica's log is (`None` unless compacted); cleaned only below
-    /// the high watermark, which no leader change can truncate.
+    /// the last stable offset: below the high watermark, which no leader change can
+    /// truncate, and past no open transaction, whose records may yet be aborted (Kafka
+    /// cleans below the first unstable offset too).
     pub fn dirtiness(&self, now_ms: i64) -> Option<Dirtiness> {
-        let upper = self.high_watermark().0;
+        let upper = self.offsets().last_stable().0;
         self.state.lock().log().dirtiness(upper, now_ms)
     }
 
@@ -779,7 +781,7 @@ impl Partition {
         io_max_bytes_per_second: Option<f64>,
         now_ms: i64,
     ) -> Result<Option<PassOutcome>, PassError> {
-        let upper = self.high_watermark().0;
+        let upper = self.offsets().last_stable().0;
         let Some(job) = self.state.lock().log().cleaning_job(upper, now_ms) else {
             return Ok(None);
         };
