@@ -35,9 +35,9 @@ pub fn append_error(error: &AppendError) -> ResponseError {
             ResponseError::InvalidProducerEpoch
         }
         AppendError::MissingKey { .. } | AppendError::ControlBatch => ResponseError::InvalidRecord,
-        AppendError::Sequence(SequenceError::NotTransactional { .. }) => {
-            ResponseError::InvalidTxnState
-        }
+        AppendError::Sequence(
+            SequenceError::NotTransactional { .. } | SequenceError::NotInTransaction { .. },
+        ) => ResponseError::InvalidTxnState,
         AppendError::Sequence(SequenceError::CoordinatorFenced { .. }) => {
             ResponseError::TransactionCoordinatorFenced
         }

@@ -78,6 +78,10 @@ pub enum SequenceError {
     /// (Kafka's INVALID_TXN_STATE, "Expected transactional write from producer").
     #[error("producer {producer_id} has an open transaction: expected a transactional write")]
     NotTransactional { producer_id: i64 },
+    /// A transactional write whose transaction ended between its verification with
+    /// the coordinator and its append (KIP-890; Kafka's INVALID_TXN_STATE).
+    #[error("producer {producer_id} has no transaction here any more")]
+    NotInTransaction { producer_id: i64 },
     /// A marker from a coordinator older than the one that wrote this producer's last
     /// marker here (Kafka's TRANSACTION_COORDINATOR_FENCED).
     #[error("producer {producer_id}: marker of coordinator epoch {epoch} is older than {current}")]
@@ -112,6 +116,15 @@ pub struct ProducerStateTable {
     /// Aborted transactions in marker order, down to the log start.
     #[serde(default)]
     aborted: VecDeque<AbortedTxn>,
+    /// KIP-890's verification guards: a producer's transactional write that would open
+    /// a transaction here is appended only if the guard taken before the coordinator
+    /// confirmed the partition is still in place; a marker for the producer clears it,
+    /// so a write verified for a transaction that ended meanwhile cannot open a new one
+    /// that no coordinator knows (a hanging transaction). In memory only.
+    #[serde(skip)]
+    verifications: HashMap<i64, u64>,
+    #[serde(skip)]
+    next_verification: u64,
 }
 
 impl ProducerStateTable {
@@ -259,6 +272,7 @@ impl ProducerStateTable {
     /// producer with none changes no offsets: Kafka emits no completed transaction).
     fn end_transaction(&mut self, marker: &TxnMarker, offset: i64, timestamp: i64) {
         let producer_id = marker.producer_id.0;
+        self.verifications.remove(&producer_id);
         let entry = self.producers.entry(producer_id).or_default();
         if let Some(first_offset) = entry.txn_first_offset.take() {
             self.ongoing.remove(&(first_offset, producer_id));
@@ -319,6 +333,28 @@ impl ProducerStateTable {
             .filter(|txn| txn.first_offset < to)
             .copied()
             .collect()
+    }
+
+    /// Whether producer `producer_id` has a transaction open here.
+    pub fn has_open_transaction(&self, producer_id: i64) -> bool {
+        self.producers
+            .get(&producer_id)
+            .is_some_and(|e| e.txn_first_offset.is_some())
+    }
+
+    /// Takes a verification guard for the producer (see `verifications`).
+    pub fn begin_verification(&mut self, producer_id: i64) -> u64 {
+        self.next_verification += 1;
+        self.verifications
+            .insert(producer_id, self.next_verification);
+        self.next_verification
+    }
+
+    /// Whether a transactional write of the producer may go in: it has a transaction
+    /// open here, or its guard `token` is still in place.
+    pub fn verification_holds(&self, producer_id: i64, token: u64) -> bool {
+        self.has_open_transaction(producer_id)
+            || self.verifications.get(&producer_id) == Some(&token)
     }
 
     /// Open transactions: `(producer id, first offset)`, oldest first.

@@ -85,6 +85,11 @@ impl Log {
         self.producers.aborted_between(from.0, to.0)
     }
 
+    /// See [`ProducerStateTable::begin_verification`].
+    pub fn begin_verification(&mut self, producer_id: i64) -> u64 {
+        self.producers.begin_verification(producer_id)
+    }
+
     /// The producer state (DescribeProducers).
     pub fn producer_state(&self) -> &ProducerStateTable {
         &self.producers

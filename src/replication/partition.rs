@@ -33,7 +33,9 @@ use crate::log::cleaning::Dirtiness;
 use crate::log::compaction::{self, PassError, PassOutcome, PassSettings};
 use crate::log::retention::{ArchiveWork, RetentionCounts};
 use crate::log::truncate::Doomed;
+use crate::log::producer_state::SequenceError;
 use crate::log::txn::{AbortedTxn, TxnMarker};
+use crate::log::AppendError;
 use crate::log::{AppendInfo, ArchiveGate, CleanupPolicy, Log, LogConfig};
 use crate::model::{BrokerId, Isolation, LeaderEpoch, Offset, PartitionOffsets, TopicPartition};
 
@@ -238,6 +240,51 @@ impl Partition {
             return Err(PartitionError::StorageFailed(self.id.clone()));
         }
         let mut state = self.state.lock();
+        let info = state
+            .append(records, now_ms, acks, self.lease.may_lead())
+            .map_err(|e| PartitionError::of(&self.id, e))?;
+        self.publish(&state);
+        Ok(info)
+    }
+
+    /// Whether producer `producer_id` has a transaction open on this partition.
+    pub fn has_open_transaction(&self, producer_id: i64) -> bool {
+        self.state
+            .lock()
+            .log()
+            .producer_state()
+            .has_open_transaction(producer_id)
+    }
+
+    /// Takes a KIP-890 verification guard for the producer, before asking its
+    /// transaction coordinator whether this partition is in its transaction.
+    pub fn begin_verification(&self, producer_id: i64) -> u64 {
+        self.state.lock().log_mut().begin_verification(producer_id)
+    }
+
+    /// [`Self::append`] of a transactional write verified with the coordinator under
+    /// guard `token`: refused (INVALID_TXN_STATE) when a marker for the producer came
+    /// in between, since the transaction the coordinator confirmed has ended.
+    pub fn append_verified(
+        &self,
+        records: &[u8],
+        now_ms: i64,
+        acks: Acks,
+        (producer_id, token): (i64, u64),
+    ) -> Result<AppendInfo, PartitionError> {
+        if self.failed.load(Ordering::Acquire) {
+            return Err(PartitionError::StorageFailed(self.id.clone()));
+        }
+        let mut state = self.state.lock();
+        if !state
+            .log()
+            .producer_state()
+            .verification_holds(producer_id, token)
+        {
+            return Err(PartitionError::Append(AppendError::Sequence(
+                SequenceError::NotInTransaction { producer_id },
+            )));
+        }
         let info = state
             .append(records, now_ms, acks, self.lease.may_lead())
             .map_err(|e| PartitionError::of(&self.id, e))?;

@@ -14,6 +14,8 @@ known traffic, shared by the whole session:
   the cleaner (backing off 200 ms here) runs at least one pass over it.
 - MINISR (min.insync.replicas=2, more than the one replica there is): one acks=all produce,
   refused with NOT_ENOUGH_REPLICAS (19), and the partition counts as under min ISR.
+- TXN: one committed and one aborted transaction (transactional id "ops-txn"), for the
+  transaction metrics.
 - A fetch far past the end of ORDERS partition 0: OFFSET_OUT_OF_RANGE (1).
 - RAW_CONNECTIONS plain TCP connections held open until the connection gauge shows them.
 - HTTP API: topic HTTP_TOPIC created over HTTP, one subscriber, HTTP_MESSAGES published and
@@ -55,9 +57,11 @@ HTTP_TOPIC = "ops-http"
 HTTP_MESSAGES = 5
 ARCHIVED = "ops-archived"
 ARCHIVE_BLOCKED = "ops-archive-blocked"
+TXN = "ops-txn"
 N_EXPIRED = 20
 
 BROKER_ARGS = (*tern_harness.GROUP_ARGS, "--offsets-topic-num-partitions", str(OFFSETS_PARTITIONS),
+               "--transaction-state-log-num-partitions", str(OFFSETS_PARTITIONS),
                "--log-cleaner-backoff-ms", "200",
                "--archive-interval-ms", "200", "--log-retention-check-interval-ms", "200")
 # Requests whose non-waiting time exceeds 1 ms count as slow (tern_slow_requests_total),
@@ -163,6 +167,7 @@ def traffic(broker, prometheus):
         NewTopic(ORDERS, ORDERS_PARTITIONS, 1),
         NewTopic(SEGMENTS, 1, 1, config={"segment.bytes": "1024"}),
         NewTopic(MINISR, 1, 1, config={"min.insync.replicas": "2"}),
+        NewTopic(TXN, 1, 1),
         NewTopic(COMPACTED, 1, 1, config={"cleanup.policy": "compact", "segment.bytes": "1024",
                                           "min.cleanable.dirty.ratio": "0.01", "compression.type": "gzip"}),
     ], operation_timeout=10, request_timeout=15)
@@ -205,6 +210,22 @@ def traffic(broker, prometheus):
     r = kcat(["-b", b, "-P", "-t", MINISR, "-X", "acks=all", "-X", "retries=0", "-X", "message.timeout.ms=5000"],
              input=b"refused\n")
     facts["minisr_kcat_rc"] = r.returncode
+
+    # TXN: one committed and one aborted transaction (the transaction metrics).
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": b, "transactional.id": "ops-txn", "message.timeout.ms": 20000})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(TXN, value=b"committed")
+    p.commit_transaction(30)
+    p.begin_transaction()
+    p.produce(TXN, value=b"aborted")
+    p.flush(10)
+    p.abort_transaction(30)
+    facts["txn_markers"] = tern_harness.wait_until(
+        lambda: metric_sum(broker_metrics(broker), "tern_txn_aborts_total") or None,
+        timeout=10, what="the aborted transaction's markers")
 
     # A fetch past the end: OFFSET_OUT_OF_RANGE, then the consumer resets and reaches the end.
     kcat(["-b", b, "-C", "-t", ORDERS, "-p", "0", "-o", "1000000", "-e", "-q", "-X", "auto.offset.reset=earliest"],

@@ -32,8 +32,13 @@ use super::super::context::RequestContext;
 use super::super::{errors, str_bytes};
 use crate::log::batch::BatchHeader;
 use crate::log::{AppendError, AppendInfo};
-use crate::model::now_ms;
-use crate::model::TopicPartition;
+use crate::model::{
+    coordinator_partition, now_ms, ProducerEpoch, ProducerId, TopicPartition,
+    TRANSACTION_STATE_TOPIC,
+};
+use crate::txn::TxnError;
+use kafka_protocol::messages::TopicName;
+use kafka_protocol::protocol::StrBytes;
 use crate::replication::{Acks, NotServed, Partition, PartitionError};
 use crate::security::acl::{AclOperation, ResourceType};
 
@@ -231,7 +236,26 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Outcome {
                 partitions.push(error(ResponseError::InvalidRecord, message.into()));
                 continue;
             }
-            match partition.append(&records, now_ms(), level) {
+            // KIP-890 part 1: a transactional write that would open a transaction here is
+            // checked with the coordinator first (Kafka's default,
+            // transaction.partition.verification.enable), under a guard a marker clears.
+            let verified = match transactional_producer(&records) {
+                Some((pid, epoch)) if !partition.has_open_transaction(pid) => {
+                    let token = partition.begin_verification(pid);
+                    let txn_id = request.transactional_id.as_deref().map_or("", |id| id.as_str());
+                    if let Err(code) = verify_in_transaction(ctx, txn_id, (pid, epoch), partition.id()).await {
+                        partitions.push(error(code, "the partition is not in the producer's transaction".into()));
+                        continue;
+                    }
+                    Some((pid, token))
+                }
+                _ => None,
+            };
+            let appended = match verified {
+                Some(guard) => partition.append_verified(&records, now_ms(), level, guard),
+                None => partition.append(&records, now_ms(), level),
+            };
+            match appended {
                 Ok(info) => {
                     let topic_label = partition.id().topic.clone();
                     metrics::counter!(crate::metrics::TOPIC_BYTES_IN_TOTAL, "topic" => topic_label.clone())
@@ -321,6 +345,95 @@ fn keyless_refusal(
         .with_error_code(ResponseError::InvalidRecord.code())
         .with_error_message(Some(str_bytes(message)))
         .with_record_errors(record_errors)
+}
+
+/// The producer id and epoch of a transactional batch.
+fn transactional_producer(records: &[u8]) -> Option<(i64, i16)> {
+    BatchHeader::parse(records)
+        .ok()
+        .filter(|b| b.is_transactional() && !b.is_control())
+        .map(|b| (b.producer_id(), b.producer_epoch()))
+}
+
+/// Asks the transactional id's coordinator (this broker, or another by
+/// AddPartitionsToTxn v4 `verify_only`) whether `partition` is in the producer's open
+/// transaction. A coordinator that cannot answer is NOT_ENOUGH_REPLICAS, which
+/// producers retry, as Kafka maps it (`ReplicaManager`'s verification callback).
+async fn verify_in_transaction(
+    ctx: &RequestContext,
+    transactional_id: &str,
+    (producer_id, epoch): (i64, i16),
+    partition: &TopicPartition,
+) -> Result<(), ResponseError> {
+    use kafka_protocol::messages::add_partitions_to_txn_request::{
+        AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+    };
+    use kafka_protocol::messages::{AddPartitionsToTxnRequest, TransactionalId};
+    let unavailable = |e: TxnError| match e {
+        TxnError::NotCoordinator
+        | TxnError::CoordinatorNotAvailable
+        | TxnError::CoordinatorLoadInProgress
+        | TxnError::ConcurrentTransactions => ResponseError::NotEnoughReplicas,
+        other => errors::txn_error(&other, ctx.api_version, 0),
+    };
+    let txn = &ctx.services.txn;
+    if txn.is_coordinator_for(transactional_id) {
+        let parts = [partition.clone()];
+        let added = txn
+            .verify_partitions(transactional_id, ProducerId(producer_id), ProducerEpoch(epoch), &parts)
+            .map_err(unavailable)?;
+        return if added.first() == Some(&true) {
+            Ok(())
+        } else {
+            Err(ResponseError::InvalidTxnState)
+        };
+    }
+    let store = ctx.services.store.as_ref();
+    let spec = store
+        .topic(TRANSACTION_STATE_TOPIC)
+        .await
+        .ok_or(ResponseError::NotEnoughReplicas)?;
+    let coordinator = store
+        .leader_of(&spec, coordinator_partition(transactional_id, spec.partitions))
+        .ok_or(ResponseError::NotEnoughReplicas)?;
+    let request = AddPartitionsToTxnRequest::default().with_transactions(vec![
+        AddPartitionsToTxnTransaction::default()
+            .with_transactional_id(TransactionalId(StrBytes::from_string(transactional_id.to_string())))
+            .with_producer_id(kafka_protocol::messages::ProducerId(producer_id))
+            .with_producer_epoch(epoch)
+            .with_verify_only(true)
+            .with_topics(vec![AddPartitionsToTxnTopic::default()
+                .with_name(TopicName(StrBytes::from_string(partition.topic.clone())))
+                .with_partitions(vec![partition.partition])]),
+    ]);
+    let response = ctx
+        .services
+        .peers
+        .send(coordinator, request, 5)
+        .await
+        .map_err(|_| ResponseError::NotEnoughReplicas)?;
+    if response.error_code != 0 {
+        return Err(ResponseError::NotEnoughReplicas);
+    }
+    let code = response
+        .results_by_transaction
+        .iter()
+        .flat_map(|t| &t.topic_results)
+        .flat_map(|t| &t.results_by_partition)
+        .map(|p| p.partition_error_code)
+        .next()
+        .unwrap_or(ResponseError::InvalidTxnState.code());
+    match code {
+        0 => Ok(()),
+        c if c == ResponseError::NotCoordinator.code()
+            || c == ResponseError::CoordinatorNotAvailable.code()
+            || c == ResponseError::CoordinatorLoadInProgress.code()
+            || c == ResponseError::ConcurrentTransactions.code() =>
+        {
+            Err(ResponseError::NotEnoughReplicas)
+        }
+        c => Err(ResponseError::try_from_code(c).unwrap_or(ResponseError::InvalidTxnState)),
+    }
 }
 
 /// Kafka's `RequestUtils.hasTransactionalRecords`: some partition's first batch has the

@@ -9,6 +9,9 @@
 //! named topics, those without DESCRIBE answer TOPIC_AUTHORIZATION_FAILED per partition
 //! (after the others); of all the group's topics (null), those without DESCRIBE are
 //! left out.
+//!
+//! With `require_stable` (v7+), a partition whose offset was committed in a transaction
+//! that has not ended yet answers UNSTABLE_OFFSET_COMMIT, and the client asks again.
 
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
@@ -45,6 +48,26 @@ fn by_topic(rows: Fetched) -> Vec<TopicOffsets> {
 /// One group's answer before it is shaped for the version: the group's error, or its
 /// topics, with the DESCRIBE checks on the group and on each topic applied.
 fn group_offsets(
+    ctx: &RequestContext,
+    group: &str,
+    wanted: Wanted,
+    require_stable: bool,
+) -> Result<Vec<TopicOffsets>, ResponseError> {
+    let mut topics = authorized_offsets(ctx, group, wanted)?;
+    if require_stable {
+        let groups = &ctx.services.groups;
+        for (topic, partitions) in &mut topics {
+            for (partition, answer) in partitions.iter_mut() {
+                if answer.is_ok() && groups.has_pending_offset(group, topic, *partition) {
+                    *answer = Err(ResponseError::UnstableOffsetCommit);
+                }
+            }
+        }
+    }
+    Ok(topics)
+}
+
+fn authorized_offsets(
     ctx: &RequestContext,
     group: &str,
     wanted: Wanted,
@@ -100,7 +123,7 @@ pub async fn handle(ctx: &RequestContext, request: OffsetFetchRequest) -> Offset
                     (t.name.to_string(), t.partition_indexes.clone())
                 });
                 let answer = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
-                match group_offsets(ctx, &g.group_id, wanted) {
+                match group_offsets(ctx, &g.group_id, wanted, request.require_stable) {
                     Err(error) => answer.with_error_code(error.code()),
                     Ok(topics) => {
                         answer.with_topics(topics.into_iter().map(groups_topic).collect())
@@ -113,7 +136,8 @@ pub async fn handle(ctx: &RequestContext, request: OffsetFetchRequest) -> Offset
     let wanted = named_topics(&request.topics, |t| {
         (t.name.to_string(), t.partition_indexes.clone())
     });
-    let topics = match group_offsets(ctx, &request.group_id, wanted.clone()) {
+    let require_stable = ctx.api_version >= 7 && request.require_stable;
+    let topics = match group_offsets(ctx, &request.group_id, wanted.clone(), require_stable) {
         Ok(topics) => topics,
         // v0–1 have no top-level code: as Kafka's `getErrorResponse`, the group's error
         // goes on every partition asked for.
