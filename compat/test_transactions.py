@@ -296,3 +296,38 @@ def test_kafka_python_transactions(broker, topic):
     got = sorted(m.value.decode() for m in c)
     c.close()
     assert got == sorted(f"c-{i}" for i in range(6))
+
+
+def cli(broker, *args: str) -> object:
+    out = subprocess.run([str(broker.binary), "txn", "-b", broker.address, "--json", *args],
+                         capture_output=True, timeout=30)
+    assert out.returncode == 0, out.stderr.decode()
+    return json.loads(out.stdout)
+
+
+def test_tern_txn_lists_describes_and_aborts_an_open_transaction(broker, topic):
+    create(broker.address, topic, partitions=1)
+    txn_id = f"{topic}-id"
+    p = txn_producer(broker.address, txn_id)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce(topic, value=f"open-{i}")
+    p.flush(10)
+    listed = cli(broker, "list")
+    assert {"transactional_id": txn_id, "producer_id": listed[0]["producer_id"], "state": "Ongoing"} in listed
+    described = cli(broker, "describe", "--transactional-id", txn_id)
+    assert described["state"] == "Ongoing" and described["partitions"] == [f"{topic}-0"]
+    producers = cli(broker, "producers", "--topic", topic, "--partition", "0")
+    assert [(x["producer_id"], x["current_transaction_start_offset"]) for x in producers] == [
+        (described["producer_id"], 0)]
+    # The coordinator knows it as open on this partition: not hanging, however old.
+    assert cli(broker, "find-hanging", "--max-transaction-timeout-ms", "0") == []
+    plain = Producer({"bootstrap.servers": broker.address})
+    plain.produce(topic, value="after")
+    plain.flush(10)
+    assert read(broker.address, [topic], "read_committed") == []
+    aborted = cli(broker, "abort", "--topic", topic, "--partition", "0", "--start-offset", "0")
+    assert aborted["aborted"] is True
+    assert values(read(broker.address, [topic], "read_committed")) == ["after"]
+    after = cli(broker, "producers", "--topic", topic, "--partition", "0")
+    assert all(x["current_transaction_start_offset"] == -1 for x in after)

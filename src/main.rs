@@ -5,7 +5,7 @@ use clap::{Parser, Subcommand};
 use tern::broker::Broker;
 use tern::cli::{
     AclCommand, ArchiveCommand, ArchiveLocation, ClusterCommand, Connection, GroupCommand,
-    TopicCommand, UserCommand,
+    TopicCommand, TxnCommand, UserCommand,
 };
 use tern::config::{Config, ServeArgs};
 
@@ -37,6 +37,14 @@ enum Command {
         connection: Connection,
         #[command(subcommand)]
         command: GroupCommand,
+    },
+    /// Transactions through the Kafka protocol: list, describe, producers, abort,
+    /// find-hanging (the jobs of kafka-transactions.sh)
+    Txn {
+        #[command(flatten)]
+        connection: Connection,
+        #[command(subcommand)]
+        command: TxnCommand,
     },
     /// ACLs through the Kafka protocol (CreateAcls, DescribeAcls, DeleteAcls)
     Acl {
@@ -131,6 +139,10 @@ fn admin(command: Command) -> anyhow::Result<()> {
                 connection,
                 command,
             } => tern::cli::run_cluster(&connection, command).await,
+            Command::Txn {
+                connection,
+                command,
+            } => tern::cli::run_txn(&connection, command).await,
             Command::User {
                 connection,
                 command,

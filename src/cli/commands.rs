@@ -147,6 +147,45 @@ pub enum GroupCommand {
     Describe { group: String },
 }
 
+/// `tern txn`: the jobs of Kafka's kafka-transactions.sh.
+#[derive(Debug, Subcommand)]
+pub enum TxnCommand {
+    /// Transactional ids with their producer id and state, from every broker
+    List,
+    /// A transactional id's state at its coordinator
+    Describe {
+        #[arg(long)]
+        transactional_id: String,
+    },
+    /// The producers a partition's leader knows, with their open transaction
+    Producers {
+        #[arg(long)]
+        topic: String,
+        #[arg(long)]
+        partition: i32,
+    },
+    /// Abort the open transaction that starts at an offset of a partition (a hanging
+    /// transaction), by writing its ABORT marker
+    Abort {
+        #[arg(long)]
+        topic: String,
+        #[arg(long)]
+        partition: i32,
+        #[arg(long)]
+        start_offset: i64,
+    },
+    /// Open transactions older than the longest transaction timeout that no coordinator
+    /// knows as open on their partition
+    FindHanging {
+        /// Only this topic (default: every topic)
+        #[arg(long)]
+        topic: Option<String>,
+        /// transaction.max.timeout.ms of the cluster [default: 900000]
+        #[arg(long, default_value_t = 900_000)]
+        max_transaction_timeout_ms: i64,
+    },
+}
+
 /// What an ACL command names, with `kafka-acls`' flags.
 #[derive(Debug, Clone, Args)]
 pub struct AclSelection {

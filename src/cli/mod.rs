@@ -1,4 +1,4 @@
-//! Admin commands (`tern topic|group|cluster ...`). They speak the Kafka protocol to
+//! Admin commands (`tern topic|group|txn|cluster ...`). They speak the Kafka protocol to
 //! any broker, tern or Apache Kafka, and print tables or, with `--json`, JSON for
 //! scripts. This is an edge of the program: errors are `anyhow`.
 
@@ -11,12 +11,14 @@ mod output;
 mod restore;
 mod acl;
 mod topic;
+mod txn;
 mod user;
 
 pub use archive::{ArchiveCommand, ArchiveLocation};
 pub use client::Client;
 pub use commands::{
-    AclCommand, AclSelection, ClusterCommand, Connection, GroupCommand, TopicCommand, UserCommand,
+    AclCommand, AclSelection, ClusterCommand, Connection, GroupCommand, TopicCommand, TxnCommand,
+    UserCommand,
 };
 
 pub async fn run_topic(connection: &Connection, command: TopicCommand) -> anyhow::Result<()> {
@@ -37,4 +39,8 @@ pub async fn run_user(connection: &Connection, command: UserCommand) -> anyhow::
 
 pub async fn run_cluster(connection: &Connection, command: ClusterCommand) -> anyhow::Result<()> {
     cluster::run(connection, command).await
+}
+
+pub async fn run_txn(connection: &Connection, command: TxnCommand) -> anyhow::Result<()> {
+    txn::run(connection, command).await
 }

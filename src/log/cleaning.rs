@@ -125,9 +125,7 @@ impl Log {
             segments,
             sizes: self.config.sizes(),
             delete_retention_ms: self.config.delete_retention_ms,
-            aborted: self
-                .producers
-                .aborted_between(self.log_start_offset, upper),
+            aborted: self.producers.aborted_between(self.log_start_offset, upper),
         })
     }
 

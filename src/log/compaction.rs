@@ -23,10 +23,10 @@ use bytes::Bytes;
 use super::throttle::Throttle;
 
 use super::batch::BatchHeader;
-use super::txn::CommittedFilter;
 use super::cleaner::{self, CleanError, Cleaned, OffsetMap, TombstonePolicy};
 use super::files::{write_atomically, CLEANER_CHECKPOINT_FILE};
 use super::segment::{self, Segment, SegmentSizes};
+use super::txn::CommittedFilter;
 
 /// One segment of a [`CleaningJob`]: a view of its committed bytes.
 #[derive(Debug)]
@@ -442,7 +442,11 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let mut log = open(dir.path(), false)?;
         let plain = |key: &str, value: &str| {
-            encode_batch(&[record(Some(key), Some(value))], NOW - 10_000, (-1, -1, -1))
+            encode_batch(
+                &[record(Some(key), Some(value))],
+                NOW - 10_000,
+                (-1, -1, -1),
+            )
         };
         log.append(&plain("k", "committed"), NOW)?;
         let mut aborted = super::super::records::BatchBuilder::new()
@@ -465,7 +469,11 @@ mod tests {
         let kept = everything(&log);
         let k: Vec<_> = kept.iter().filter(|(_, key, _)| key == "k").collect();
         assert_eq!(k.len(), 1, "{kept:?}");
-        assert_eq!(k[0].2.as_deref(), Some("committed"), "the aborted write superseded nothing");
+        assert_eq!(
+            k[0].2.as_deref(),
+            Some("committed"),
+            "the aborted write superseded nothing"
+        );
         Ok(())
     }
 

@@ -36,11 +36,11 @@ use crate::model::{
     coordinator_partition, now_ms, ProducerEpoch, ProducerId, TopicPartition,
     TRANSACTION_STATE_TOPIC,
 };
+use crate::replication::{Acks, NotServed, Partition, PartitionError};
+use crate::security::acl::{AclOperation, ResourceType};
 use crate::txn::TxnError;
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
-use crate::replication::{Acks, NotServed, Partition, PartitionError};
-use crate::security::acl::{AclOperation, ResourceType};
 
 /// The answer for a topic none of whose batches is appended: `error` on every partition.
 fn refused(
@@ -242,9 +242,17 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Outcome {
             let verified = match transactional_producer(&records) {
                 Some((pid, epoch)) if !partition.has_open_transaction(pid) => {
                     let token = partition.begin_verification(pid);
-                    let txn_id = request.transactional_id.as_deref().map_or("", |id| id.as_str());
-                    if let Err(code) = verify_in_transaction(ctx, txn_id, (pid, epoch), partition.id()).await {
-                        partitions.push(error(code, "the partition is not in the producer's transaction".into()));
+                    let txn_id = request
+                        .transactional_id
+                        .as_deref()
+                        .map_or("", |id| id.as_str());
+                    if let Err(code) =
+                        verify_in_transaction(ctx, txn_id, (pid, epoch), partition.id()).await
+                    {
+                        partitions.push(error(
+                            code,
+                            "the partition is not in the producer's transaction".into(),
+                        ));
                         continue;
                     }
                     Some((pid, token))
@@ -380,7 +388,12 @@ async fn verify_in_transaction(
     if txn.is_coordinator_for(transactional_id) {
         let parts = [partition.clone()];
         let added = txn
-            .verify_partitions(transactional_id, ProducerId(producer_id), ProducerEpoch(epoch), &parts)
+            .verify_partitions(
+                transactional_id,
+                ProducerId(producer_id),
+                ProducerEpoch(epoch),
+                &parts,
+            )
             .map_err(unavailable)?;
         return if added.first() == Some(&true) {
             Ok(())
@@ -394,11 +407,16 @@ async fn verify_in_transaction(
         .await
         .ok_or(ResponseError::NotEnoughReplicas)?;
     let coordinator = store
-        .leader_of(&spec, coordinator_partition(transactional_id, spec.partitions))
+        .leader_of(
+            &spec,
+            coordinator_partition(transactional_id, spec.partitions),
+        )
         .ok_or(ResponseError::NotEnoughReplicas)?;
     let request = AddPartitionsToTxnRequest::default().with_transactions(vec![
         AddPartitionsToTxnTransaction::default()
-            .with_transactional_id(TransactionalId(StrBytes::from_string(transactional_id.to_string())))
+            .with_transactional_id(TransactionalId(StrBytes::from_string(
+                transactional_id.to_string(),
+            )))
             .with_producer_id(kafka_protocol::messages::ProducerId(producer_id))
             .with_producer_epoch(epoch)
             .with_verify_only(true)
