@@ -43,3 +43,4 @@ mod t_pipelining;
 mod t_produce;
 mod t_sasl;
 mod t_producer_id;
+mod t_transactions;

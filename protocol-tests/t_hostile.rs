@@ -391,8 +391,66 @@ pub(crate) fn sample_body(api: i16, v: i16, topic: &Topic) -> Option<Vec<u8>> {
                 ]),
             v,
         ),
+        ApiKey::AddPartitionsToTxn if v >= 4 => enc(
+            &AddPartitionsToTxnRequest::default().with_transactions(vec![
+                add_partitions_to_txn_request::AddPartitionsToTxnTransaction::default()
+                    .with_transactional_id(TransactionalId(sb("hostile-txn")))
+                    .with_producer_id(ProducerId(1))
+                    .with_verify_only(true)
+                    .with_topics(vec![hostile_txn_topic(topic)]),
+            ]),
+            v,
+        ),
+        ApiKey::AddPartitionsToTxn => enc(
+            &AddPartitionsToTxnRequest::default()
+                .with_v3_and_below_transactional_id(TransactionalId(sb("hostile-txn")))
+                .with_v3_and_below_producer_id(ProducerId(1))
+                .with_v3_and_below_topics(vec![hostile_txn_topic(topic)]),
+            v,
+        ),
+        ApiKey::AddOffsetsToTxn => enc(
+            &AddOffsetsToTxnRequest::default()
+                .with_transactional_id(TransactionalId(sb("hostile-txn")))
+                .with_producer_id(ProducerId(1))
+                .with_group_id(crate::groups::gid(HOSTILE_GROUP)),
+            v,
+        ),
+        ApiKey::EndTxn => enc(
+            &EndTxnRequest::default()
+                .with_transactional_id(TransactionalId(sb("hostile-txn")))
+                .with_producer_id(ProducerId(1)),
+            v,
+        ),
+        ApiKey::WriteTxnMarkers => enc(&WriteTxnMarkersRequest::default(), v),
+        ApiKey::TxnOffsetCommit => enc(
+            &TxnOffsetCommitRequest::default()
+                .with_transactional_id(TransactionalId(sb("hostile-txn")))
+                .with_group_id(crate::groups::gid(HOSTILE_GROUP))
+                .with_producer_id(ProducerId(1)),
+            v,
+        ),
+        ApiKey::DescribeProducers => enc(
+            &DescribeProducersRequest::default().with_topics(vec![
+                describe_producers_request::TopicRequest::default()
+                    .with_name(tn(&topic.name))
+                    .with_partition_indexes(vec![0]),
+            ]),
+            v,
+        ),
+        ApiKey::DescribeTransactions => enc(
+            &DescribeTransactionsRequest::default()
+                .with_transactional_ids(vec![TransactionalId(sb("hostile-txn"))]),
+            v,
+        ),
+        ApiKey::ListTransactions => enc(&ListTransactionsRequest::default(), v),
         _ => None,
     }
+}
+
+fn hostile_txn_topic(topic: &Topic) -> add_partitions_to_txn_request::AddPartitionsToTxnTopic {
+    add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+        .with_name(tn(&topic.name))
+        .with_partitions(vec![0])
 }
 
 const HUGE_I32: [u8; 4] = [0x7f, 0xff, 0xff, 0xff];

@@ -222,20 +222,6 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Outcome {
                 partitions.push(error(ResponseError::CorruptMessage, "no records".into()));
                 continue;
             };
-            if BatchHeader::parse(&records).is_ok_and(|batch| batch.is_control()) {
-                // Kafka's LogValidator.validateBatch: control records are the broker's.
-                partitions.push(error(
-                    ResponseError::InvalidRecord,
-                    "Clients are not allowed to write control records".into(),
-                ));
-                continue;
-            }
-            if holds_more_than_one_batch(&records) {
-                // Kafka's ProduceRequest.validateRecords: v3+ carries exactly one batch.
-                let message = "Produce requests with version 3+ are only allowed to contain exactly one record batch per partition";
-                partitions.push(error(ResponseError::InvalidRecord, message.into()));
-                continue;
-            }
             // KIP-890 part 1: a transactional write that would open a transaction here is
             // checked with the coordinator first (Kafka's default,
             // transaction.partition.verification.enable), under a guard a marker clears.
@@ -259,6 +245,20 @@ pub async fn handle(ctx: &RequestContext, request: ProduceRequest) -> Outcome {
                 }
                 _ => None,
             };
+            if BatchHeader::parse(&records).is_ok_and(|batch| batch.is_control()) {
+                // Kafka's LogValidator.validateBatch: control records are the broker's.
+                partitions.push(error(
+                    ResponseError::InvalidRecord,
+                    "Clients are not allowed to write control records".into(),
+                ));
+                continue;
+            }
+            if holds_more_than_one_batch(&records) {
+                // Kafka's ProduceRequest.validateRecords: v3+ carries exactly one batch.
+                let message = "Produce requests with version 3+ are only allowed to contain exactly one record batch per partition";
+                partitions.push(error(ResponseError::InvalidRecord, message.into()));
+                continue;
+            }
             let appended = match verified {
                 Some(guard) => partition.append_verified(&records, now_ms(), level, guard),
                 None => partition.append(&records, now_ms(), level),
@@ -355,11 +355,12 @@ fn keyless_refusal(
         .with_record_errors(record_errors)
 }
 
-/// The producer id and epoch of a transactional batch.
+/// The producer id and epoch of a transactional batch (a marker-like one too: Kafka
+/// verifies before it validates).
 fn transactional_producer(records: &[u8]) -> Option<(i64, i16)> {
     BatchHeader::parse(records)
         .ok()
-        .filter(|b| b.is_transactional() && !b.is_control())
+        .filter(|b| b.is_transactional())
         .map(|b| (b.producer_id(), b.producer_epoch()))
 }
 
@@ -402,10 +403,11 @@ async fn verify_in_transaction(
         };
     }
     let store = ctx.services.store.as_ref();
+    // No `__transaction_state` yet: no coordinator knows any transactional id.
     let spec = store
         .topic(TRANSACTION_STATE_TOPIC)
         .await
-        .ok_or(ResponseError::NotEnoughReplicas)?;
+        .ok_or(ResponseError::InvalidProducerIdMapping)?;
     let coordinator = store
         .leader_of(
             &spec,
