@@ -363,12 +363,9 @@ async fn find_hanging(
     let mut known: BTreeMap<i64, Vec<(String, String)>> = BTreeMap::new();
     for (topic, partition, producer) in candidates {
         let pid = producer.producer_id.0;
-        if !known.contains_key(&pid) {
+        if let std::collections::btree_map::Entry::Vacant(slot) = known.entry(pid) {
             let txns = all_transactions(client, &[pid]).await?;
-            known.insert(
-                pid,
-                txns.into_iter().map(|(id, _, state)| (id, state)).collect(),
-            );
+            slot.insert(txns.into_iter().map(|(id, _, state)| (id, state)).collect());
         }
         let mut open_here = false;
         for (id, state) in known.get(&pid).into_iter().flatten() {
