@@ -4,7 +4,7 @@ CARGO ?= cargo
 PYTHON := .venv/bin/python
 TERN := target/release/tern
 
-.PHONY: run build build-deps test deps lint unit sim protocol-test compat ops durability chaos bench bench-ab fuzz fuzz-build fuzz-seeds clean
+.PHONY: run build build-deps test deps lint unit sim protocol-test compat ops durability chaos txn-chaos bench bench-ab fuzz fuzz-build fuzz-seeds clean
 
 run: build
 	mkdir -p data
@@ -60,6 +60,12 @@ CHAOS_RATE ?= 1000
 chaos: build deps
 	TERN_BIN=$(CURDIR)/$(TERN) $(PYTHON) tools/tern_check.py --seconds $(CHAOS_SECONDS) --rate $(CHAOS_RATE) \
 		--keep $(if $(CHAOS_SEED),--seed $(CHAOS_SEED),)
+
+# The transactional copier checker (tools/txn_check.py) with TXN_FAULTS faults (>= 200).
+TXN_FAULTS ?= 200
+txn-chaos: build deps
+	TERN_BIN=$(CURDIR)/$(TERN) $(PYTHON) tools/txn_check.py --faults $(TXN_FAULTS) \
+		--seconds 3600 --messages 200000 $(if $(TXN_SEED),--seed $(TXN_SEED),)
 
 test: deps lint unit compat ops
 

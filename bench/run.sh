@@ -17,6 +17,11 @@ echo "== HTTP API, three-broker cluster (bench/http_cluster_bench.py)"
 PY=.venv/bin/python; [ -x "$PY" ] || PY=python3
 TERN_BIN="$TERN" "$PY" bench/http_cluster_bench.py --messages 3000 --threads 8 --timeout 120
 
+# Transactions: three brokers, RF=3, 500 x 1 KiB per transaction, beside the same load
+# without transactions, and read_committed end-to-end latency (bench/txn_bench.py).
+echo "== Transactions, three-broker cluster (bench/txn_bench.py)"
+TERN_BIN="$TERN" "$PY" bench/txn_bench.py --transactions 200 --per-txn 500 --size 1024
+
 # Replication: three brokers, RF=3, acks=all (bench/replication.sh).
 bash bench/replication.sh "$TERN"
 BENCH_REPL_FLUSH_MESSAGES=1 bash bench/replication.sh "$TERN"

@@ -497,4 +497,123 @@ mod tests {
         // The oldest batches are forgotten: a retry of seq 0 is now out of order.
         assert!(table.check(&header(&batch(1, 0, 0, 1, 0))).is_err());
     }
+
+    /// Transactional batches, markers and high watermarks from a few producers in
+    /// seeded random order, against a brute-force reading of the same log: the first
+    /// unstable offset is the first offset of the oldest transaction without a marker
+    /// below the high watermark, and the aborted transactions named for a range are
+    /// exactly the aborted ones with data in it.
+    #[test]
+    fn random_transactions_match_a_brute_force_reading_of_the_log() {
+        use super::super::txn::{MarkerKind, TxnMarker, TRANSACTIONAL_BIT};
+        use crate::model::{ProducerEpoch, ProducerId};
+        for seed in 0..500u64 {
+            let mut rng = TestRng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+            let mut table = ProducerStateTable::default();
+            let mut txns: Vec<ModelTxn> = Vec::new();
+            let mut open: HashMap<i64, usize> = HashMap::new();
+            let mut sequences: HashMap<i64, i32> = HashMap::new();
+            let mut end = 0i64;
+            let mut high_watermark = 0i64;
+            for _ in 0..80 {
+                let pid = rng.below(4) as i64;
+                if rng.below(3) == 0 && open.contains_key(&pid) {
+                    let kind = if rng.below(2) == 0 {
+                        MarkerKind::Commit
+                    } else {
+                        MarkerKind::Abort
+                    };
+                    let marker = TxnMarker {
+                        producer_id: ProducerId(pid),
+                        producer_epoch: ProducerEpoch(0),
+                        coordinator_epoch: 0,
+                        kind,
+                    };
+                    let mut batch = marker.encode(1);
+                    assign_offsets(&mut batch, end, 0, None);
+                    table.record(&header(&batch), end);
+                    if let Some(i) = open.remove(&pid) {
+                        txns[i].2 = Some((end, kind));
+                    }
+                    end += 1;
+                } else {
+                    let seq = *sequences.get(&pid).unwrap_or(&0);
+                    let count = 1 + rng.below(3) as i32;
+                    let mut builder = super::super::records::BatchBuilder::new()
+                        .idempotent(pid, 0, seq)
+                        .with_attributes(TRANSACTIONAL_BIT);
+                    for _ in 0..count {
+                        builder.push(1, Some(b"k"), Some(b"v"), &[]);
+                    }
+                    let mut batch = builder.build();
+                    assign_offsets(&mut batch, end, 0, None);
+                    assert_eq!(
+                        table.check(&header(&batch)),
+                        Ok(SequenceCheck::Append),
+                        "seed {seed}"
+                    );
+                    table.record(&header(&batch), end);
+                    sequences.insert(pid, seq + count);
+                    open.entry(pid).or_insert_with(|| {
+                        txns.push((pid, end, None));
+                        txns.len() - 1
+                    });
+                    end += i64::from(count);
+                }
+                high_watermark = (high_watermark + rng.below(4) as i64).min(end);
+                if rng.below(4) == 0 {
+                    table.forget_replicated(high_watermark);
+                }
+                let expected = txns
+                    .iter()
+                    .filter(|(_, _, ended)| {
+                        ended.is_none_or(|(marker, _)| marker >= high_watermark)
+                    })
+                    .map(|(_, first, _)| *first)
+                    .min();
+                assert_eq!(
+                    table.first_unstable_offset(high_watermark),
+                    expected,
+                    "seed {seed}: first unstable offset at high watermark {high_watermark}"
+                );
+                let from = rng.below(end.max(1) as u64) as i64;
+                let to = from + rng.below(10) as i64;
+                let mut named: Vec<(i64, i64)> = table
+                    .aborted_between(from, to)
+                    .iter()
+                    .map(|t| (t.producer_id, t.first_offset))
+                    .collect();
+                let mut brute: Vec<(i64, i64)> = txns
+                    .iter()
+                    .filter_map(|(pid, first, ended)| match ended {
+                        Some((marker, MarkerKind::Abort)) if *marker >= from && *first < to => {
+                            Some((*pid, *first))
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                named.sort();
+                brute.sort();
+                assert_eq!(
+                    named, brute,
+                    "seed {seed}: aborted transactions in [{from}, {to})"
+                );
+            }
+        }
+    }
+
+    /// (producer, first offset, marker offset and kind once ended)
+    type ModelTxn = (i64, i64, Option<(i64, super::super::txn::MarkerKind)>);
+
+    /// xorshift64*, seeded: this module imports nothing of tern's but `model`.
+    struct TestRng(u64);
+
+    impl TestRng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n.max(1)
+        }
+    }
 }

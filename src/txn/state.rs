@@ -530,4 +530,92 @@ mod tests {
         assert!(done.expired(61_201, 1000));
         assert!(!done.expired(61_200, 1000));
     }
+
+    /// Two producers sharing one transactional id (the current one and a zombie that
+    /// still holds an old epoch) and the coordinator's own steps, in seeded random
+    /// order, through the real transitions. After every step: the epoch never goes
+    /// back, a prepared decision is the one completed, a fenced epoch never changes
+    /// anything, and the partitions match the state.
+    #[test]
+    fn random_schedules_keep_the_transition_invariants() {
+        use crate::replication::sim::Rng;
+        let schedules = std::env::var("TXN_SCHEDULES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(2000u64);
+        for seed in 0..schedules {
+            let mut rng = Rng::new(seed);
+            let mut meta = initialised();
+            let mut epochs = [meta.producer_epoch, meta.producer_epoch];
+            let mut decided: Option<TxnState> = None;
+            let mut now = 10;
+            for _ in 0..60 {
+                now += rng.below(30_000) as i64;
+                let actor = rng.below(2) as usize;
+                let before = meta.clone();
+                let next = match rng.below(6) {
+                    0 => match init_producer_id(&meta, 60_000, None, None, now) {
+                        Ok(InitStep::Write(next)) | Ok(InitStep::FenceAndAbort(next)) => {
+                            epochs[actor] = next.producer_epoch;
+                            Some(next)
+                        }
+                        Err(_) => None,
+                    },
+                    1 => {
+                        let tp = tp("t", rng.below(3) as i32);
+                        add_partitions(&meta, PID, epochs[actor], &[tp], now)
+                            .ok()
+                            .flatten()
+                    }
+                    2 | 3 => {
+                        match end_transaction(&meta, PID, epochs[actor], rng.below(2) == 0, now) {
+                            Ok(EndStep::Prepare(next)) => Some(next),
+                            _ => None,
+                        }
+                    }
+                    4 => complete(&meta, now),
+                    _ => abort_timed_out(&meta, now),
+                };
+                let Some(next) = next else { continue };
+                let fenced = epochs[actor] < before.producer_epoch;
+                assert!(
+                    next.producer_epoch >= before.producer_epoch,
+                    "seed {seed}: the epoch went back: {before:?} -> {next:?}"
+                );
+                if let Some(prepared) = decided {
+                    let allowed = match prepared {
+                        TxnState::PrepareCommit => {
+                            [TxnState::PrepareCommit, TxnState::CompleteCommit]
+                        }
+                        _ => [TxnState::PrepareAbort, TxnState::CompleteAbort],
+                    };
+                    assert!(
+                        allowed.contains(&next.state),
+                        "seed {seed}: {prepared:?} became {:?}",
+                        next.state
+                    );
+                }
+                decided = next.state.is_preparing().then_some(next.state);
+                if matches!(next.state, TxnState::Ongoing | TxnState::PrepareCommit) {
+                    assert!(
+                        !fenced || next.state == before.state,
+                        "seed {seed}: a fenced producer moved the transaction: {before:?} -> {next:?}"
+                    );
+                }
+                match next.state {
+                    TxnState::Ongoing => {
+                        assert!(
+                            !next.partitions.is_empty() && next.start_ms >= 0,
+                            "seed {seed}"
+                        )
+                    }
+                    TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort => {
+                        assert!(next.partitions.is_empty(), "seed {seed}: {next:?}")
+                    }
+                    _ => {}
+                }
+                meta = next;
+            }
+        }
+    }
 }
