@@ -23,6 +23,16 @@
 //! break since (`leading_since`). A replica that followed meanwhile may have truncated and
 //! rewritten its tail; a high watermark passing the same offsets later would be passing
 //! another leader's data.
+//!
+//! **Durability of an acknowledged write.** The high watermark is the minimum log end of
+//! the leader and every member of the maximal ISR (committed plus pending), and does not
+//! advance while the committed ISR is below `min.insync.replicas` (then acks=all answers
+//! NOT_ENOUGH_REPLICAS_AFTER_APPEND). With the default `flush.messages` (`i64::MAX`) an
+//! acknowledged write is in every such replica's page cache and `log.flush.interval.ms`
+//! bounds what a power loss takes; with `flush.messages=1` the leader counts only what it
+//! has fsynced and followers fsync before fetching on (a tail written as leader too), so
+//! it is on every in-sync replica's disk. A shrink to the leader alone is sent after a
+//! flush, and in flight the leader counts only its flushed log.
 
 use bytes::Bytes;
 
