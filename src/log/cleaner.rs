@@ -6,7 +6,9 @@
 //! cleanable segment from the log start, keeping a record only if no later record of
 //! its key is in the map. Offsets never change: a rewritten batch keeps its base and
 //! last offsets, producer id, epoch and base sequence, partition leader epoch and
-//! codec, so a consumer sees the same offsets with gaps. Control batches stay.
+//! codec, so a consumer sees the same offsets with gaps. Aborted transactions' records
+//! go; a transaction marker stays while data of its transaction is left before it,
+//! then for `delete.retention.ms` as a tombstone does ([`clean_empty_marker`]).
 //!
 //! A tombstone (a null value) deletes its key, but is kept for `delete.retention.ms`
 //! after the cleaner first passes it, so that a consumer that read the older value
@@ -186,6 +188,34 @@ pub fn clean_batch(
     };
     let batch = rebuild(header, &kept, horizon)?;
     Ok(Cleaned::Rewritten { batch, dropped })
+}
+
+/// Decides one control batch whose transaction has no data left before it
+/// ([`super::txn::MarkerFate::Empty`]): as a tombstone, it is stamped with a delete
+/// horizon on the first pass and dropped by the first pass after the horizon, so that a
+/// reader that saw the transaction's data also sees it end (Kafka piggy-backs marker
+/// removal on tombstone retention the same way). A marker whose transaction still has
+/// data is never handed here and stays unchanged.
+pub fn clean_empty_marker(
+    header: &BatchHeader<'_>,
+    tombstones: TombstonePolicy,
+) -> Result<Cleaned, CleanError> {
+    match delete_horizon(header) {
+        Some(horizon) if tombstones.now_ms >= horizon => Ok(Cleaned::Dropped {
+            records: header.record_count().max(0) as usize,
+        }),
+        Some(_) => Ok(Cleaned::Unchanged),
+        None => {
+            let body = records::records_body(header)?;
+            let records = records::decode(header, &body)?;
+            let kept: Vec<&RecordView<'_>> = records.iter().collect();
+            let horizon = tombstones
+                .now_ms
+                .saturating_add(tombstones.delete_retention_ms);
+            let batch = rebuild(header, &kept, Some(horizon))?;
+            Ok(Cleaned::Rewritten { batch, dropped: 0 })
+        }
+    }
 }
 
 /// A batch holding `kept` of `original`'s records: the original header's offsets,

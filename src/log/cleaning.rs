@@ -3,9 +3,14 @@
 
 use std::io;
 
+use std::sync::Arc;
+
 use super::compaction::{self, CleanableSegment, CleaningJob};
+use super::files::{list_suffix, snapshot_path, write_atomically};
+use super::producer_state::ProducerStateTable;
 use super::segment::Segment;
 use super::truncate::Doomed;
+use super::txn::AbortedTxn;
 use super::Log;
 
 /// How much of a compacted log's cleanable section is clean and how much dirty.
@@ -150,6 +155,9 @@ impl Log {
             compaction::discard(&cleaning);
             return Ok((0, doomed));
         }
+        if !pass.forget_aborted.is_empty() {
+            self.forget_aborted_txns(&pass.forget_aborted)?;
+        }
         let first = self.segments.keys().next().copied();
         let mut installed = 0;
         for &(base, old_size, new_size) in &pass.replaced {
@@ -185,5 +193,37 @@ impl Log {
         self.cleaner_checkpoint = self.cleaner_checkpoint.max(pass.end);
         self.next_delete_horizon = pass.next_horizon;
         Ok((installed, doomed))
+    }
+
+    /// Forgets aborted transactions whose data is gone, in memory, in the snapshot a
+    /// flush has yet to write and in every snapshot on disk, before any of their
+    /// markers can go: a restart must not bring back an entry whose marker is gone,
+    /// which would make readers drop the producer's later committed data. Bumps the
+    /// shape so that a flush planned before cannot write an older snapshot after this.
+    fn forget_aborted_txns(&mut self, txns: &[AbortedTxn]) -> io::Result<()> {
+        let forget = |raw: &[u8]| -> io::Result<Vec<u8>> {
+            let mut table: ProducerStateTable =
+                serde_json::from_slice(raw).map_err(io::Error::other)?;
+            table.forget_aborted(txns);
+            serde_json::to_vec(&table).map_err(io::Error::other)
+        };
+        self.producers.forget_aborted(txns);
+        self.bump_shape();
+        if let Some((offset, raw)) = &self.deferred.snapshot {
+            let patched = Arc::new(forget(raw)?);
+            self.deferred.snapshot = Some((*offset, patched));
+        }
+        for offset in list_suffix(&self.dir, ".snapshot")? {
+            let path = snapshot_path(&self.dir, offset);
+            let Ok(raw) = std::fs::read(&path) else {
+                continue; // removed by a newer snapshot meanwhile
+            };
+            match forget(&raw) {
+                Ok(patched) => write_atomically(&path, &patched)?,
+                // An unreadable snapshot is never loaded (see `load_producer_state`).
+                Err(_) => continue,
+            }
+        }
+        Ok(())
     }
 }

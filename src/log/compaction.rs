@@ -26,7 +26,7 @@ use super::batch::BatchHeader;
 use super::cleaner::{self, CleanError, Cleaned, OffsetMap, TombstonePolicy};
 use super::files::{write_atomically, CLEANER_CHECKPOINT_FILE};
 use super::segment::{self, Segment, SegmentSizes};
-use super::txn::CommittedFilter;
+use super::txn::{AbortedTxn, CommittedFilter, MarkerFate, TxnCleaning};
 
 /// One segment of a [`CleaningJob`]: a view of its committed bytes.
 #[derive(Debug)]
@@ -52,7 +52,7 @@ pub struct CleaningJob {
     /// The aborted transactions with data in the cleanable section: their records
     /// are neither mapped nor kept (a read_committed reader never sees them, and an
     /// aborted record must not supersede a committed one of its key).
-    pub aborted: Vec<super::txn::AbortedTxn>,
+    pub aborted: Vec<AbortedTxn>,
 }
 
 const CLEANING_DIR: &str = "cleaning";
@@ -83,8 +83,12 @@ pub struct PassOutcome {
     pub records_dropped: u64,
     pub keys_mapped: usize,
     /// The earliest delete horizon left in the cleaned section: a pass is due then,
-    /// dirty data or not, to drop the tombstones.
+    /// dirty data or not, to drop the tombstones and markers.
     pub next_horizon: Option<i64>,
+    /// Aborted transactions with no data left in the log: the aborted list (Fetch's
+    /// `aborted_transactions`) must stop naming them before their markers go, or a
+    /// reader would take the producer's later committed data for aborted.
+    pub forget_aborted: Vec<AbortedTxn>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -179,7 +183,7 @@ fn rewrite_segments(
     throttle: &mut Throttle,
     outcome: &mut PassOutcome,
 ) -> Result<(), PassError> {
-    let mut committed = CommittedFilter::new(job.aborted.clone());
+    let mut txns = TxnCleaning::new(job.aborted.clone());
     for source in job.segments.iter().filter(|s| s.end <= end) {
         // A rebuilt batch can be a little larger than its original (re-encoded
         // timestamp deltas, another encoder of the same codec).
@@ -193,8 +197,15 @@ fn rewrite_segments(
         let now = settings.tombstones.now_ms;
         for header in super::batch::batches(&source.data) {
             let Ok(header) = header else { break };
-            let aborted = !committed.keep(&header) && !header.is_control();
-            let verdict = if aborted {
+            let verdict = if header.is_control() {
+                match txns.on_marker(&header) {
+                    MarkerFate::Keep => Ok(Cleaned::Unchanged),
+                    MarkerFate::Empty { forget } => {
+                        outcome.forget_aborted.extend(forget);
+                        cleaner::clean_empty_marker(&header, settings.tombstones)
+                    }
+                }
+            } else if txns.is_aborted_data(&header) {
                 Ok(Cleaned::Dropped {
                     records: header.record_count().max(0) as usize,
                 })
@@ -421,12 +432,16 @@ mod tests {
     }
 
     fn pass(log: &mut Log) -> Result<PassOutcome, Box<dyn std::error::Error>> {
-        let job = log.cleaning_job(log.end(), NOW).ok_or("a pass is due")?;
+        pass_at(log, NOW)
+    }
+
+    fn pass_at(log: &mut Log, now: i64) -> Result<PassOutcome, Box<dyn std::error::Error>> {
+        let job = log.cleaning_job(log.end(), now).ok_or("a pass is due")?;
         let settings = PassSettings {
             dedupe_buffer_bytes: 1 << 20,
             io_max_bytes_per_second: None,
             tombstones: TombstonePolicy {
-                now_ms: NOW,
+                now_ms: now,
                 delete_retention_ms: job.delete_retention_ms,
             },
         };
@@ -474,6 +489,113 @@ mod tests {
             Some("committed"),
             "the aborted write superseded nothing"
         );
+        Ok(())
+    }
+
+    /// Kafka's marker retention: a marker stays while data of its transaction is left,
+    /// is stamped with a delete horizon by the first pass that finds none, and goes
+    /// with the first pass after it; the aborted list forgets the emptied abort first,
+    /// on disk too, so that the producer's later committed data still reaches
+    /// read_committed readers after a restart.
+    #[test]
+    fn markers_go_after_their_data_and_delete_retention() -> Result<(), Box<dyn std::error::Error>>
+    {
+        use super::super::txn::{MarkerKind, TxnMarker, TRANSACTIONAL_BIT};
+        use crate::model::{ProducerEpoch, ProducerId};
+        let dir = tempfile::tempdir()?;
+        let mut log = open(dir.path(), false)?;
+        let txn = |pid: i64, seq: i32, key: &str, value: &str| {
+            let mut b = super::super::records::BatchBuilder::new()
+                .idempotent(pid, 0, seq)
+                .with_attributes(TRANSACTIONAL_BIT);
+            b.push(
+                NOW - 10_000,
+                Some(key.as_bytes()),
+                Some(value.as_bytes()),
+                &[],
+            );
+            b.build()
+        };
+        let marker = |pid: i64, kind| TxnMarker {
+            producer_id: ProducerId(pid),
+            producer_epoch: ProducerEpoch(0),
+            coordinator_epoch: 0,
+            kind,
+        };
+        let filler = |log: &mut Log, n: usize| -> Result<(), AppendError> {
+            for i in 0..n {
+                let batch = encode_batch(
+                    &[record(Some(&format!("f{}", i % 3)), Some("x"))],
+                    NOW - 10_000,
+                    (-1, -1, -1),
+                );
+                log.append(&batch, NOW)?;
+            }
+            Ok(())
+        };
+        log.append(&txn(7, 0, "k", "aborted"), NOW)?;
+        log.append_marker(&marker(7, MarkerKind::Abort), NOW)?;
+        log.append(&txn(8, 0, "j", "old"), NOW)?;
+        log.append_marker(&marker(8, MarkerKind::Commit), NOW)?;
+        let plain = encode_batch(&[record(Some("j"), Some("new"))], NOW, (-1, -1, -1));
+        log.append(&plain, NOW)?;
+        log.append(&txn(7, 1, "m", "later"), NOW)?;
+        log.append_marker(&marker(7, MarkerKind::Commit), NOW)?;
+        filler(&mut log, 30)?;
+        flush(&mut log)?;
+        let markers = |log: &Log| -> Vec<i64> {
+            let mut out = Vec::new();
+            let mut offset = log.log_start_offset();
+            while let Ok(Some(bytes)) = log.read(offset, 1 << 20, true) {
+                for header in super::super::batch::batches(&bytes) {
+                    let header = header.expect("valid batches");
+                    if header.is_control() {
+                        out.push(header.producer_id());
+                    }
+                    offset = Offset(header.last_offset() + 1);
+                }
+            }
+            out
+        };
+        let aborted = |log: &Log| log.aborted_between(Offset(0), Offset(log.end())).len();
+
+        // Pass 1 drops the aborted data and pid 8's superseded record: every marker
+        // still had data of its transaction before it.
+        pass(&mut log)?;
+        assert_eq!(markers(&log), vec![7, 8, 7]);
+        assert_eq!(aborted(&log), 1);
+        // Pass 2 (new dirty data) finds pid 7's abort and pid 8's commit empty: stamped,
+        // and the abort forgotten. Pid 7's commit keeps its data ("m").
+        filler(&mut log, 30)?;
+        flush(&mut log)?;
+        let outcome = pass_at(&mut log, NOW + 1)?;
+        assert_eq!(outcome.forget_aborted.len(), 1);
+        assert_eq!(aborted(&log), 0, "the emptied abort is forgotten");
+        assert_eq!(markers(&log), vec![7, 8, 7], "kept for delete.retention.ms");
+        let horizon = outcome
+            .next_horizon
+            .ok_or("the stamped markers set a horizon")?;
+        assert_eq!(horizon, NOW + 1 + compacted().delete_retention_ms);
+        // After the horizon a pass is due with nothing dirty, and the two go.
+        pass_at(&mut log, horizon)?;
+        assert_eq!(
+            markers(&log),
+            vec![7],
+            "only the marker with data left stays"
+        );
+        let survivors: Vec<_> = everything(&log)
+            .into_iter()
+            .filter(|(_, key, _)| key == "m" || key == "j" || key == "k")
+            .map(|(_, key, value)| (key, value.unwrap_or_default()))
+            .collect();
+        assert_eq!(
+            survivors,
+            vec![("j".into(), "new".into()), ("m".into(), "later".into())]
+        );
+        // A restart reads the snapshots: the abort must not come back.
+        drop(log);
+        let log = open(dir.path(), false)?;
+        assert_eq!(aborted(&log), 0, "no snapshot brings the abort back");
         Ok(())
     }
 

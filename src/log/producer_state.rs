@@ -370,6 +370,12 @@ impl ProducerStateTable {
         self.producers.iter().map(|(id, entry)| (*id, entry))
     }
 
+    /// Drops aborted transactions the cleaner found with no data left
+    /// ([`super::txn::MarkerFate::Empty`]).
+    pub fn forget_aborted(&mut self, txns: &[AbortedTxn]) {
+        self.aborted.retain(|txn| !txns.contains(txn));
+    }
+
     /// Drops what lies wholly below the new log start: aborted transactions whose
     /// marker is gone. Open transactions stay: their producers must still end them.
     pub fn forget_below(&mut self, log_start: i64) {

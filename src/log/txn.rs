@@ -152,6 +152,97 @@ impl CommittedFilter {
     }
 }
 
+/// The cleaner's walk through a compacted log's transactions, batch by batch in
+/// offset order (Kafka's `CleanedTransactionMetadata`): it says which data batches
+/// belong to aborted transactions (their records go) and which markers end a
+/// transaction that has no data left before them. Such a marker is kept for
+/// `delete.retention.ms` more (a reader that has seen the data must still see it end)
+/// and then goes; an aborted transaction with no data left needs no entry in the
+/// aborted list any more.
+#[derive(Debug, Default)]
+pub struct TxnCleaning {
+    /// Aborted transactions not started yet, latest first (popped from the end).
+    pending: Vec<AbortedTxn>,
+    /// Producer → its started aborted transaction and whether data of it was seen.
+    aborting: std::collections::HashMap<i64, (AbortedTxn, bool)>,
+    /// Producers with committed (or open) transactional data seen since their last marker.
+    committing: std::collections::HashSet<i64>,
+}
+
+/// What the cleaner may do with a marker ([`TxnCleaning::on_marker`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkerFate {
+    /// Data of its transaction is still in the log before it: it stays as it is.
+    Keep,
+    /// No data of its transaction is left: it may go after `delete.retention.ms`;
+    /// `forget` is the aborted transaction the aborted list no longer needs.
+    Empty { forget: Option<AbortedTxn> },
+}
+
+impl TxnCleaning {
+    /// `aborted`: the aborted transactions with data in the section to be walked.
+    pub fn new(mut aborted: Vec<AbortedTxn>) -> Self {
+        aborted.sort_by_key(|txn| std::cmp::Reverse(txn.first_offset));
+        Self {
+            pending: aborted,
+            ..Self::default()
+        }
+    }
+
+    fn start_up_to(&mut self, offset: i64) {
+        while self
+            .pending
+            .last()
+            .is_some_and(|txn| txn.first_offset <= offset)
+        {
+            if let Some(txn) = self.pending.pop() {
+                self.aborting.entry(txn.producer_id).or_insert((txn, false));
+            }
+        }
+    }
+
+    /// A data batch: whether it belongs to an aborted transaction (then its records go).
+    pub fn is_aborted_data(&mut self, header: &BatchHeader<'_>) -> bool {
+        self.start_up_to(header.last_offset());
+        if !header.is_transactional() {
+            return false;
+        }
+        let producer = header.producer_id();
+        match self.aborting.get_mut(&producer) {
+            Some((_, seen)) => {
+                *seen = true;
+                true
+            }
+            None => {
+                self.committing.insert(producer);
+                false
+            }
+        }
+    }
+
+    /// A control batch: whether its transaction still has data before it.
+    pub fn on_marker(&mut self, header: &BatchHeader<'_>) -> MarkerFate {
+        self.start_up_to(header.last_offset());
+        let producer = header.producer_id();
+        match TxnMarker::decode(header).map(|m| m.kind) {
+            Some(MarkerKind::Abort) => match self.aborting.remove(&producer) {
+                Some((_, true)) => MarkerFate::Keep,
+                Some((txn, false)) => MarkerFate::Empty { forget: Some(txn) },
+                None => MarkerFate::Empty { forget: None },
+            },
+            Some(MarkerKind::Commit) => {
+                if self.committing.remove(&producer) {
+                    MarkerFate::Keep
+                } else {
+                    MarkerFate::Empty { forget: None }
+                }
+            }
+            // A control batch this broker cannot read stays.
+            None => MarkerFate::Keep,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,6 +307,72 @@ mod tests {
             .map(|h| h.base_offset())
             .collect();
         assert_eq!(kept, vec![1, 4]);
+    }
+
+    #[test]
+    fn a_marker_is_empty_once_no_data_of_its_transaction_is_left() {
+        let txn = |pid: i64, offset: i64| {
+            let mut builder = BatchBuilder::new()
+                .idempotent(pid, 0, 0)
+                .with_attributes(TRANSACTIONAL_BIT);
+            builder.push(1, Some(b"k"), Some(b"v"), &[]);
+            let mut batch = builder.build();
+            super::super::batch::assign_offsets(&mut batch, offset, 0, None);
+            batch
+        };
+        let marker = |pid: i64, kind, offset: i64| {
+            let mut batch = TxnMarker {
+                producer_id: ProducerId(pid),
+                producer_epoch: ProducerEpoch(0),
+                coordinator_epoch: 0,
+                kind,
+            }
+            .encode(1);
+            super::super::batch::assign_offsets(&mut batch, offset, 0, None);
+            batch
+        };
+        let aborted = AbortedTxn {
+            producer_id: 1,
+            first_offset: 0,
+            last_offset: 3,
+        };
+        let fates = |log: &[Vec<u8>]| {
+            let mut walk = TxnCleaning::new(vec![aborted]);
+            log.iter()
+                .map(|b| BatchHeader::parse_checked(b).expect("valid"))
+                .map(|h| {
+                    if h.is_control() {
+                        format!("{:?}", walk.on_marker(&h))
+                    } else {
+                        format!("aborted={}", walk.is_aborted_data(&h))
+                    }
+                })
+                .collect::<Vec<_>>()
+        };
+        // With its data: pid 1's abort marker and pid 2's commit marker stay.
+        let full = [
+            txn(1, 0),
+            txn(2, 1),
+            marker(2, MarkerKind::Commit, 2),
+            marker(1, MarkerKind::Abort, 3),
+        ];
+        assert_eq!(
+            fates(&full),
+            ["aborted=true", "aborted=false", "Keep", "Keep"]
+        );
+        // The data gone (an earlier pass dropped it): both markers are empty, and the
+        // aborted transaction is one to forget.
+        let cleaned = [
+            marker(2, MarkerKind::Commit, 2),
+            marker(1, MarkerKind::Abort, 3),
+        ];
+        assert_eq!(
+            fates(&cleaned),
+            [
+                "Empty { forget: None }".to_string(),
+                format!("Empty {{ forget: Some({aborted:?}) }}")
+            ]
+        );
     }
 
     #[test]
