@@ -1344,3 +1344,43 @@ def test_s3_slower_than_the_request_timeout(start_broker, moto, s3_proxy, topic,
         (f"the manifest lists {sum(e['records'] for e in m['entries'])} of {len(recs)} records and says "
          f"{m['skipped']} were never archived; hung write applied late: {s3_proxy.late}")
     assert_archive_holds(archive, topic, recs)
+
+
+@pytest.mark.timeout(90)
+def test_the_archive_of_a_transactional_topic_holds_committed_records_only(start_broker, tmp_path, topic):
+    """Old transactions, committed and aborted, expire into the archive: it holds every
+    committed record once, no aborted record and no control record (the markers), and
+    the exporter waited for the last stable offset."""
+    from confluent_kafka import Producer
+    archive = DirArchive(tmp_path / "archive")
+    b = start_broker(*ENABLED, *archive.flags(), "--transaction-state-log-num-partitions", "1")
+    # Markers carry the time they were written, so a segment that holds one is not old:
+    # size retention expires the transactions here.
+    create_topic(b.address, topic, config={**ARCHIVED_TOPIC, "retention.bytes": "1"})
+    p = Producer({"bootstrap.servers": b.address, "transactional.id": f"{topic}-id", **BATCHING})
+    p.init_transactions(30)
+    old = int(time.time() * 1000) - 2 * HOUR_MS
+    expected = []
+    for n, (prefix, commit) in enumerate((("c", True), ("a", False), ("d", True), ("e", False))):
+        p.begin_transaction()
+        for i in range(20):
+            value = f"{prefix}-{i}-".encode() + os.urandom(40)
+            p.produce(topic, value=value, partition=0, timestamp=old + 100 * n + i)
+            if commit:
+                expected.append(value)
+        assert p.flush(15) == 0
+        (p.commit_transaction if commit else p.abort_transaction)(30)
+    # Sentinels seal the transactions' segments (and end the section retention may take).
+    for _ in range(2):
+        (report,) = ck.produce_all(b.address, topic, [{"partition": 0, "value": os.urandom(SENTINEL_BYTES)}],
+                                   {"compression.type": "none"})
+        assert report[1] is None, report
+    end = low_watermark(b.address, topic, 0)[1] - 2
+    wait_until(lambda: low_watermark(b.address, topic, 0)[0] >= end, 30, interval=0.2,
+               what="the transactions' segments expired")
+    rows = [r for r in archive_rows(archive, topic) if r["offset"] < end]  # not the sentinels
+    values = [bytes(r["value"]) for r in rows]
+    assert values == expected, (len(values), len(expected))
+    assert len({r["offset"] for r in rows}) == len(rows)
+    assert all(r["producer_id"] >= 0 for r in rows)
+    assert not [v for v in values if v[:2] in (b"a-", b"e-")], "an aborted record was archived"

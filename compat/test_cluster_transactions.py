@@ -9,6 +9,10 @@ prepared, and a new data leader has the transaction's data (written acks=all) to
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
 import time
 import uuid
 
@@ -16,7 +20,7 @@ import pytest
 from confluent_kafka import (OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer,
                              TopicPartition)
 
-from test_cluster import Cluster, java_hash
+from test_cluster import FAILOVER_BOUND_S, Cluster, java_hash
 from tern_harness import wait_until
 
 TXN_PARTITIONS = 6
@@ -139,3 +143,103 @@ def test_kill9_of_a_data_leader_in_a_transaction_loses_nothing(cluster, topic):
                what="the victim's partitions to move")
     commit_with_retries(p)
     assert read_committed(cluster, topic) == sorted(f"c-{i}" for i in range(60))
+
+
+def txn_state(via, txn_id: str) -> str | None:
+    """The transaction's state as `tern txn describe` tells it, through broker `via`."""
+    out = subprocess.run([str(via.binary), "txn", "-b", via.address, "--json", "describe", "--transactional-id", txn_id],
+                         capture_output=True, timeout=15)
+    if out.returncode != 0:
+        print("tern txn describe:", out.stderr.decode()[-500:])
+        return None
+    found = json.loads(out.stdout)
+    found = found[0] if isinstance(found, list) and found else found
+    return found.get("state") if isinstance(found, dict) else None
+
+
+def stable_everywhere(cluster: Cluster, topic: str) -> bool:
+    """Every partition's last stable offset has reached its high watermark."""
+    c = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": "lso-probe",
+                  "isolation.level": "read_committed"})
+    u = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": "hw-probe",
+                  "isolation.level": "read_uncommitted"})
+    try:
+        for p in range(PARTITIONS):
+            tp = TopicPartition(topic, p)
+            if c.get_watermark_offsets(tp, timeout=5)[1] != u.get_watermark_offsets(tp, timeout=5)[1]:
+                return False
+        return True
+    except KafkaException:
+        return False
+    finally:
+        c.close()
+        u.close()
+
+
+def test_a_transaction_hanging_in_prepare_commit_is_completed_by_the_next_coordinator(tmp_path, topic):
+    """The coordinator and a data leader are killed -9 while the transaction is in
+    PrepareCommit: on four brokers, the data leader is the one broker outside the
+    coordinator's `__transaction_state` replicas, stopped before the commit, so
+    PrepareCommit is written but that leader's markers cannot be; then both die. The next
+    coordinator reloads the prepared transaction and writes every marker: every partition
+    is stable and the whole transaction readable within the transaction timeout."""
+    cluster = Cluster(tmp_path, brokers=4, extra_args=[
+        "--transaction-state-log-num-partitions", str(TXN_PARTITIONS), "--offsets-topic-num-partitions", "6",
+        "--transaction-abort-timed-out-transaction-cleanup-interval-ms", "500"])
+    try:
+        cluster.start()
+        hanging_in_prepare_commit(cluster, topic)
+    finally:
+        cluster.stop()
+
+
+def hanging_in_prepare_commit(cluster: Cluster, topic: str) -> None:
+    cluster.create_topic(topic, PARTITIONS)
+    timeout_ms = 10_000
+
+    def producer(txn_id: str) -> Producer:
+        p = Producer({"bootstrap.servers": cluster.bootstrap(), "transactional.id": txn_id,
+                      "transaction.timeout.ms": timeout_ms, "message.timeout.ms": timeout_ms,
+                      "socket.timeout.ms": 10000, "linger.ms": 5})
+        p.init_transactions(60)
+        return p
+
+    producer(f"{topic}-first")  # creates __transaction_state
+    state_partitions = cluster.metadata(topic="__transaction_state").topics["__transaction_state"].partitions
+    data_leaders = set(cluster.leaders(topic).values())
+
+    def outsider(txn_id: str) -> int | None:
+        """The one broker outside the id's __transaction_state replicas, if it leads data."""
+        replicas = state_partitions[java_hash(txn_id) % TXN_PARTITIONS].replicas
+        out = [n for n in cluster.brokers if n not in replicas]
+        return out[0] if len(out) == 1 and out[0] in data_leaders else None
+
+    txn_id = next(t for t in (f"{topic}-id-{k}" for k in range(100)) if outsider(t) is not None)
+    coordinator = cluster.brokers[state_partitions[java_hash(txn_id) % TXN_PARTITIONS].leader]
+    data_leader = cluster.brokers[outsider(txn_id)]
+    p = producer(txn_id)
+    p.begin_transaction()
+    for i in range(60):
+        p.produce(topic, value=f"c-{i}", partition=i % PARTITIONS)
+    assert p.flush(20) == 0
+    os.kill(data_leader.pid, signal.SIGSTOP)
+    try:
+        commit_with_retries(p)
+        state = txn_state(coordinator, txn_id)
+        assert state == "PrepareCommit", f"{state}: the markers were written although a data leader was stopped"
+        coordinator.kill9()
+    finally:
+        data_leader.kill9()  # SIGKILL ends a stopped process too
+    killed_at = time.monotonic()
+    wait_until(lambda: stable_everywhere(cluster, topic), timeout_ms / 1000 + 2 * FAILOVER_BOUND_S,
+               what="every partition stable again")
+    resolved_after = time.monotonic() - killed_at
+    assert read_committed(cluster, topic) == sorted(f"c-{i}" for i in range(60))
+    survivor = next(b for b in cluster.brokers.values() if b.alive())
+    assert txn_state(survivor, txn_id) == "CompleteCommit"
+    # Both come back to a cluster that agrees with them.
+    coordinator.start()
+    data_leader.start()
+    wait_until(lambda: stable_everywhere(cluster, topic), 30, what="stable with every broker back")
+    assert read_committed(cluster, topic) == sorted(f"c-{i}" for i in range(60))
+    print(f"resolved {resolved_after:.1f} s after the kill")

@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import struct
 import time
 import urllib.request
 from collections import Counter
@@ -39,7 +40,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import pytest
-from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, TopicPartition
+from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -1033,3 +1034,65 @@ def test_a_replica_rebuilt_from_a_compacted_leader_serves_the_same_log(tmp_path,
         check_all_kept(after, filler, filler_offsets)
     finally:
         cluster.stop()
+
+
+def markers_on_disk(broker, topic: str) -> int:
+    """Control batches (transaction markers) in partition 0's segment files."""
+    count = 0
+    for seg in segment_files(broker, topic):
+        data = seg.read_bytes()
+        pos = 0
+        while pos + 23 <= len(data):
+            length = struct.unpack_from(">i", data, pos + 8)[0]
+            if length <= 0 or pos + 12 + length > len(data):
+                break
+            attributes = struct.unpack_from(">h", data, pos + 21)[0]
+            count += bool(attributes & 0x20)
+            pos += 12 + length
+    return count
+
+
+@pytest.mark.timeout(120)
+def test_a_compacted_topic_with_transactions_keeps_committed_values_and_drops_aborted_ones(broker, topic):
+    """Transactions on a compacted topic: the cleaner removes aborted records (so even a
+    read_uncommitted reader no longer sees them), keeps each key's latest committed
+    value, keeps a marker while data of its transaction is left and removes the aborted
+    transaction's marker once delete.retention.ms (1 s) has passed; the producer's later
+    transactions still reach read_committed readers."""
+    admin = admin_for(broker)
+    create_topic(admin, topic, compact_config(**{"delete.retention.ms": "1000"}))
+    p = Producer({"bootstrap.servers": broker.address, "transactional.id": f"{topic}-id", **CK_SMALL_BATCHES})
+    p.init_transactions(30)
+
+    def txn(pairs, commit: bool) -> None:
+        p.begin_transaction()
+        for k, v in pairs:
+            p.produce(topic, key=k, value=v, partition=0)
+        assert p.flush(15) == 0
+        (p.commit_transaction if commit else p.abort_transaction)(30)
+
+    def keyed(level: str) -> list[tuple[bytes, bytes]]:
+        got, errors, _ = consume_all(broker.address, topic, partitions=[0], timeout=20,
+                                     consumer_config={"isolation.level": level})
+        assert not errors, errors
+        return [(m.key(), m.value()) for m in got if m.key() in (b"k1", b"k2", b"k3", b"k4")]
+
+    txn([(b"k1", b"v1-old"), (b"k2", b"v2")], commit=True)
+    txn([(b"k1", b"aborted"), (b"k3", b"aborted")], commit=False)
+    txn([(b"k1", b"v1")], commit=True)
+    assert markers_on_disk(broker, topic) == 3
+    seal_keyed_data(broker, topic, "txn")
+    nudges = {"n": 0}
+
+    def cleaned() -> bool:
+        # Each look adds a segment of filler: a pass after the first needs dirty data.
+        produce_ok(broker.address, topic, filler_messages(FILLER_PER_SEGMENT, f"txn-nudge{nudges['n']}"))
+        nudges["n"] += 1
+        return (keyed("read_uncommitted") == [(b"k2", b"v2"), (b"k1", b"v1")]
+                and markers_on_disk(broker, topic) == 2)
+
+    wait_until(cleaned, 60, interval=0.5,
+               what="aborted records and the aborted transaction's marker gone, committed markers kept")
+    assert keyed("read_committed") == [(b"k2", b"v2"), (b"k1", b"v1")]
+    txn([(b"k4", b"v4")], commit=True)
+    assert keyed("read_committed") == [(b"k2", b"v2"), (b"k1", b"v1"), (b"k4", b"v4")]

@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -331,3 +332,58 @@ def test_tern_txn_lists_describes_and_aborts_an_open_transaction(broker, topic):
     assert values(read(broker.address, [topic], "read_committed")) == ["after"]
     after = cli(broker, "producers", "--topic", topic, "--partition", "0")
     assert all(x["current_transaction_start_offset"] == -1 for x in after)
+
+
+ABANDONED_RUN = r'''
+import sys, time
+from confluent_kafka import Producer, TopicPartition, Consumer
+addr, topic, group, txn_id = sys.argv[1:5]
+c = Consumer({"bootstrap.servers": addr, "group.id": group, "enable.auto.commit": False})
+p = Producer({"bootstrap.servers": addr, "transactional.id": txn_id, "transaction.timeout.ms": 3000})
+p.init_transactions(30)
+p.begin_transaction()
+p.produce(topic, value=b"never committed", partition=0)
+p.send_offsets_to_transaction([TopicPartition(topic, 0, 5)], c.consumer_group_metadata(), 30)
+p.flush(10)
+print("open", flush=True)
+time.sleep(60)
+'''
+
+
+def test_an_application_with_a_new_transactional_id_each_start_is_not_blocked_by_its_last_run(broker, topic):
+    """An application killed -9 in a transaction that holds offsets of its group, then
+    started again under a new transactional id: its offsets are unstable only until the
+    old transaction times out (the coordinator aborts it), never for good; the aborted
+    transaction's offset does not count."""
+    group = f"{topic}-g"
+    create(broker.address, topic, partitions=1)
+    first = Consumer({"bootstrap.servers": broker.address, "group.id": group, "enable.auto.commit": False})
+    first.commit(offsets=[TopicPartition(topic, 0, 3)], asynchronous=False)
+    first.close()
+    run = subprocess.Popen([sys.executable, "-c", ABANDONED_RUN, broker.address, topic, group, f"{topic}-run-1"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert run.stdout.readline().strip() == b"open", run.stderr.read().decode()[-2000:]
+    finally:
+        run.kill()
+        run.wait(10)
+    started = time.monotonic()
+    p = txn_producer(broker.address, f"{topic}-run-2")
+    stable = Consumer({"bootstrap.servers": broker.address, "group.id": group, "enable.auto.commit": False,
+                       "isolation.level": "read_committed"})
+    try:
+        deadline = started + 3.0 + 10
+        offset = None
+        while time.monotonic() < deadline:
+            try:
+                offset = stable.committed([TopicPartition(topic, 0)], timeout=2)[0].offset
+                break
+            except KafkaException as e:
+                assert e.args[0].code() in (KafkaError.UNSTABLE_OFFSET_COMMIT, KafkaError._TIMED_OUT), e
+        assert offset == 3, "the stable offset, once the old transaction was aborted"
+        p.begin_transaction()
+        p.send_offsets_to_transaction([TopicPartition(topic, 0, 7)], stable.consumer_group_metadata(), 30)
+        p.commit_transaction(30)
+        assert stable.committed([TopicPartition(topic, 0)], timeout=10)[0].offset == 7
+    finally:
+        stable.close()

@@ -975,7 +975,7 @@ def _tamper_for(node_id: int, p: int):
 
 
 def audit_replicas(data_dirs: dict[int, Path], read_marks: dict[int, tuple[int, int]] | None,
-                   status=None, part=None, off=None) -> dict:
+                   status=None, part=None, off=None, topic: str = TOPIC, partitions: int = PARTITIONS) -> dict:
     """Reads every replica's log (records too, CRCs recomputed) up to the partition's high
     watermark and compares them: batch headers and records with the replica holding the
     most, each with the history (every acknowledged message there, at its offset, once,
@@ -988,8 +988,8 @@ def audit_replicas(data_dirs: dict[int, Path], read_marks: dict[int, tuple[int, 
               "hw_unknown": 0, "records_checked": 0}
     node_logs: dict[int, dict[int, dict]] = {n: {} for n in data_dirs}
     checkpoints = {n: read_checkpoint(d / "replication-offset-checkpoint") for n, d in data_dirs.items()}
-    for p in range(PARTITIONS):
-        name = f"{TOPIC}-{p}"
+    for p in range(partitions):
+        name = f"{topic}-{p}"
         replicas = {}
         for node_id, data in sorted(data_dirs.items()):
             d = data / name

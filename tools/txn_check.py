@@ -22,8 +22,15 @@ after everything is copied), `output` out of input order on a partition, an abor
 record seen by the concurrent reader or in the final read, a duplicate seen by the
 concurrent reader, a partition whose last stable offset has not reached its high
 watermark within the transaction timeout after the faults, a copy that did not finish in
-time, a broker panic. Exit 1 on a failing verdict, 2 when the run could not be set up.
-The last line of stdout is a JSON summary.
+time, a broker panic, and replicas that differ: after the run the brokers stop and the
+durability checker's offline audit (tools/tern_check.py) reads every replica of `input`
+and `output` from its segment files, CRCs recomputed, markers included, and compares
+them batch by batch and record by record up to the high watermark. Exit 1 on a failing
+verdict, 2 when the run could not be set up. The last line of stdout is a JSON summary.
+
+TXN_CHECK_INJECT (tests only, comma-separated) makes the verdict see a condition the run
+did not produce (see INJECTABLE): each assertion is shown failing by
+compat/test_txn_checker.py, as tern_check's are by compat/test_checker.py.
 
 Every wait is bounded; every process started here is ended here, by its PID.
 """
@@ -53,6 +60,9 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from tern_harness import Broker, BrokerError, Etcd, free_port, tern_bin, wait_until  # noqa: E402
 
+sys.path.insert(0, str(HERE))
+import tern_check  # noqa: E402  (the offline replica audit)
+
 INPUT, OUTPUT, GROUP = "input", "output", "copier"
 PARTITIONS = 6
 LEASE_TTL_S = 3
@@ -60,6 +70,43 @@ TXN_STATE_PARTITIONS = 6
 OFFSETS_PARTITIONS = 6
 TXN_TIMEOUT_MS = 10_000
 COPIERS = 2
+
+INJECTABLE = ("lost", "duplicate", "disorder", "aborted_in_final_read", "aborted_read", "reader_duplicate",
+              "not_copied", "unstable", "panic", "replica_diff")
+
+
+def injected(condition: str) -> bool:
+    return condition in os.environ.get("TXN_CHECK_INJECT", "").split(",")
+
+
+def inject(sent: dict[int, list[bytes]], got: dict[int, list[bytes]], facts: dict) -> None:
+    """Plants TXN_CHECK_INJECT's conditions in what the verdict is about to judge."""
+    wanted = [c for c in os.environ.get("TXN_CHECK_INJECT", "").split(",") if c]
+    unknown = [c for c in wanted if c not in INJECTABLE]
+    if unknown:
+        raise SystemExit(f"TXN_CHECK_INJECT: unknown conditions {unknown} (known: {', '.join(INJECTABLE)})")
+    p = next((p for p in sorted(got) if len(got[p]) >= 2), None)
+    if p is not None:
+        if injected("lost"):
+            got[p] = got[p][1:]
+        if injected("duplicate"):
+            got[p] = got[p] + [got[p][-1]]
+        if injected("disorder"):
+            got[p][0], got[p][1] = got[p][1], got[p][0]
+        if injected("aborted_in_final_read"):
+            got[p] = got[p] + [b"x" + got[p][0]]
+    if injected("aborted_read"):
+        facts["aborted_reads"] = facts.get("aborted_reads", 0) + 1
+    if injected("reader_duplicate"):
+        facts["reader_duplicates"] = facts.get("reader_duplicates", 0) + 1
+    if injected("not_copied"):
+        facts["copied"] = False
+    if injected("unstable"):
+        facts["unstable_partitions"] = [0]
+    if injected("panic"):
+        facts["panics"] = ["injected"]
+    if injected("replica_diff"):
+        facts["replica_mismatches"] = facts.get("replica_mismatches", 0) + 1
 
 
 def log(msg: str) -> None:
@@ -219,7 +266,12 @@ class Run:
         sent: dict[int, list[bytes]] = {i: [] for i in range(PARTITIONS)}
         for i in range(count):
             value = b"%012d" % i
-            p.produce(INPUT, value=value, partition=i % PARTITIONS)
+            while True:
+                try:
+                    p.produce(INPUT, value=value, partition=i % PARTITIONS)
+                    break
+                except BufferError:  # librdkafka's queue is full: let deliveries drain it
+                    p.poll(0.1)
             sent[i % PARTITIONS].append(value)
             if i % 1000 == 0:
                 p.poll(0)
@@ -381,7 +433,24 @@ def read_output(bootstrap: str, level: str) -> tuple[dict[int, list[bytes]], dic
         c.close()
 
 
+def audit(data_dirs: dict[int, Path], marks: dict[str, dict[int, tuple[int, int]]]) -> dict:
+    """tern_check's offline audit of `input` and `output` (the brokers stopped): the
+    replicas of each partition byte-identical below the high watermark, no CRC error,
+    torn tail or gap. The internal topics are left out: compacted, their replicas are
+    cleaned independently and may differ in what they dropped."""
+    out = {"replica_mismatches": 0, "crc_errors": 0, "torn_bytes": 0, "gaps": 0, "records_checked": 0,
+           "mismatch_details": []}
+    for topic in (INPUT, OUTPUT):
+        a = tern_check.audit_replicas(data_dirs, marks.get(topic), topic=topic, partitions=PARTITIONS)
+        for k in ("replica_mismatches", "crc_errors", "torn_bytes", "gaps", "records_checked"):
+            out[k] += a[k]
+        out["mismatch_details"] += [dict(topic=topic, **d) for d in a["mismatch_details"][:5]]
+    return out
+
+
 def judge(sent: dict[int, list[bytes]], got: dict[int, list[bytes]], reader: Reader, facts: dict) -> dict:
+    facts = {"aborted_reads": reader.aborted_reads, "reader_duplicates": reader.duplicates, **facts}
+    inject(sent, got, facts)
     lost = duplicated = out_of_order = aborted = 0
     for p in range(PARTITIONS):
         values = got[p]
@@ -392,11 +461,15 @@ def judge(sent: dict[int, list[bytes]], got: dict[int, list[bytes]], reader: Rea
         out_of_order += int(clean != sorted(clean))
     verdict = {
         "lost": lost, "duplicated": duplicated, "out_of_order_partitions": out_of_order,
-        "aborted_in_final_read": aborted, "aborted_reads": reader.aborted_reads,
-        "reader_duplicates": reader.duplicates, **facts,
+        "aborted_in_final_read": aborted, **facts,
     }
     failures = [k for k in ("lost", "duplicated", "out_of_order_partitions", "aborted_in_final_read",
                             "aborted_reads", "reader_duplicates") if verdict[k]]
+    for k in ("replica_mismatches", "crc_errors", "torn_bytes", "gaps"):
+        if verdict.get(k):
+            failures.append(k)
+    if "records_checked" in verdict and not verdict["records_checked"]:
+        failures.append("replica audit read nothing")
     if not facts.get("copied"):
         failures.append("copy did not finish")
     if facts.get("unstable_partitions"):
@@ -459,6 +532,11 @@ def run(args) -> int:
         reader.stop.set()
         reader.join(10)
         got, _ = read_output(r.bootstrap(), "read_committed")
+        marks = {OUTPUT: uncommitted_marks}
+        for b in r.brokers.values():
+            if b.alive():
+                b.stop()
+        replicas = audit({n: b.data_dir for n, b in r.brokers.items()}, marks)
         panics = []
         for b in r.brokers.values():
             for path in b.log_paths:
@@ -474,7 +552,7 @@ def run(args) -> int:
                  "copied": copied, "copy_seconds": round(time.monotonic() - started, 1),
                  "after_faults_seconds": round(time.monotonic() - fault_end, 1),
                  "unstable_partitions": unstable, "panics": panics, "copier_exits": r.copier_exits,
-                 "transactions_reported": transactions, "work_dir": str(work)}
+                 "transactions_reported": transactions, "work_dir": str(work), **replicas}
         verdict = judge(sent, got, reader, facts)
         print(json.dumps(verdict), flush=True)
         if verdict["ok"] and not args.keep:

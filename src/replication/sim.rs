@@ -27,6 +27,8 @@
 //! have, see `cluster::election`). A shrink in flight to the leader alone is covered: the
 //! leader flushed before sending it (`LeaderState::own_end_counted`).
 
+mod txn;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
@@ -511,6 +513,8 @@ pub(crate) struct Stats {
     pub refused_min_isr: u64,
     pub stale_answers: u64,
     pub reassignments: u64,
+    pub txn_commits: u64,
+    pub txn_aborts: u64,
 }
 
 impl Stats {
@@ -524,6 +528,8 @@ impl Stats {
         self.refused_min_isr += other.refused_min_isr;
         self.stale_answers += other.stale_answers;
         self.reassignments += other.reassignments;
+        self.txn_commits += other.txn_commits;
+        self.txn_aborts += other.txn_aborts;
     }
 }
 
@@ -556,6 +562,8 @@ struct Sim {
     stop_at: Vec<Option<i64>>,
     /// Print every event (set `SIM_TRACE=1` to debug one seed).
     trace: bool,
+    /// The transactional producer and its coordinator ([`txn`]).
+    txn: txn::TxnDriver,
 }
 
 impl Sim {
@@ -597,6 +605,7 @@ impl Sim {
             shutting_down: BTreeSet::new(),
             stop_at: vec![None; brokers as usize],
             trace: std::env::var_os("SIM_TRACE").is_some(),
+            txn: txn::TxnDriver::default(),
         };
         for b in &mut sim.brokers {
             if let Some(replica) = b.replica.as_mut() {
@@ -689,11 +698,15 @@ impl Sim {
                     self.send(id, Msg::Metadata(self.revision, state));
                 }
                 57..=64 => self.flush_some(),
+                65..=74 => self.txn_step(faults),
                 _ => {}
             }
             self.fetch_all();
             self.check_acks();
             self.check();
+            if self.step % 25 == 0 {
+                self.check_transactions();
+            }
         }
     }
 
@@ -1487,6 +1500,7 @@ impl Sim {
                 "{ctx}: replica {id} differs from leader {leader}"
             );
         }
+        self.verify_transactions_settled(leader as usize);
         for &id in &self.store.isr {
             let log = self.brokers[id as usize].log();
             for &(off, value) in &self.acked {
@@ -1618,5 +1632,7 @@ mod tests {
         assert!(total.power_losses > per_300(50), "{total:?}");
         assert!(total.stale_answers > per_300(10), "{total:?}");
         assert!(total.reassignments > per_300(500), "{total:?}");
+        assert!(total.txn_commits > per_300(1_000), "{total:?}");
+        assert!(total.txn_aborts > per_300(500), "{total:?}");
     }
 }
