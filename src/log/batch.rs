@@ -277,6 +277,17 @@ pub fn record_count(mut buf: &[u8]) -> u64 {
     count
 }
 
+/// The offset after the last whole batch of a record set, from the batch headers
+/// alone (no CRC, as [`record_count`]); `None` for a set without a whole batch.
+pub fn end_offset(mut buf: &[u8]) -> Option<i64> {
+    let mut end = None;
+    while let Ok(header) = BatchHeader::parse(buf) {
+        end = Some(header.last_offset() + 1);
+        buf = &buf[header.total_bytes()..];
+    }
+    end
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::records::testing::*;

@@ -628,13 +628,7 @@ impl Partition {
         let state = self.state.lock();
         let records = state.read(offset, max_bytes, min_one, isolation)?;
         let aborted = match (&records, isolation) {
-            (Some(bytes), Isolation::ReadCommitted) => {
-                let end = crate::log::batch::batches(bytes)
-                    .filter_map(Result::ok)
-                    .last()
-                    .map_or(offset, |last| Offset(last.last_offset() + 1));
-                state.log().aborted_between(offset, end)
-            }
+            (Some(bytes), Isolation::ReadCommitted) => aborted_in(&state, offset, bytes),
             _ => Vec::new(),
         };
         Ok(ReadResult {
@@ -874,6 +868,22 @@ impl Partition {
     pub fn close(&self) -> std::io::Result<()> {
         self.state.lock().log_mut().close()
     }
+}
+
+/// The aborted transactions with data in `records`, read from `offset` below the last
+/// stable offset (Fetch's `aborted_transactions`). Most reads have none before the
+/// last stable offset at all, and then the records are not walked; otherwise only
+/// their batch headers are (no CRC): this runs under the partition's lock for every
+/// read_committed fetch, which is what librdkafka's and kafkajs's consumers send.
+fn aborted_in(state: &ReplicaState<Log>, offset: Offset, records: &[u8]) -> Vec<AbortedTxn> {
+    let mut aborted = state
+        .log()
+        .aborted_between(offset, state.last_stable_offset());
+    if !aborted.is_empty() {
+        let end = crate::log::batch::end_offset(records).unwrap_or(offset.0);
+        aborted.retain(|txn| txn.first_offset < end);
+    }
+    aborted
 }
 
 /// Unlinks removed segments. A failure leaves stray files, not lost data: it is logged,
