@@ -433,21 +433,7 @@ impl GroupCoordinator {
             entry
                 .group
                 .validate_commit(member_id, instance_id, generation_id)?;
-            let changes: Vec<Change> = commits
-                .iter()
-                .map(|c| Change::Offset {
-                    group: group_id.to_string(),
-                    topic: c.topic.clone(),
-                    partition: c.partition,
-                    value: Some(CommittedOffset {
-                        offset: c.offset,
-                        leader_epoch: c.leader_epoch,
-                        metadata: c.metadata.clone(),
-                        commit_timestamp: now,
-                    }),
-                })
-                .collect();
-            changes
+            offset_changes(group_id, &commits, now)
         };
         self.write_then_apply(group_id, &changes).await?;
         Ok(())
@@ -468,7 +454,7 @@ impl GroupCoordinator {
         self.check_coordinator(group_id)?;
         let (member_id, instance_id, generation_id) = member;
         let now = now_ms();
-        let changes: Vec<Change> = {
+        let changes = {
             let mut groups = self.groups.lock();
             let limits = self.config.limits;
             let entry = groups
@@ -479,20 +465,7 @@ impl GroupCoordinator {
                     .group
                     .validate_commit(member_id, instance_id, generation_id)?;
             }
-            commits
-                .iter()
-                .map(|c| Change::Offset {
-                    group: group_id.to_string(),
-                    topic: c.topic.clone(),
-                    partition: c.partition,
-                    value: Some(CommittedOffset {
-                        offset: c.offset,
-                        leader_epoch: c.leader_epoch,
-                        metadata: c.metadata.clone(),
-                        commit_timestamp: now,
-                    }),
-                })
-                .collect()
+            offset_changes(group_id, &commits, now)
         };
         let partition = self
             .partition_of(group_id)
@@ -801,6 +774,24 @@ impl GroupCoordinator {
             }
         }
     }
+}
+
+/// The records a commit of `commits` to `group_id` writes, plain or transactional.
+fn offset_changes(group_id: &str, commits: &[OffsetCommit], now: i64) -> Vec<Change> {
+    commits
+        .iter()
+        .map(|c| Change::Offset {
+            group: group_id.to_string(),
+            topic: c.topic.clone(),
+            partition: c.partition,
+            value: Some(CommittedOffset {
+                offset: c.offset,
+                leader_epoch: c.leader_epoch,
+                metadata: c.metadata.clone(),
+                commit_timestamp: now,
+            }),
+        })
+        .collect()
 }
 
 fn new_entry(group: Group) -> GroupEntry {
