@@ -543,16 +543,19 @@ def run(args) -> int:
                 if path.exists() and "panicked" in path.read_text(errors="replace"):
                     panics.append(str(path))
         transactions = {"committed": 0, "aborted": 0}
+        copier_errors = []  # why copiers gave up (fatal client errors, failed aborts)
         for name in r.copiers:
             for line in (work / f"{name}.out").read_text().splitlines():
                 stats = json.loads(line)
                 transactions["committed"] += stats.get("committed", 0)
                 transactions["aborted"] += stats.get("aborted", 0)
+                copier_errors += [f"{name}: {k} {stats[k]}" for k in ("fatal", "abort_failed") if k in stats]
         facts = {"seed": seed, "messages": args.messages, "faults": faults, "fault_kinds": r.faults,
                  "copied": copied, "copy_seconds": round(time.monotonic() - started, 1),
                  "after_faults_seconds": round(time.monotonic() - fault_end, 1),
                  "unstable_partitions": unstable, "panics": panics, "copier_exits": r.copier_exits,
-                 "transactions_reported": transactions, "work_dir": str(work), **replicas}
+                 "transactions_reported": transactions, "copier_errors": copier_errors[:20],
+                 "work_dir": str(work), **replicas}
         verdict = judge(sent, got, reader, facts)
         print(json.dumps(verdict), flush=True)
         if verdict["ok"] and not args.keep:
