@@ -247,6 +247,30 @@ impl TxnCleaning {
 mod tests {
     use super::*;
 
+    /// A one-record transactional batch of producer `pid` at `offset`.
+    fn txn(pid: i64, offset: i64) -> Vec<u8> {
+        let mut builder = BatchBuilder::new()
+            .idempotent(pid, 0, 0)
+            .with_attributes(TRANSACTIONAL_BIT);
+        builder.push(1, Some(b"k"), Some(b"v"), &[]);
+        let mut batch = builder.build();
+        super::super::batch::assign_offsets(&mut batch, offset, 0, None);
+        batch
+    }
+
+    /// Producer `pid`'s marker of `kind` at `offset`.
+    fn marker(pid: i64, kind: MarkerKind, offset: i64) -> Vec<u8> {
+        let mut batch = TxnMarker {
+            producer_id: ProducerId(pid),
+            producer_epoch: ProducerEpoch(0),
+            coordinator_epoch: 0,
+            kind,
+        }
+        .encode(1);
+        super::super::batch::assign_offsets(&mut batch, offset, 0, None);
+        batch
+    }
+
     #[test]
     fn a_marker_round_trips_through_its_control_batch() {
         for kind in [MarkerKind::Abort, MarkerKind::Commit] {
@@ -267,26 +291,6 @@ mod tests {
 
     #[test]
     fn the_committed_filter_drops_aborted_batches_and_every_marker() {
-        let txn = |pid: i64, offset: i64| {
-            let mut builder = BatchBuilder::new()
-                .idempotent(pid, 0, 0)
-                .with_attributes(TRANSACTIONAL_BIT);
-            builder.push(1, Some(b"k"), Some(b"v"), &[]);
-            let mut batch = builder.build();
-            super::super::batch::assign_offsets(&mut batch, offset, 0, None);
-            batch
-        };
-        let marker = |pid: i64, kind, offset: i64| {
-            let mut batch = TxnMarker {
-                producer_id: ProducerId(pid),
-                producer_epoch: ProducerEpoch(0),
-                coordinator_epoch: 0,
-                kind,
-            }
-            .encode(1);
-            super::super::batch::assign_offsets(&mut batch, offset, 0, None);
-            batch
-        };
         // pid 1 aborts [0, 3], pid 2 commits [1, 2]; pid 1 writes again at 4.
         let log = [
             txn(1, 0),
@@ -311,26 +315,6 @@ mod tests {
 
     #[test]
     fn a_marker_is_empty_once_no_data_of_its_transaction_is_left() {
-        let txn = |pid: i64, offset: i64| {
-            let mut builder = BatchBuilder::new()
-                .idempotent(pid, 0, 0)
-                .with_attributes(TRANSACTIONAL_BIT);
-            builder.push(1, Some(b"k"), Some(b"v"), &[]);
-            let mut batch = builder.build();
-            super::super::batch::assign_offsets(&mut batch, offset, 0, None);
-            batch
-        };
-        let marker = |pid: i64, kind, offset: i64| {
-            let mut batch = TxnMarker {
-                producer_id: ProducerId(pid),
-                producer_epoch: ProducerEpoch(0),
-                coordinator_epoch: 0,
-                kind,
-            }
-            .encode(1);
-            super::super::batch::assign_offsets(&mut batch, offset, 0, None);
-            batch
-        };
         let aborted = AbortedTxn {
             producer_id: 1,
             first_offset: 0,

@@ -1084,23 +1084,31 @@ impl Sim {
             batch.push(now, None, Some(&value.to_be_bytes()), &[]);
         }
         let records = batch.build();
-        let b = &mut self.brokers[id as usize];
-        if !b.running() {
-            return;
-        }
-        let may_lead = now - b.last_renew_ms <= LEASE_TTL_MS;
-        let Some(replica) = b.replica.as_mut() else {
+        let Some((replica, may_lead)) = self.running_replica(id) else {
             return;
         };
         match replica.append(&records, now, Acks::All, may_lead) {
             Ok(info) => {
-                b.pending_acks.push((info, values, deadline));
+                self.brokers[id as usize]
+                    .pending_acks
+                    .push((info, values, deadline));
                 self.next_value += count;
                 self.after_hw_change(id);
             }
             Err(ReplicaError::NotEnoughReplicas { .. }) => self.stats.refused_min_isr += 1,
             Err(_) => {}
         }
+    }
+
+    /// Broker `id`'s replica if its process runs, and whether its lease lets it lead.
+    pub(super) fn running_replica(&mut self, id: i32) -> Option<(&mut ReplicaState<MemLog>, bool)> {
+        let now = self.now;
+        let b = &mut self.brokers[id as usize];
+        if !b.running() {
+            return None;
+        }
+        let may_lead = now - b.last_renew_ms <= LEASE_TTL_MS;
+        b.replica.as_mut().map(|replica| (replica, may_lead))
     }
 
     fn check_acks(&mut self) {

@@ -23,7 +23,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{Acknowledgement, Acks, Sim, ACK_TIMEOUT_MS, LEASE_TTL_MS};
+use super::{Acknowledgement, Acks, Broker, Sim, ACK_TIMEOUT_MS};
 use crate::log::batch::BatchHeader;
 use crate::log::records::BatchBuilder;
 use crate::log::txn::{CommittedFilter, MarkerKind, TxnMarker, TRANSACTIONAL_BIT};
@@ -118,12 +118,7 @@ impl Sim {
         }
         let records = builder.build();
         let now = self.now;
-        let b = &mut self.brokers[id as usize];
-        if !b.running() {
-            return;
-        }
-        let may_lead = now - b.last_renew_ms <= LEASE_TTL_MS;
-        let Some(replica) = b.replica.as_mut() else {
+        let Some((replica, may_lead)) = self.running_replica(id) else {
             return;
         };
         let result = replica.append(&records, now, Acks::All, may_lead);
@@ -151,11 +146,7 @@ impl Sim {
         let Some((id, info, values, deadline)) = open.pending.take() else {
             return;
         };
-        let ack = self.brokers[id as usize]
-            .replica
-            .as_ref()
-            .filter(|_| self.brokers[id as usize].running())
-            .map(|r| r.acknowledgement(&info, Acks::All));
+        let ack = acknowledgement_at(&self.brokers, id, &info);
         match ack {
             Some(Acknowledgement::Done) => open.acked.extend(values),
             Some(Acknowledgement::Wait) if now <= deadline => {
@@ -187,12 +178,7 @@ impl Sim {
         };
         let id = self.rng.below(self.brokers.len() as u64) as i32;
         let now = self.now;
-        let b = &mut self.brokers[id as usize];
-        if !b.running() {
-            return;
-        }
-        let may_lead = now - b.last_renew_ms <= LEASE_TTL_MS;
-        let Some(replica) = b.replica.as_mut() else {
+        let Some((replica, may_lead)) = self.running_replica(id) else {
             return;
         };
         if let Ok(info) = replica.append_marker(&marker, now, may_lead) {
@@ -212,12 +198,7 @@ impl Sim {
         let Some((id, info, deadline)) = open.marker.take() else {
             return;
         };
-        let b = &self.brokers[id as usize];
-        let ack = b
-            .replica
-            .as_ref()
-            .filter(|_| b.running())
-            .map(|r| r.acknowledgement(&info, Acks::All));
+        let ack = acknowledgement_at(&self.brokers, id, &info);
         match ack {
             Some(Acknowledgement::Done) => {
                 let Some(open) = self.txn.open.take() else {
@@ -355,4 +336,13 @@ impl Sim {
             );
         }
     }
+}
+
+/// Where an acks=all write at broker `id` stands; `None` while that broker is down.
+fn acknowledgement_at(brokers: &[Broker], id: i32, info: &AppendInfo) -> Option<Acknowledgement> {
+    let b = &brokers[id as usize];
+    b.replica
+        .as_ref()
+        .filter(|_| b.running())
+        .map(|r| r.acknowledgement(info, Acks::All))
 }
