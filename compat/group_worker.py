@@ -25,7 +25,8 @@ session: process records until stop_after of them have been processed, commit th
          "commit" says (auto: enable.auto.commit, periodic; sync / async: explicit commit of
          last processed offset + 1 per partition), read the committed offsets back, close.
 Other args: session_timeout_ms (6000), heartbeat_interval_ms (1000), assignor, group_instance_id
-(static membership, KIP-345), client_id. Every loop is bounded by deadline_s (default 60 s
+(static membership, KIP-345), client_id; group_protocol "consumer" (KIP-848, ck only: the
+broker assigns, with remote_assignor if given, and the session knobs are the broker's). Every loop is bounded by deadline_s (default 60 s
 for session, 150 s for member).
 """
 
@@ -77,13 +78,19 @@ def ck_consumer(a: dict, auto_commit: bool):
              {str(tp.partition): tp.offset for tp in partitions},
              [str(tp.error) for tp in partitions if tp.error]))
 
+    if a.get("group_protocol") == "consumer":
+        # KIP-848: the broker assigns and times sessions; the classic knobs are refused.
+        protocol = {"group.protocol": "consumer",
+                    **({"group.remote.assignor": a["remote_assignor"]} if a.get("remote_assignor") else {})}
+    else:
+        protocol = {"session.timeout.ms": a.get("session_timeout_ms", 6000),
+                    "heartbeat.interval.ms": a.get("heartbeat_interval_ms", 1000),
+                    "partition.assignment.strategy": a.get("assignor", "range")}
     return Consumer({
         "bootstrap.servers": a["broker"],
         "group.id": a["group"],
         "client.id": a.get("client_id", "tern-compat-ck-worker"),
-        "session.timeout.ms": a.get("session_timeout_ms", 6000),
-        "heartbeat.interval.ms": a.get("heartbeat_interval_ms", 1000),
-        "partition.assignment.strategy": a.get("assignor", "range"),
+        **protocol,
         "auto.offset.reset": "earliest",
         "enable.auto.commit": auto_commit,
         "auto.commit.interval.ms": a.get("auto_commit_interval_ms", 500),
@@ -111,6 +118,7 @@ class Assignment:
 
 def ck_subscribe(c, topic):
     # confluent-kafka assigns (eager) / incrementally assigns (cooperative) right after on_assign.
+    # A topic starting with "^" is a regex subscription (broker-side with group.protocol=consumer).
     a = Assignment()
     c.subscribe([topic], on_assign=lambda _c, ps: a.change("assign", ps),
                 on_revoke=lambda _c, ps: a.change("revoke", ps), on_lost=lambda _c, ps: a.change("lost", ps))
@@ -142,7 +150,7 @@ def ck_member(a: dict, stop: threading.Event) -> None:
         while not stop.is_set() and time.monotonic() < deadline:
             m = ck_poll_one(c)
             if m is not None:
-                emit("msg", p=m.partition(), o=m.offset(), v=(m.value() or b"").decode(errors="replace"))
+                emit("msg", t=m.topic(), p=m.partition(), o=m.offset(), v=(m.value() or b"").decode(errors="replace"))
     finally:
         c.close()
         emit("closed")
@@ -164,7 +172,7 @@ def ck_session(a: dict, stop: threading.Event) -> None:
                 continue
             processed += 1
             last[m.partition()] = m.offset()
-            emit("msg", p=m.partition(), o=m.offset(), v=(m.value() or b"").decode(errors="replace"))
+            emit("msg", t=m.topic(), p=m.partition(), o=m.offset(), v=(m.value() or b"").decode(errors="replace"))
         if processed < a["stop_after"]:
             emit("error", error=f"deadline: processed only {processed} of {a['stop_after']}")
         offsets = [TopicPartition(topic, p, o + 1) for p, o in sorted(last.items())]

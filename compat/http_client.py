@@ -46,9 +46,9 @@ class Http:
         self.last_headers: dict[str, str] = {}
 
     def request(self, method: str, path: str, body: object = None, raw: bytes | None = None,
-                timeout: float = 20.0) -> Resp:
+                timeout: float = 20.0, headers: dict[str, str] | None = None) -> Resp:
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-        req = urllib.request.Request(self.base + path, data=data, method=method)
+        req = urllib.request.Request(self.base + path, data=data, method=method, headers=headers or {})
         if data is not None:
             req.add_header("Content-Type", "application/json")
         if self.auth is not None:

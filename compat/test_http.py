@@ -130,7 +130,7 @@ def hb(tmp_path, request):
 def test_openapi_document_is_served():
     doc = json.loads(OPENAPI_PATH.read_text())
     assert doc["openapi"] == "3.0.3"
-    assert set(doc["paths"]) == {"/create_topic", "/publish_message", "/message_status", "/subscribe",
+    assert set(doc["paths"]) == {"/create_topic", "/topics/{name}", "/publish_message", "/message_status", "/subscribe",
                                  "/unsubscribe", "/message", "/ack", "/stream", "/openapi.json"}
 
 
@@ -536,9 +536,12 @@ class SseReader(threading.Thread):
     """Connects to GET /stream and reads `event: message` events until `want` arrived, the
     server ends the stream, or the socket times out (`timeout` s without a byte)."""
 
-    def __init__(self, port: int, consumer_id: int, topic_id: int, want: int, timeout: float = 15.0):
+    def __init__(self, port: int, consumer_id: int, topic_id: int, want: int, timeout: float = 15.0,
+                 last_event_id: int | None = None):
         super().__init__(daemon=True)
         self.want = want
+        self.last_event_id = last_event_id
+        self.ids: list[str | None] = []
         self.path = f"/stream?consumer_id={consumer_id}&topic_id={topic_id}"
         self.events: list[dict] = []
         self.other: list[str] = []
@@ -550,9 +553,12 @@ class SseReader(threading.Thread):
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
 
     def run(self) -> None:
-        event, data = None, []
+        event, data, event_id = None, [], None
+        headers = {"Accept": "text/event-stream"}
+        if self.last_event_id is not None:
+            headers["Last-Event-ID"] = str(self.last_event_id)
         try:
-            self.conn.request("GET", self.path, headers={"Accept": "text/event-stream"})
+            self.conn.request("GET", self.path, headers=headers)
             resp = self.conn.getresponse()
             self.status, self.content_type = resp.status, resp.getheader("Content-Type", "") or ""
             self.connected.set()
@@ -568,13 +574,16 @@ class SseReader(threading.Thread):
                     if data:
                         if event in (None, "message"):
                             self.events.append(json.loads("\n".join(data)))
+                            self.ids.append(event_id)
                         else:
                             self.other.append(event)
-                    event, data = None, []
+                    event, data, event_id = None, [], None
                 elif line.startswith(":"):
                     continue
                 elif line.startswith("event:"):
                     event = line[6:].strip()
+                elif line.startswith("id:"):
+                    event_id = line[3:].strip()
                 elif line.startswith("data:"):
                     data.append(line[6:] if line.startswith("data: ") else line[5:])
         except BaseException as e:  # noqa: BLE001 - reported by the test
@@ -630,6 +639,29 @@ def test_stream_delivers_50_in_order(hb, topic):
     finally:
         reader.close()
     assert h.next_message(31, tid, wait_ms=0) == {"status": "empty"}
+
+
+def test_stream_events_carry_ids_and_a_reconnect_resumes_after_last_event_id(hb, topic):
+    """Each event's `id:` is its message id; a client reconnecting with `Last-Event-ID`
+    (as EventSource does) continues after that message, whatever was committed before."""
+    h = hb.http
+    tid = h.create_topic(topic, partitions=1)["topic_id"]
+    h.subscribe(36, tid)
+    sent = [h.publish(tid, f"m{i}")["message_id"] for i in range(10)]
+    first = SseReader(hb.http_port, 36, tid, want=3)
+    first.start()
+    first.join(20)
+    first.close()
+    assert [e["message_content"] for e in first.events] == ["m0", "m1", "m2"], first.events
+    assert first.ids == [str(e["message_id"]) for e in first.events] == [str(m) for m in sent[:3]], first.ids
+    # The client says it has seen up to m6 (say, on a stream served by another broker).
+    resumed = SseReader(hb.http_port, 36, tid, want=3, last_event_id=sent[6])
+    resumed.start()
+    resumed.join(20)
+    resumed.close()
+    assert [e["message_content"] for e in resumed.events] == ["m7", "m8", "m9"], resumed.events
+    bad = h.request("GET", f"/stream?consumer_id=36&topic_id={tid}", headers={"Last-Event-ID": "yesterday"})
+    assert_error(bad, 400, "Last-Event-ID")
 
 
 def test_stream_commits_what_it_wrote_before_the_client_left(hb, topic):

@@ -61,7 +61,10 @@ def secured(tmp_path_factory) -> Setup:
     tls = ["--tls-cert", str(pki / "server.pem"), "--tls-key", str(pki / "server.key"),
            "--tls-client-ca", str(pki / "ca.pem"),
            "--ssl-principal-mapping-rules", "RULE:^CN=([^,]+),.*$/$1/,DEFAULT"]
-    setup_args = ["--http", f"127.0.0.1:{http_port}", "--authorizer", "acl", "--super-users", "User:ANONYMOUS"]
+    # `--http-auth optional`: the explicit opt-out, without which the anonymous setup calls
+    # below would be refused although User:ANONYMOUS is a super user.
+    setup_args = ["--http", f"127.0.0.1:{http_port}", "--authorizer", "acl", "--super-users", "User:ANONYMOUS",
+                  "--http-auth", "optional"]
     broker = Broker(data_dir=base / "data", log_dir=base / "logs", extra_args=setup_args)
     broker.start()
     try:
@@ -174,6 +177,49 @@ def test_plain_http_is_refused_on_the_https_listener(secured):
     except Exception:  # noqa: BLE001 - the TLS listener closes a plaintext request
         return
     assert r.status != 200, r
+
+
+def test_a_describer_learns_a_topic_id_by_name_and_no_one_else_learns_it_exists(secured):
+    bob = secured.http(auth=("bob", "bob-pw"))
+    r = bob.get(f"/topics/{TOPIC}")
+    assert r.status == 200 and r.body["topic_id"] == secured.topic_id, r
+    assert r.body["topic_name"] == TOPIC and r.body["partitions"] == 2, r
+    # create_topic of the existing topic answers its id to him too, without CREATE.
+    r = bob.post("/create_topic", {"publisher_id": 1, "topic_name": TOPIC})
+    assert r.status == 200 and r.body["topic_id"] == secured.topic_id and r.body["created"] is False, r
+    # Not a topic he may not describe, existing or not; nor may he create one.
+    exists, missing = bob.get("/topics/payroll"), bob.get("/topics/no-such-topic")
+    assert exists.status == missing.status == 403, (exists, missing)
+    assert exists.body["error"].replace("payroll", "N") == missing.body["error"].replace("no-such-topic", "N")
+    r = bob.post("/create_topic", {"publisher_id": 1, "topic_name": "payroll"})
+    assert r.status == 403, r
+    assert secured.http().get(f"/topics/{TOPIC}").status == 401
+    admin = secured.http(auth=("admin", "admin-pw"))
+    assert admin.get("/topics/payroll").body["topic_id"] == secured.other_topic_id
+    assert admin.get("/topics/no-such-topic").status == 404
+    assert admin.get("/topics/__consumer_offsets").status == 404
+
+
+def test_with_an_authorizer_credentials_are_required_even_where_anonymous_is_a_super_user(secured):
+    """The secure default: `User:ANONYMOUS` a super user (for a loopback admin listener)
+    must not open the HTTP API; `--http-auth optional` is the explicit opt-out."""
+    broker = secured.broker
+    original = list(broker.extra_args)
+    try:
+        for http_auth, expected in (([], 401), (["--http-auth", "optional"], 200)):
+            broker.stop()
+            broker.extra_args = [("User:admin;User:ANONYMOUS" if a == "User:admin" else a) for a in original]
+            broker.extra_args += http_auth
+            broker.start()
+            admin = secured.http(auth=("admin", "admin-pw"))
+            wait_until(lambda: admin.get("/openapi.json").status == 200, timeout=20, what="the HTTPS API")
+            assert publish_status(secured.http(), secured.topic_id) == expected, http_auth
+    finally:
+        broker.stop()
+        broker.extra_args = original
+        broker.start()
+        wait_until(lambda: secured.http(auth=("admin", "admin-pw")).get("/openapi.json").status == 200,
+                   timeout=20, what="the HTTPS API")
 
 
 def test_http_auth_required_refuses_anonymous_callers_even_without_an_authorizer(secured):

@@ -47,27 +47,46 @@ pub async fn handle(
             .with_error_code(ResponseError::InvalidRequest.code());
     }
     // `transaction.version` 1: transactions as before KIP-890 part 2 (the epoch is
-    // bumped by InitProducerId and fencing, not per transaction). No `group.version`:
-    // clients use the classic group protocol.
+    // bumped by InitProducerId and fencing, not per transaction). `group.version` 1:
+    // KIP-848 consumer groups are served (ConsumerGroupHeartbeat).
     let response = ApiVersionsResponse::default().with_api_keys(api_keys(served));
     if ctx.api_version < 3 {
         return response.with_finalized_features_epoch(-1);
     }
-    let feature = StrBytes::from_static_str(TRANSACTION_VERSION_FEATURE);
+    let features = [
+        (TRANSACTION_VERSION_FEATURE, TRANSACTION_VERSION),
+        (GROUP_VERSION_FEATURE, GROUP_VERSION),
+    ];
     response
-        .with_supported_features(vec![SupportedFeatureKey::default()
-            .with_name(feature.clone())
-            .with_min_version(0)
-            .with_max_version(TRANSACTION_VERSION)])
+        .with_supported_features(
+            features
+                .iter()
+                .map(|&(name, level)| {
+                    SupportedFeatureKey::default()
+                        .with_name(StrBytes::from_static_str(name))
+                        .with_min_version(0)
+                        .with_max_version(level)
+                })
+                .collect(),
+        )
         .with_finalized_features_epoch(0)
-        .with_finalized_features(vec![FinalizedFeatureKey::default()
-            .with_name(feature)
-            .with_min_version_level(TRANSACTION_VERSION)
-            .with_max_version_level(TRANSACTION_VERSION)])
+        .with_finalized_features(
+            features
+                .iter()
+                .map(|&(name, level)| {
+                    FinalizedFeatureKey::default()
+                        .with_name(StrBytes::from_static_str(name))
+                        .with_min_version_level(level)
+                        .with_max_version_level(level)
+                })
+                .collect(),
+        )
 }
 
 const TRANSACTION_VERSION_FEATURE: &str = "transaction.version";
 const TRANSACTION_VERSION: i16 = 1;
+const GROUP_VERSION_FEATURE: &str = "group.version";
+const GROUP_VERSION: i16 = 1;
 
 /// Kafka's rule for client software names and versions:
 /// `[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?`.

@@ -89,12 +89,15 @@ pub fn commit_error(error: &CommitError) -> ResponseError {
 }
 
 /// OffsetCommit's view of [`commit_error`]: before v9 (KIP-848) a commit with a
-/// generation to a group that does not exist is ILLEGAL_GENERATION.
+/// generation to a group that does not exist, or with another epoch than a consumer
+/// group's member has, is ILLEGAL_GENERATION.
 pub fn offset_commit_error(error: &CommitError, api_version: i16) -> ResponseError {
     match error {
-        CommitError::Group(GroupError::GroupIdNotFound) if api_version < 9 => {
-            ResponseError::IllegalGeneration
-        }
+        CommitError::Group(
+            GroupError::GroupIdNotFound
+            | GroupError::StaleMemberEpoch
+            | GroupError::FencedMemberEpoch,
+        ) if api_version < 9 => ResponseError::IllegalGeneration,
         other => commit_error(other),
     }
 }
@@ -140,6 +143,11 @@ pub fn group_error(error: &GroupError) -> ResponseError {
         GroupError::GroupMaxSizeReached => ResponseError::GroupMaxSizeReached,
         GroupError::GroupSubscribedToTopic => ResponseError::GroupSubscribedToTopic,
         GroupError::InvalidGroupId => ResponseError::InvalidGroupId,
+        GroupError::FencedMemberEpoch => ResponseError::FencedMemberEpoch,
+        GroupError::StaleMemberEpoch => ResponseError::StaleMemberEpoch,
+        GroupError::UnreleasedInstanceId => ResponseError::UnreleasedInstanceId,
+        GroupError::UnsupportedAssignor => ResponseError::UnsupportedAssignor,
+        GroupError::InvalidRegularExpression => ResponseError::InvalidRegularExpression,
     }
 }
 

@@ -196,6 +196,8 @@ api_table! {
     ListGroups 0..=5, ListGroupsRequest => plain(group::list_groups::handle);
     DeleteGroups 0..=2, DeleteGroupsRequest => plain(group::delete_groups::handle);
     OffsetDelete 0..=0, OffsetDeleteRequest => plain(group::offset_delete::handle);
+    ConsumerGroupHeartbeat 0..=1, ConsumerGroupHeartbeatRequest => plain(group::consumer_group_heartbeat::handle);
+    ConsumerGroupDescribe 0..=1, ConsumerGroupDescribeRequest => plain(group::consumer_group_describe::handle);
     SaslHandshake 0..=1, SaslHandshakeRequest => closing(security::sasl_handshake::handle);
     SaslAuthenticate 0..=2, SaslAuthenticateRequest => closing(security::sasl_authenticate::handle);
     DescribeUserScramCredentials 0..=0, DescribeUserScramCredentialsRequest => plain(security::describe_user_scram_credentials::handle);

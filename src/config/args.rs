@@ -87,8 +87,8 @@ serve_args! {
     http_enable: bool = true, "TERN_HTTP_ENABLE";
     /// Serve the HTTP API over TLS (HTTPS) with --tls-cert and --tls-key; with --tls-client-ca a client certificate is asked for, and one presented must verify and names the caller [default: false]
     http_tls: bool = false, "TERN_HTTP_TLS";
-    /// HTTP API callers: optional (a call without credentials runs as User:ANONYMOUS) or required (every call needs HTTP Basic credentials or a client certificate, else 401) [default: optional]
-    http_auth: String = "optional".to_string(), "TERN_HTTP_AUTH";
+    /// HTTP API callers: required (every call needs HTTP Basic credentials or a client certificate, else 401) or optional (a call without credentials runs as User:ANONYMOUS) [default: required with --authorizer acl, else optional]
+    http_auth: String = String::new(), "TERN_HTTP_AUTH";
     /// Prometheus /metrics, /health and /ready listener; when not given and the default
     /// port is taken, an ephemeral port is used and logged [default: 127.0.0.1:9644]
     metrics: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 9644)), "TERN_METRICS";
@@ -164,6 +164,12 @@ serve_args! {
     group_max_session_timeout_ms: i32 = 1_800_000, "TERN_GROUP_MAX_SESSION_TIMEOUT_MS";
     /// Most members in one group (group.max.size) [default: 1000]
     group_max_size: usize = 1000, "TERN_GROUP_MAX_SIZE";
+    /// A KIP-848 consumer-group member that has not heartbeated for this long is removed, ms (group.consumer.session.timeout.ms) [default: 45000]
+    group_consumer_session_timeout_ms: i32 = 45_000, "TERN_GROUP_CONSUMER_SESSION_TIMEOUT_MS";
+    /// How often KIP-848 consumer-group members are told to heartbeat, ms (group.consumer.heartbeat.interval.ms) [default: 5000]
+    group_consumer_heartbeat_interval_ms: i32 = 5_000, "TERN_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS";
+    /// Most members in one KIP-848 consumer group (group.consumer.max.size) [default: 2147483647]
+    group_consumer_max_size: usize = i32::MAX as usize, "TERN_GROUP_CONSUMER_MAX_SIZE";
     /// Committed offsets of an empty group expire after this long (offsets.retention.minutes) [default: 10080]
     offsets_retention_minutes: i64 = 7 * 24 * 60, "TERN_OFFSETS_RETENTION_MINUTES";
     /// Partitions of the internal __consumer_offsets topic, fixed at its creation (offsets.topic.num.partitions) [default: 50]

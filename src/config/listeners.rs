@@ -259,10 +259,14 @@ pub(super) fn inter_broker_login(
     }))
 }
 
-/// `--http-tls` and `--http-auth` (`optional` | `required`).
+/// `--http-tls` and `--http-auth` (`optional` | `required`). Without `--http-auth`,
+/// credentials are required exactly when an authorizer is on: an anonymous caller would
+/// otherwise run as `User:ANONYMOUS`, and where that principal is a super user (a common
+/// way to keep a loopback admin listener open) the whole HTTP API would be open.
 pub(super) fn http_security(
     a: &ServeArgs,
     security: &SecurityConfig,
+    authorizer_on: bool,
 ) -> Result<HttpSecurity, ConfigError> {
     let tls = a.http_tls.unwrap_or_else(defaults::http_tls);
     if tls && security.tls.is_none() {
@@ -271,8 +275,9 @@ pub(super) fn http_security(
             reason: "--http-tls needs --tls-cert and --tls-key".into(),
         });
     }
-    let require_auth = match a.http_auth.as_deref().unwrap_or("optional").trim() {
-        "optional" | "" => false,
+    let require_auth = match a.http_auth.as_deref().unwrap_or("").trim() {
+        "" => authorizer_on,
+        "optional" => false,
         "required" => true,
         other => {
             return Err(ConfigError::Invalid {

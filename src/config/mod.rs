@@ -99,7 +99,8 @@ impl Config {
         let inter_broker = inter_broker_listener(a.inter_broker_listener.as_deref(), &listeners)?;
         let mut security = security_config(&a, &listeners)?;
         security.inter_broker_login = inter_broker_login(&a, inter_broker, &security)?;
-        let http_security = http_security(&a, &security)?;
+        let authorizer = authorizer_config(a.authorizer.as_deref(), a.super_users.as_deref())?;
+        let http_security = http_security(&a, &security, authorizer.enabled)?;
         let primary = listeners
             .iter()
             .find(|l| l.protocol == inter_broker)
@@ -267,7 +268,7 @@ impl Config {
                 .then(|| (a.http.unwrap_or_else(defaults::http), a.http.is_some())),
             http_security,
             operator_set: set_fields,
-            authorizer: authorizer_config(a.authorizer.as_deref(), a.super_users.as_deref())?,
+            authorizer,
             archive,
             txn: crate::txn::TxnConfig {
                 topic_partitions: positive(
@@ -317,6 +318,25 @@ impl Config {
                             .group_initial_rebalance_delay_ms
                             .unwrap_or_else(defaults::group_initial_rebalance_delay_ms),
                         max_size: a.group_max_size.unwrap_or_else(defaults::group_max_size),
+                    },
+                    consumer: crate::group::consumer::ConsumerGroupConfig {
+                        session_timeout_ms: positive(
+                            "group_consumer_session_timeout_ms",
+                            i64::from(
+                                a.group_consumer_session_timeout_ms
+                                    .unwrap_or_else(defaults::group_consumer_session_timeout_ms),
+                            ),
+                        )? as i32,
+                        heartbeat_interval_ms: positive(
+                            "group_consumer_heartbeat_interval_ms",
+                            i64::from(
+                                a.group_consumer_heartbeat_interval_ms
+                                    .unwrap_or_else(defaults::group_consumer_heartbeat_interval_ms),
+                            ),
+                        )? as i32,
+                        max_size: a
+                            .group_consumer_max_size
+                            .unwrap_or_else(defaults::group_consumer_max_size),
                     },
                     offsets_retention_ms: a
                         .offsets_retention_minutes

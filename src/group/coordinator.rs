@@ -17,6 +17,9 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
+use super::consumer::{
+    ConsumerGroup, ConsumerGroupConfig, Heartbeat, HeartbeatAnswer, TopicsImage,
+};
 use super::offsets::{self, Change, CommittedOffset, ReplayedState};
 use super::state::{
     Delivery, Group, GroupError, GroupLimits, GroupState, JoinRequest, JoinResult, Member, Reply,
@@ -33,6 +36,8 @@ use crate::limits::OFFSET_COMMIT_TIMEOUT;
 #[derive(Debug, Clone, Copy)]
 pub struct CoordinatorConfig {
     pub limits: GroupLimits,
+    /// KIP-848 consumer groups' settings.
+    pub consumer: ConsumerGroupConfig,
     /// Offsets of empty groups expire after this long (`offsets.retention.minutes`).
     pub offsets_retention_ms: i64,
 }
@@ -54,6 +59,19 @@ struct GroupEntry {
     /// Offsets committed in open transactions (TxnOffsetCommit), by producer id: they
     /// count once the transaction's COMMIT marker is written here.
     pending: BTreeMap<i64, BTreeMap<(String, i32), CommittedOffset>>,
+    /// Set when this is a KIP-848 consumer group (then `group` stays an empty classic
+    /// group): members heartbeat with ConsumerGroupHeartbeat instead of joining.
+    consumer: Option<ConsumerGroup>,
+}
+
+/// One group as ListGroups lists it.
+#[derive(Debug, Clone)]
+pub struct ListedGroup {
+    pub group_id: String,
+    pub protocol_type: String,
+    pub state: &'static str,
+    /// `classic` or `consumer` (ListGroups v5's group type).
+    pub kind: &'static str,
 }
 
 /// A group as DescribeGroups shows it.
@@ -245,6 +263,18 @@ impl GroupCoordinator {
             let entry = groups
                 .entry(group_id.to_string())
                 .or_insert_with(|| new_entry(Group::new(group_id, limits)));
+            // An empty consumer group becomes classic again; a live one is not joined
+            // (online migration is not served).
+            match &entry.consumer {
+                Some(consumer) if !consumer.is_empty() => {
+                    return JoinResult::error(
+                        GroupError::InconsistentGroupProtocol,
+                        &request.member_id,
+                    );
+                }
+                Some(_) => entry.consumer = None,
+                None => {}
+            }
             let (who, instance) = (request.member_id.clone(), request.group_instance_id.clone());
             let (reply, deliveries) = entry.group.join(request, monotonic_ms());
             tracing::debug!(
@@ -430,9 +460,7 @@ impl GroupCoordinator {
             let entry = groups
                 .get_mut(group_id)
                 .ok_or(GroupError::CoordinatorNotAvailable)?;
-            entry
-                .group
-                .validate_commit(member_id, instance_id, generation_id)?;
+            entry.validate_commit(member_id, instance_id, generation_id)?;
             offset_changes(group_id, &commits, now)
         };
         self.write_then_apply(group_id, &changes).await?;
@@ -461,9 +489,7 @@ impl GroupCoordinator {
                 .entry(group_id.to_string())
                 .or_insert_with(|| new_entry(Group::new(group_id, limits)));
             if !member_id.is_empty() || generation_id >= 0 {
-                entry
-                    .group
-                    .validate_commit(member_id, instance_id, generation_id)?;
+                entry.validate_commit(member_id, instance_id, generation_id)?;
             }
             offset_changes(group_id, &commits, now)
         };
@@ -611,7 +637,8 @@ impl GroupCoordinator {
 
     pub fn describe(&self, group_id: &str) -> Option<GroupDescription> {
         let groups = self.groups.lock();
-        let entry = groups.get(group_id)?;
+        // DescribeGroups describes classic groups only (Kafka: "not a classic group").
+        let entry = groups.get(group_id).filter(|e| e.consumer.is_none())?;
         Some(GroupDescription {
             state: entry.group.state(),
             protocol_type: entry.group.protocol_type().unwrap_or_default().to_string(),
@@ -620,22 +647,99 @@ impl GroupCoordinator {
         })
     }
 
-    /// `(group id, protocol type, state)` of every live group.
-    pub fn list(&self) -> Vec<(String, String, GroupState)> {
+    /// Every live group, classic or consumer.
+    pub fn list(&self) -> Vec<ListedGroup> {
         let groups = self.groups.lock();
         let mut out: Vec<_> = groups
             .iter()
             .filter(|(_, e)| e.group.state() != GroupState::Dead)
-            .map(|(id, e)| {
-                (
-                    id.clone(),
-                    e.group.protocol_type().unwrap_or_default().to_string(),
-                    e.group.state(),
-                )
+            .map(|(id, e)| match &e.consumer {
+                Some(consumer) => ListedGroup {
+                    group_id: id.clone(),
+                    protocol_type: "consumer".to_string(),
+                    state: consumer.state().name(),
+                    kind: "consumer",
+                },
+                None => ListedGroup {
+                    group_id: id.clone(),
+                    protocol_type: e.group.protocol_type().unwrap_or_default().to_string(),
+                    state: e.group.state().name(),
+                    kind: "classic",
+                },
             })
             .collect();
-        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
         out
+    }
+
+    /// ConsumerGroupHeartbeat: `topics` is what the members may subscribe to now.
+    /// A group is created by a join (epoch 0). An empty classic group with the same id
+    /// (committed offsets only) becomes a consumer group, keeping its offsets; a live
+    /// classic group is not taken over (GROUP_ID_NOT_FOUND, as Kafka answers without
+    /// online migration).
+    pub fn consumer_heartbeat(
+        &self,
+        group_id: &str,
+        request: Heartbeat,
+        topics: &TopicsImage,
+    ) -> Result<HeartbeatAnswer, GroupError> {
+        self.check_coordinator(group_id)?;
+        let joining = request.member_epoch == super::consumer::JOIN_EPOCH;
+        let mut groups = self.groups.lock();
+        let limits = self.config.limits;
+        if !groups.contains_key(group_id) {
+            if !joining {
+                return Err(GroupError::UnknownMemberId);
+            }
+            groups.insert(
+                group_id.to_string(),
+                new_entry(Group::new(group_id, limits)),
+            );
+        }
+        let entry = groups
+            .get_mut(group_id)
+            .ok_or(GroupError::CoordinatorNotAvailable)?;
+        if entry.consumer.is_none() {
+            if !entry.group.is_empty() {
+                return Err(GroupError::GroupIdNotFound);
+            }
+            if !joining {
+                return Err(GroupError::UnknownMemberId);
+            }
+            entry.consumer = Some(ConsumerGroup::new(self.config.consumer));
+        }
+        let consumer = entry
+            .consumer
+            .as_mut()
+            .ok_or(GroupError::CoordinatorNotAvailable)?;
+        let epoch = consumer.group_epoch();
+        let answer = consumer.heartbeat(request, topics, monotonic_ms());
+        if consumer.group_epoch() != epoch {
+            metrics::counter!(crate::metrics::GROUP_REBALANCES_TOTAL, "group" => group_id.to_string())
+                .increment(1);
+        }
+        entry.note_emptiness();
+        answer
+    }
+
+    /// A consumer group's state, for ConsumerGroupDescribe (`None`: no such consumer group).
+    pub fn describe_consumer(&self, group_id: &str) -> Option<ConsumerGroup> {
+        self.groups.lock().get(group_id)?.consumer.clone()
+    }
+
+    /// OffsetFetch v9+ naming a member of a consumer group: it must hold that epoch
+    /// (classic groups do not check).
+    pub fn validate_offset_fetch(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        member_epoch: i32,
+    ) -> Result<(), GroupError> {
+        let groups = self.groups.lock();
+        match groups.get(group_id).and_then(|e| e.consumer.as_ref()) {
+            Some(consumer) => consumer.validate_fetch(member_id, member_epoch),
+            None => Ok(()),
+        }
     }
 
     /// Members and committed offsets of every group, for lag metrics.
@@ -645,7 +749,10 @@ impl GroupCoordinator {
             .iter()
             .map(|(id, e)| GroupLag {
                 group: id.clone(),
-                members: e.group.members().count(),
+                members: match &e.consumer {
+                    Some(consumer) => consumer.members().count(),
+                    None => e.group.members().count(),
+                },
                 committed: e
                     .offsets
                     .iter()
@@ -666,7 +773,7 @@ impl GroupCoordinator {
             if entry.group.state() == GroupState::Dead {
                 return Err(GroupError::GroupIdNotFound.into());
             }
-            if !entry.group.is_empty() {
+            if !entry.is_empty() {
                 return Err(GroupError::NonEmptyGroup.into());
             }
             vec![Change::Group {
@@ -696,12 +803,18 @@ impl GroupCoordinator {
             if !entry.group.is_empty() && entry.group.protocol_type() != Some("consumer") {
                 return Err(GroupError::NonEmptyGroup.into());
             }
-            let subscribed: Vec<String> = entry
-                .group
-                .member_metadata()
-                .iter()
-                .flat_map(|m| offsets::subscribed_topics(m))
-                .collect();
+            let subscribed: Vec<String> = match &entry.consumer {
+                Some(consumer) => consumer
+                    .subscribed_topic_names()
+                    .map(str::to_string)
+                    .collect(),
+                None => entry
+                    .group
+                    .member_metadata()
+                    .iter()
+                    .flat_map(|m| offsets::subscribed_topics(m))
+                    .collect(),
+            };
             let mut changes = Vec::new();
             let mut results = Vec::new();
             for (topic, partition) in partitions {
@@ -734,6 +847,11 @@ impl GroupCoordinator {
         {
             let mut groups = self.groups.lock();
             for (group_id, entry) in groups.iter_mut() {
+                if let Some(consumer) = entry.consumer.as_mut() {
+                    for member in consumer.expire(now) {
+                        tracing::info!(group = %group_id, %member, "consumer group member removed: session or revocation timed out");
+                    }
+                }
                 let deliveries = entry.group.tick(now);
                 deliver(entry, deliveries);
                 entry.note_emptiness();
@@ -802,12 +920,33 @@ fn new_entry(group: Group) -> GroupEntry {
         persisted: None,
         empty_since_ms: None,
         pending: BTreeMap::new(),
+        consumer: None,
     }
 }
 
 impl GroupEntry {
+    fn is_empty(&self) -> bool {
+        self.group.is_empty() && self.consumer.as_ref().is_none_or(ConsumerGroup::is_empty)
+    }
+
+    /// Validates a commit by `member_id` with `generation` (a member epoch for a
+    /// consumer group) against whichever kind of group this is.
+    fn validate_commit(
+        &self,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+    ) -> Result<(), GroupError> {
+        match &self.consumer {
+            Some(consumer) => consumer.validate_commit(member_id, generation),
+            None => self
+                .group
+                .validate_commit(member_id, instance_id, generation),
+        }
+    }
+
     fn note_emptiness(&mut self) {
-        if self.group.is_empty() {
+        if self.is_empty() {
             self.empty_since_ms.get_or_insert_with(now_ms);
         } else {
             self.empty_since_ms = None;
@@ -952,6 +1091,11 @@ mod tests {
                 min_session_timeout_ms: 1000,
                 max_session_timeout_ms: 60_000,
                 initial_rebalance_delay_ms: 0,
+                max_size: 100,
+            },
+            consumer: ConsumerGroupConfig {
+                session_timeout_ms: 10_000,
+                heartbeat_interval_ms: 500,
                 max_size: 100,
             },
             offsets_retention_ms: 7 * 24 * 3600 * 1000,

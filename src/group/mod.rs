@@ -1,6 +1,8 @@
-//! Consumer groups: membership (`state`), committed offsets (`offsets`) and the
-//! coordinator that drives them (`coordinator`).
+//! Consumer groups: classic membership (`state`), KIP-848 consumer groups
+//! (`consumer`), committed offsets (`offsets`) and the coordinator that drives them
+//! (`coordinator`).
 
+pub mod consumer;
 pub mod coordinator;
 pub mod offsets;
 pub mod state;

@@ -2,7 +2,7 @@
 //! not speak Kafka, served by the broker itself on the same logs and consumer groups as
 //! the Kafka protocol (no Kafka client looping back).
 //!
-//! - `publish.rs`: `create_topic`, `publish_message`, `message_status`.
+//! - `publish.rs`: `create_topic`, `topics/{name}`, `publish_message`, `message_status`.
 //! - `subscribe.rs`: `subscribe`, `unsubscribe`, `message` (long poll), `ack`, `stream`
 //!   (Server-Sent Events).
 //! - `place/`: where a partition (`partitions.rs`) or a subscription's group
@@ -59,6 +59,7 @@ const OPENAPI: &str = include_str!("openapi.json");
 pub fn router(api: Arc<HttpApi>) -> Router {
     Router::new()
         .route("/create_topic", post(publish::create_topic))
+        .route("/topics/{name}", get(publish::topic_by_name))
         .route("/publish_message", post(publish::publish_message))
         .route("/message_status", get(publish::message_status))
         .route("/subscribe", post(subscribe::subscribe))
@@ -103,6 +104,7 @@ async fn record_metrics(request: axum::extract::Request, next: axum::middleware:
     let route = match request.uri().path() {
         p @ ("/create_topic" | "/publish_message" | "/message_status" | "/subscribe"
         | "/unsubscribe" | "/message" | "/ack" | "/stream" | "/openapi.json") => p.to_string(),
+        p if p.starts_with("/topics/") => "/topics/{name}".to_string(),
         _ => "other".to_string(),
     };
     let started = Instant::now();

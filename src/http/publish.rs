@@ -1,10 +1,11 @@
-//! `POST /create_topic`, `POST /publish_message`, `GET /message_status`.
+//! `POST /create_topic`, `GET /topics/{name}`, `POST /publish_message`,
+//! `GET /message_status`.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use serde_json::json;
@@ -14,6 +15,7 @@ use super::bodies::{json_body, MessageId};
 use super::bodies::{status_query, CreateTopicBody, PublishBody};
 use super::error::{params, ApiError, ApiResult, Params};
 use super::state::{ApiState, HttpApi};
+use crate::cluster::TopicSpec;
 use crate::log::records::BatchBuilder;
 use crate::model::now_ms;
 use crate::security::acl::{AclOperation, ResourceType};
@@ -26,17 +28,21 @@ pub async fn create_topic(
 ) -> ApiResult {
     let body = CreateTopicBody::parse(&json_body(body).await?)?;
     let name = body.name;
-    // CreateTopics' rule: CREATE on the cluster, or on the topic.
+    // CreateTopics' rule: CREATE on the cluster, or on the topic. A caller without it
+    // who may DESCRIBE an existing topic is told its id, as `GET /topics/{name}` would.
     let access = &api.services.access;
-    if !caller.may_on_cluster(access, AclOperation::Create) {
-        let what = format!("topic '{name}'");
-        caller.require(
-            access,
-            AclOperation::Create,
-            ResourceType::Topic,
-            &name,
-            &what,
-        )?;
+    let may_create = caller.may_on_cluster(access, AclOperation::Create)
+        || caller.may(access, AclOperation::Create, ResourceType::Topic, &name);
+    if !may_create {
+        let existing = match caller.may(access, AclOperation::Describe, ResourceType::Topic, &name)
+        {
+            true => api.services.store.topic(&name).await,
+            false => None,
+        };
+        return match existing {
+            Some(spec) => Ok(topic_json(&spec, false)),
+            None => Err(caller.refusal(&format!("topic '{name}'"))),
+        };
     }
     let request = CreateTopic {
         name: name.clone(),
@@ -62,13 +68,34 @@ pub async fn create_topic(
         }
         Err(other) => return Err(ApiError::unavailable(other.to_string())),
     };
-    Ok(Json(json!({
+    Ok(topic_json(&spec, created))
+}
+
+/// `GET /topics/{name}`: a topic's id by its name, for a caller that may DESCRIBE it.
+/// Who may not gets the same refusal whether the topic exists or not (Kafka's rule).
+pub async fn topic_by_name(
+    State(api): ApiState,
+    Extension(caller): Extension<Caller>,
+    Path(name): Path<String>,
+) -> ApiResult {
+    let access = &api.services.access;
+    if !caller.may(access, AclOperation::Describe, ResourceType::Topic, &name) {
+        return Err(caller.refusal(&format!("topic '{name}'")));
+    }
+    match api.services.store.topic(&name).await {
+        Some(spec) if !crate::topics::is_internal(&spec.name) => Ok(topic_json(&spec, false)),
+        _ => Err(ApiError::not_found(format!("no topic named '{name}'"))),
+    }
+}
+
+fn topic_json(spec: &TopicSpec, created: bool) -> Json<serde_json::Value> {
+    Json(json!({
         "status": "ok",
         "topic_id": spec.numeric_id,
         "topic_name": spec.name,
         "partitions": spec.partitions,
         "created": created,
-    })))
+    }))
 }
 
 pub async fn publish_message(

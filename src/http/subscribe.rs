@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::{Extension, Json};
 use futures::Stream;
@@ -186,9 +187,11 @@ impl HttpApi {
         groups
             .list()
             .into_iter()
-            .filter(|(id, _, _)| id.starts_with("http-"))
-            .filter_map(|(group, _, _)| {
-                let (_, _, offset) = groups.fetch_offsets(&group, Some(&wanted)).pop()?;
+            .filter(|listed| listed.group_id.starts_with("http-"))
+            .filter_map(|listed| {
+                let (_, _, offset) = groups
+                    .fetch_offsets(&listed.group_id, Some(&wanted))
+                    .pop()?;
                 Some(Subscription::of(&offset?))
             })
             .collect()
@@ -534,18 +537,28 @@ impl Drop for StreamState {
     }
 }
 
+/// `GET /stream`: every message event carries its message id as the event's `id:`, so
+/// a client that reconnects with `Last-Event-ID` (as EventSource does by itself) resumes
+/// after the last message it received, even when the commit the old stream made on
+/// close has not landed yet, or never did (its broker died).
 pub async fn stream(
     State(api): ApiState,
     Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
     query: Params,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let ConsumerTopic {
         consumer_id,
         topic_id,
     } = ConsumerTopic::parse(&Fields::Query(&params(query)?))?;
+    let last_received = last_event_id(&headers)?;
     let (spec, _) = api.topic_for(&caller, topic_id, AclOperation::Read).await?;
     api.group_for(&caller, consumer_id)?;
     api.subscribed(consumer_id, &spec).await?;
+    if let Some(id) = last_received.filter(|id| id.topic_id == topic_id) {
+        api.advance(consumer_id, &spec, &[(id.partition, id.offset + 1)])
+            .await?;
+    }
     let state = StreamState {
         api,
         caller,
@@ -557,6 +570,20 @@ pub async fn stream(
     };
     let events = futures::stream::unfold(state, next_event);
     Ok(Sse::new(events).keep_alive(KeepAlive::default()))
+}
+
+/// The message a reconnecting client names in `Last-Event-ID`; `None` without one.
+fn last_event_id(headers: &HeaderMap) -> Result<Option<MessageId>, ApiError> {
+    let Some(value) = headers.get("last-event-id") else {
+        return Ok(None);
+    };
+    let bad = || ApiError::bad("Last-Event-ID", "Last-Event-ID is not a message id");
+    let text = value.to_str().map_err(|_| bad())?.trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let id = text.parse::<i64>().map_err(|_| bad())?;
+    MessageId::decode(id).map(Some).ok_or_else(bad)
 }
 
 /// The stream's next event; `None` ends it (unsubscribed, broker stopping, or right
@@ -622,8 +649,13 @@ async fn step(st: &mut StreamState) -> Result<Option<Event>, ApiError> {
         }
         if let Some((partition, message)) = st.buffer.pop_front() {
             st.sent = Some((partition, message.offset + 1));
-            let data = message_json(st.topic_id, partition, &message).to_string();
-            return Ok(Some(Event::default().event("message").data(data)));
+            let json = message_json(st.topic_id, partition, &message);
+            let event = Event::default().event("message");
+            let event = match json["message_id"].as_i64() {
+                Some(id) => event.id(id.to_string()),
+                None => event,
+            };
+            return Ok(Some(event.data(json.to_string())));
         }
         let Some(positions) = st.api.positions(st.consumer_id, &spec).await? else {
             return Ok(None);

@@ -1,5 +1,5 @@
-//! ListGroups (key 16, v0–5): every group, filtered by state (v4+) and type (v5+; all
-//! of tern's groups are "classic"). With an authorizer, as Kafka's
+//! ListGroups (key 16, v0–5): every group, filtered by state (v4+) and type (v5+:
+//! "classic" or "consumer", KIP-848). With an authorizer, as Kafka's
 //! `handleListGroupsRequest`: DESCRIBE on the cluster lists every group, otherwise only
 //! the groups the principal may DESCRIBE are listed (no error either way).
 
@@ -27,22 +27,20 @@ pub async fn handle(ctx: &RequestContext, request: ListGroupsRequest) -> ListGro
         .groups
         .list()
         .into_iter()
-        .filter(|(group_id, _, _)| {
-            sees_all || ctx.authorize_group(AclOperation::Describe, group_id)
-        })
-        .filter(|(_, _, state)| states.is_empty() || states.contains(&state.name().to_lowercase()))
-        .filter(|_| types.is_empty() || types.iter().any(|t| t == "classic"))
-        .map(|(group_id, protocol_type, state)| {
+        .filter(|g| sees_all || ctx.authorize_group(AclOperation::Describe, &g.group_id))
+        .filter(|g| states.is_empty() || states.contains(&g.state.to_lowercase()))
+        .filter(|g| types.is_empty() || types.iter().any(|t| t == g.kind))
+        .map(|g| {
             let listed = ListedGroup::default()
-                .with_group_id(GroupId(str_bytes(group_id)))
-                .with_protocol_type(str_bytes(protocol_type));
+                .with_group_id(GroupId(str_bytes(g.group_id)))
+                .with_protocol_type(str_bytes(g.protocol_type));
             let listed = if ctx.api_version >= 4 {
-                listed.with_group_state(str_bytes(state.name()))
+                listed.with_group_state(str_bytes(g.state))
             } else {
                 listed
             };
             if ctx.api_version >= 5 {
-                listed.with_group_type(str_bytes("classic"))
+                listed.with_group_type(str_bytes(g.kind))
             } else {
                 listed
             }

@@ -1,5 +1,7 @@
-//! Consumer-group APIs (classic protocol): thin handlers over `group::GroupCoordinator`.
+//! Consumer-group APIs (classic and KIP-848): thin handlers over `group::GroupCoordinator`.
 
+pub mod consumer_group_describe;
+pub mod consumer_group_heartbeat;
 pub mod delete_groups;
 pub mod describe_groups;
 pub mod find_coordinator;

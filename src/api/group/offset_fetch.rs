@@ -123,6 +123,19 @@ pub async fn handle(ctx: &RequestContext, request: OffsetFetchRequest) -> Offset
                     (t.name.to_string(), t.partition_indexes.clone())
                 });
                 let answer = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
+                // v9 (KIP-848): a member names itself and its epoch, which must be current.
+                let member = g.member_id.as_deref().unwrap_or_default();
+                if ctx.api_version >= 9 && (!member.is_empty() || g.member_epoch >= 0) {
+                    let checked = ctx.services.groups.validate_offset_fetch(
+                        &g.group_id,
+                        member,
+                        g.member_epoch,
+                    );
+                    if let Err(error) = checked {
+                        return answer
+                            .with_error_code(crate::api::errors::group_error(&error).code());
+                    }
+                }
                 match group_offsets(ctx, &g.group_id, wanted, request.require_stable) {
                     Err(error) => answer.with_error_code(error.code()),
                     Ok(topics) => {

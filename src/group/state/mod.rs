@@ -81,6 +81,16 @@ pub enum GroupError {
     GroupSubscribedToTopic,
     #[error("invalid group id")]
     InvalidGroupId,
+    #[error("the member epoch is fenced; the member must rejoin")]
+    FencedMemberEpoch,
+    #[error("the member epoch is stale")]
+    StaleMemberEpoch,
+    #[error("the instance id is still used by another member")]
+    UnreleasedInstanceId,
+    #[error("unsupported server assignor")]
+    UnsupportedAssignor,
+    #[error("the subscribed topic regex is not a valid regular expression")]
+    InvalidRegularExpression,
 }
 
 /// Limits that apply to every group (from the broker config).

@@ -1,0 +1,183 @@
+"""KIP-848 consumer groups (`group.protocol=consumer`) with confluent-kafka (librdkafka).
+
+The broker assigns (ConsumerGroupHeartbeat); members reconcile incrementally: a partition
+moves only after its old owner reports it released. Each member is compat/group_worker.py
+in its own process, printing its assignment changes and records as JSON lines.
+
+- members join and leave while consuming: one member keeps fetching while another joins,
+  every record is consumed, no partition is ever held by two members at once (the shares
+  seen at any moment are disjoint), and the group ends balanced;
+- a regex subscription (`^prefix.*`, resolved by the broker) picks up a topic created later;
+- commits with member epochs (OffsetCommit v9) resume in the next member;
+- the admin view: ListGroups v5 type "consumer", ConsumerGroupDescribe with epochs and
+  assignments; DescribeGroups does not describe a consumer group as classic;
+- a classic member cannot join a live consumer group (INCONSISTENT_GROUP_PROTOCOL), and an
+  empty classic group (offsets only) becomes a consumer group with its offsets.
+
+The broker heartbeats members every 300 ms (`--group-consumer-heartbeat-interval-ms`) and
+drops a silent one after 6 s.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, ConsumerGroupType, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from test_groups import consumed, current_assignment, describe, produce_to_partitions, run_session, spawn
+from tern_harness import GROUP_ARGS, wait_until
+
+CONSUMER_ARGS = ("--group-consumer-heartbeat-interval-ms", "300",
+                 "--group-consumer-session-timeout-ms", "6000")
+pytestmark = pytest.mark.broker_args(*GROUP_ARGS, *CONSUMER_ARGS)
+
+
+def create_topic(addr: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": addr})
+    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)],
+                        operation_timeout=10)[topic].result(timeout=15)
+
+
+def member_args(broker, topic: str, group: str, **extra) -> dict:
+    return {"broker": broker.address, "topic": topic, "group": group, "group_protocol": "consumer",
+            "deadline_s": 120, **extra}
+
+
+def shares(members) -> list[set[int]]:
+    return [current_assignment(m)[0] for m in members]
+
+
+@pytest.mark.timeout(180)
+def test_members_join_and_leave_while_consuming(broker, topic, tmp_path):
+    n = 6
+    create_topic(broker.address, topic, n)
+    first = {p: [f"a-p{p}-{i}" for i in range(20)] for p in range(n)}
+    produce_to_partitions(broker.address, topic, first)
+    group = f"kip848-{uuid.uuid4().hex[:8]}"
+    logs = tmp_path / "members"
+    a = spawn("confluent-kafka", "member", member_args(broker, topic, group), logs, "a")
+    members = [a]
+    try:
+        wait_until(lambda: current_assignment(a)[0] == set(range(n)), timeout=30,
+                   what="the first member to be assigned all 6 partitions")
+        # While a fetches, b joins; a gives up half, one partition at a time.
+        b = spawn("confluent-kafka", "member", member_args(broker, topic, group), logs, "b")
+        members.append(b)
+        overlaps = []
+
+        def balanced():
+            sa, sb = shares([a, b])
+            if sa & sb:
+                overlaps.append((sorted(sa), sorted(sb)))
+            return len(sa) == len(sb) == 3 and sa | sb == set(range(n))
+
+        t_join = time.monotonic()
+        try:
+            wait_until(balanced, timeout=30, interval=0.05, what="a and b to hold 3 partitions each")
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{describe(members)}") from None
+        print(f"\nKIP-848 join: balanced {time.monotonic() - t_join:.2f} s after the second member started")
+        assert not overlaps, f"a partition was held by two members at once: {overlaps[:3]}"
+        second = {p: [f"b-p{p}-{i}" for i in range(20)] for p in range(n)}
+        produce_to_partitions(broker.address, topic, second)
+        want = {(p, v) for rnd in (first, second) for p, vs in rnd.items() for v in vs}
+        wait_until(lambda: want <= set(consumed(members)), timeout=30, what="every record consumed")
+        # Both consumed during the second round: the partitions were really shared.
+        got_b = {name for (p, v), names in consumed(members).items() if v.startswith("b-") for name in names}
+        assert got_b == {"a", "b"}, got_b
+
+        # The admin view of a live consumer group.
+        admin = AdminClient({"bootstrap.servers": broker.address})
+        listed = admin.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(timeout=15)
+        assert group in {g.group_id for g in listed.valid}, listed.valid
+        classic = admin.list_consumer_groups(types={ConsumerGroupType.CLASSIC}).result(timeout=15)
+        assert group not in {g.group_id for g in classic.valid}
+        desc = admin.describe_consumer_groups([group])[group].result(timeout=15)
+        assert desc.type == ConsumerGroupType.CONSUMER, desc
+        assert len(desc.members) == 2
+        assigned = sorted(tp.partition for m in desc.members for tp in m.assignment.topic_partitions)
+        assert assigned == list(range(n)), desc
+
+        # b leaves (close: a heartbeat with epoch -1); a takes everything back.
+        b.finish()
+        wait_until(lambda: current_assignment(a)[0] == set(range(n)), timeout=20,
+                   what="a to hold all 6 again after b left")
+    finally:
+        for m in members:
+            m.finish()
+
+
+@pytest.mark.timeout(120)
+def test_a_regex_subscription_picks_up_a_topic_created_later(broker, tmp_path):
+    prefix = f"rx{uuid.uuid4().hex[:6]}"
+    create_topic(broker.address, f"{prefix}-one", 2)
+    produce_to_partitions(broker.address, f"{prefix}-one", {0: ["one-0"], 1: ["one-1"]})
+    group = f"kip848-rx-{prefix}"
+    m = spawn("confluent-kafka", "member", member_args(broker, f"^{prefix}-.*", group), tmp_path, "rx")
+    try:
+        wait_until(lambda: {e["v"] for e in m.snapshot("msg")} >= {"one-0", "one-1"}, timeout=30,
+                   what="the records of the topic that existed")
+        create_topic(broker.address, f"{prefix}-two", 1)
+        produce_to_partitions(broker.address, f"{prefix}-two", {0: ["two-0"]})
+        try:
+            wait_until(lambda: "two-0" in {e["v"] for e in m.snapshot("msg")}, timeout=40,
+                       what="the record of the topic created after the member subscribed")
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{describe([m])}") from None
+        topics = {e["t"] for e in m.snapshot("msg")}
+        assert topics == {f"{prefix}-one", f"{prefix}-two"}, topics
+    finally:
+        m.finish()
+
+
+@pytest.mark.timeout(120)
+def test_commits_carry_member_epochs_and_the_next_member_resumes(broker, topic, tmp_path):
+    create_topic(broker.address, topic, 2)
+    produce_to_partitions(broker.address, topic, {p: [f"p{p}-{i}" for i in range(10)] for p in range(2)})
+    group = f"kip848-commit-{uuid.uuid4().hex[:6]}"
+    first = run_session("confluent-kafka", member_args(broker, topic, group, commit="sync", stop_after=8),
+                        tmp_path, "first")
+    commits = [e for e in first if e["ev"] == "commit"]
+    assert commits and commits[0]["error"] is None, first
+    seen = {(e["p"], e["o"]) for e in first if e["ev"] == "msg"}
+    assert len(seen) == 8
+    second = run_session("confluent-kafka", member_args(broker, topic, group, commit="sync", stop_after=12),
+                         tmp_path, "second")
+    again = {(e["p"], e["o"]) for e in second if e["ev"] == "msg"}
+    assert not (seen & again), f"records consumed twice across a commit: {sorted(seen & again)}"
+    assert len(seen | again) == 20
+
+
+@pytest.mark.timeout(90)
+def test_classic_and_consumer_members_do_not_mix_and_empty_groups_convert(broker, topic, tmp_path):
+    create_topic(broker.address, topic, 1)
+    produce_to_partitions(broker.address, topic, {0: [f"v{i}" for i in range(5)]})
+    group = f"kip848-mix-{uuid.uuid4().hex[:6]}"
+    # An empty classic group: committed offsets only.
+    admin_consumer = Consumer({"bootstrap.servers": broker.address, "group.id": group})
+    admin_consumer.commit(offsets=[TopicPartition(topic, 0, 3)], asynchronous=False)
+    admin_consumer.close()
+    m = spawn("confluent-kafka", "member", member_args(broker, topic, group), tmp_path, "modern")
+    try:
+        wait_until(lambda: len(m.snapshot("msg")) >= 2, timeout=30, what="the consumer member's records")
+        assert [e["o"] for e in m.snapshot("msg")][:2] == [3, 4], "the classic group's offsets were kept"
+        classic = Consumer({"bootstrap.servers": broker.address, "group.id": group,
+                            "session.timeout.ms": 6000, "auto.offset.reset": "earliest"})
+        errors = []
+        classic.subscribe([topic], on_assign=lambda *_: errors.append("assigned"))
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and not errors:
+            try:
+                msg = classic.poll(0.5)
+                if msg is not None and msg.error():
+                    errors.append(msg.error().str())
+            except KafkaException as e:
+                errors.append(str(e))
+        classic.close()
+        assert errors and "assigned" not in errors, errors
+        assert any("INCONSISTENT_GROUP_PROTOCOL" in e.upper() or "inconsistent" in e.lower() for e in errors), errors
+    finally:
+        m.finish()

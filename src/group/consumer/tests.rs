@@ -1,0 +1,549 @@
+//! The consumer-group state machine under randomized schedules, driven by simulated
+//! clients that behave as KIP-848 clients do (report what they own, drop what they are
+//! told to, rejoin with epoch 0 when fenced), with lost answers, members joining,
+//! leaving, timing out and changing subscriptions; and the assignors' properties.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use uuid::Uuid;
+
+use super::assignor::{self, AssignMember, Assignment};
+use super::*;
+use crate::replication::sim::Rng;
+
+const SESSION_MS: u64 = 1_000;
+
+fn config() -> ConsumerGroupConfig {
+    ConsumerGroupConfig {
+        session_timeout_ms: SESSION_MS as i32,
+        heartbeat_interval_ms: 100,
+        max_size: 1_000,
+    }
+}
+
+fn image(topics: &[(&str, i32)]) -> TopicsImage {
+    topics
+        .iter()
+        .map(|(name, n)| {
+            let id = Uuid::from_u128(name.bytes().fold(7u128, |h, b| h * 31 + u128::from(b)));
+            (name.to_string(), (id, *n))
+        })
+        .collect()
+}
+
+/// A simulated client.
+#[derive(Debug, Clone)]
+struct Client {
+    id: String,
+    epoch: i32,
+    owned: Assignment,
+    topics: Vec<String>,
+    regex: Option<String>,
+    static_id: Option<String>,
+    active: bool,
+    /// An answer was lost (the client saw a timeout): the next heartbeat is a full one,
+    /// as Kafka's clients send after an error.
+    resend_full: bool,
+}
+
+impl Client {
+    fn new(id: String, topics: Vec<String>) -> Self {
+        Self {
+            id,
+            epoch: JOIN_EPOCH,
+            owned: Assignment::new(),
+            topics,
+            regex: None,
+            static_id: None,
+            active: true,
+            resend_full: false,
+        }
+    }
+
+    fn request(&self, full: bool) -> Heartbeat {
+        Heartbeat {
+            member_id: self.id.clone(),
+            member_epoch: self.epoch,
+            instance_id: self.static_id.clone(),
+            rebalance_timeout_ms: if full { 5_000 } else { -1 },
+            subscribed_topic_names: full.then(|| self.topics.clone()),
+            subscribed_topic_regex: if full { self.regex.clone() } else { None },
+            owned: Some(self.owned.clone()),
+            ..Heartbeat::default()
+        }
+    }
+
+    /// One heartbeat; `lost`: the answer never arrives.
+    fn heartbeat(&mut self, group: &mut ConsumerGroup, topics: &TopicsImage, now: u64, lost: bool) {
+        let full = self.epoch == JOIN_EPOCH || self.resend_full;
+        self.resend_full = lost;
+        match group.heartbeat(self.request(full), topics, now) {
+            Ok(answer) if !lost => {
+                self.epoch = answer.member_epoch;
+                if let Some(assignment) = answer.assignment {
+                    self.owned = assignment;
+                }
+            }
+            Ok(_) => {}
+            Err(GroupError::FencedMemberEpoch | GroupError::UnknownMemberId) => {
+                self.owned.clear();
+                self.epoch = JOIN_EPOCH;
+            }
+            Err(other) => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+fn check_disjoint(clients: &[Client], group: &ConsumerGroup) {
+    let mut seen: BTreeMap<(Uuid, i32), &str> = BTreeMap::new();
+    for client in clients.iter().filter(|c| c.active) {
+        for (topic, partitions) in &client.owned {
+            for &p in partitions {
+                if let Some(other) = seen.insert((*topic, p), &client.id) {
+                    panic!(
+                        "partition {topic}-{p} owned by {other} and {} at once; group {group:#?}",
+                        client.id
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn settle(clients: &mut [Client], group: &mut ConsumerGroup, topics: &TopicsImage, now: &mut u64) {
+    for _ in 0..60 {
+        for client in clients.iter_mut().filter(|c| c.active) {
+            client.heartbeat(group, topics, *now, false);
+        }
+        check_disjoint(clients, group);
+        // Static members that left hold their partitions until their session ends.
+        *now += 50;
+        group.expire(*now);
+        let idle = group.state() == ConsumerGroupState::Empty && clients.iter().all(|c| !c.active);
+        if idle {
+            return;
+        }
+        if group.state() == ConsumerGroupState::Stable
+            && clients
+                .iter()
+                .filter(|c| c.active)
+                .all(|c| c.epoch == group.group_epoch())
+        {
+            return;
+        }
+    }
+    let views: Vec<(&str, i32, bool)> = clients
+        .iter()
+        .map(|c| (c.id.as_str(), c.epoch, c.active))
+        .collect();
+    let members: Vec<(&str, i32, MemberState)> = group
+        .members()
+        .map(|m| (m.member_id.as_str(), m.member_epoch, m.state))
+        .collect();
+    panic!(
+        "the group did not settle: {:?} epoch {}; clients {views:?}; members {members:?}",
+        group.state(),
+        group.group_epoch()
+    );
+}
+
+fn check_settled(clients: &[Client], group: &ConsumerGroup, topics: &TopicsImage) {
+    let active: Vec<&Client> = clients.iter().filter(|c| c.active).collect();
+    let mut expected: BTreeSet<(Uuid, i32)> = BTreeSet::new();
+    for client in &active {
+        for name in &client.topics {
+            if let Some((id, n)) = topics.get(name) {
+                expected.extend((0..*n).map(|p| (*id, p)));
+            }
+        }
+        if let Some(regex) = &client.regex {
+            let regex = regex::Regex::new(&format!("^(?:{regex})$")).expect("test regex");
+            for (name, (id, n)) in topics {
+                if regex.is_match(name) {
+                    expected.extend((0..*n).map(|p| (*id, p)));
+                }
+            }
+        }
+    }
+    let owned: BTreeSet<(Uuid, i32)> = active
+        .iter()
+        .flat_map(|c| {
+            c.owned
+                .iter()
+                .flat_map(|(t, ps)| ps.iter().map(|p| (*t, *p)))
+        })
+        .collect();
+    assert_eq!(owned, expected, "every subscribed partition is owned once");
+    let homogeneous = active
+        .windows(2)
+        .all(|w| w[0].topics == w[1].topics && w[0].regex == w[1].regex);
+    if homogeneous && group.assignor_name() == "uniform" {
+        let sizes: Vec<usize> = active.iter().map(|c| assignor::size(&c.owned)).collect();
+        let (min, max) = (sizes.iter().min(), sizes.iter().max());
+        if let (Some(min), Some(max)) = (min, max) {
+            assert!(max - min <= 1, "unbalanced: {sizes:?}");
+        }
+    }
+    for client in &active {
+        let member = group
+            .members()
+            .find(|m| m.member_id == client.id)
+            .expect("an active client is a member");
+        assert_eq!(member.assigned, client.owned);
+        assert!(member.pending_revocation.is_empty());
+    }
+}
+
+#[test]
+fn randomized_schedules_never_give_a_partition_to_two_members_and_always_settle() {
+    let schedules: u64 = std::env::var("CONSUMER_SCHEDULES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(300);
+    let names = ["orders", "payments", "audit", "logs-a", "logs-b"];
+    for seed in 1..=schedules {
+        let mut rng = Rng::new(seed);
+        let mut topics = image(&[("orders", 6), ("payments", 3), ("audit", 1), ("logs-a", 2)]);
+        let mut group = ConsumerGroup::new(config());
+        let mut clients: Vec<Client> = Vec::new();
+        let mut now = 1_000u64;
+        let mut next_id = 0;
+        for _step in 0..200 {
+            now += rng.below(200);
+            match rng.below(20) {
+                0 | 1 => {
+                    next_id += 1;
+                    let subscription = match rng.below(3) {
+                        0 => vec!["orders".to_string()],
+                        1 => vec!["orders".to_string(), "payments".to_string()],
+                        _ => vec![names[rng.below(names.len() as u64) as usize].to_string()],
+                    };
+                    let mut client = Client::new(format!("m{next_id}"), subscription);
+                    if rng.below(4) == 0 {
+                        client.regex = Some("logs-.*".to_string());
+                    }
+                    if rng.below(4) == 0 {
+                        client.static_id = Some(format!("i{next_id}"));
+                    }
+                    clients.push(client);
+                }
+                2 => {
+                    // A member leaves (statically, sometimes, and returns later).
+                    let live: Vec<usize> =
+                        (0..clients.len()).filter(|&i| clients[i].active).collect();
+                    if let Some(&i) = live.get(rng.below(live.len() as u64) as usize) {
+                        let client = &mut clients[i];
+                        let epoch = match client.static_id.is_some() && rng.below(2) == 0 {
+                            true => STATIC_LEAVE_EPOCH,
+                            false => LEAVE_EPOCH,
+                        };
+                        let mut request = client.request(false);
+                        request.member_epoch = epoch;
+                        let _ = group.heartbeat(request, &topics, now);
+                        client.active = false;
+                        client.owned.clear();
+                        if epoch == STATIC_LEAVE_EPOCH && rng.below(2) == 0 {
+                            // The same instance comes back under a new member id.
+                            next_id += 1;
+                            let mut back =
+                                Client::new(format!("m{next_id}"), client.topics.clone());
+                            back.static_id = client.static_id.clone();
+                            back.regex = client.regex.clone();
+                            clients.push(back);
+                        }
+                    }
+                }
+                3 => {
+                    // Time jumps past some sessions.
+                    now += SESSION_MS / 2 + rng.below(SESSION_MS);
+                    let expired = group.expire(now);
+                    for client in clients.iter_mut().filter(|c| expired.contains(&c.id)) {
+                        client.owned.clear();
+                        client.epoch = JOIN_EPOCH;
+                    }
+                }
+                4 => {
+                    // A topic grows or is created (regex subscribers pick it up).
+                    let name = names[rng.below(names.len() as u64) as usize];
+                    let entry = topics
+                        .entry(name.to_string())
+                        .or_insert((Uuid::from_u128(u128::from(rng.next_u64())), 0));
+                    entry.1 += 1 + rng.below(2) as i32;
+                }
+                5 => {
+                    let live: Vec<usize> =
+                        (0..clients.len()).filter(|&i| clients[i].active).collect();
+                    if let Some(&i) = live.get(rng.below(live.len() as u64) as usize) {
+                        clients[i].topics = vec![names[rng.below(3) as usize].to_string()];
+                        // A subscription change goes out in a full heartbeat.
+                        let full = clients[i].request(true);
+                        let lost = rng.below(4) == 0;
+                        clients[i].resend_full = lost;
+                        if let Ok(answer) = group.heartbeat(full, &topics, now) {
+                            if !lost {
+                                clients[i].epoch = answer.member_epoch;
+                                if let Some(a) = answer.assignment {
+                                    clients[i].owned = a;
+                                }
+                            }
+                        }
+                    }
+                }
+                _ => {
+                    let live: Vec<usize> =
+                        (0..clients.len()).filter(|&i| clients[i].active).collect();
+                    if let Some(&i) = live.get(rng.below(live.len() as u64) as usize) {
+                        let lost = rng.below(6) == 0;
+                        clients[i].heartbeat(&mut group, &topics, now, lost);
+                    }
+                }
+            }
+            // Members keep their sessions alive (a client heartbeats far more often
+            // than sessions expire), except across the jumps above.
+            check_disjoint(&clients, &group);
+            for (key, owner) in group.owners() {
+                assert!(
+                    group.members().any(|m| &m.member_id == owner),
+                    "{key:?} owned by a non-member"
+                );
+            }
+        }
+        // A member whose session lapsed meanwhile rejoins: everyone heartbeats on.
+        now += 1;
+        let expired = group.expire(now);
+        for client in clients.iter_mut().filter(|c| expired.contains(&c.id)) {
+            client.owned.clear();
+            client.epoch = JOIN_EPOCH;
+        }
+        settle(&mut clients, &mut group, &topics, &mut now);
+        check_settled(&clients, &group, &topics);
+    }
+}
+
+#[test]
+fn fencing_follows_kafka_epoch_rules() {
+    let topics = image(&[("orders", 4)]);
+    let mut group = ConsumerGroup::new(config());
+    let mut a = Client::new("a".into(), vec!["orders".into()]);
+    a.heartbeat(&mut group, &topics, 0, false);
+    assert_eq!(a.epoch, 1);
+    assert_eq!(assignor::size(&a.owned), 4);
+    // Ahead of the coordinator: fenced.
+    let mut ahead = a.request(false);
+    ahead.member_epoch = 5;
+    assert_eq!(
+        group.heartbeat(ahead, &topics, 1),
+        Err(GroupError::FencedMemberEpoch)
+    );
+    // Unknown member with a positive epoch.
+    let mut stranger = a.request(false);
+    stranger.member_id = "zz".into();
+    assert_eq!(
+        group.heartbeat(stranger, &topics, 1),
+        Err(GroupError::UnknownMemberId)
+    );
+    // b joins: a must revoke two before b gets them.
+    let mut b = Client::new("b".into(), vec!["orders".into()]);
+    b.heartbeat(&mut group, &topics, 2, false);
+    assert_eq!(b.epoch, 2);
+    assert!(b.owned.is_empty(), "nothing is free yet: {:?}", b.owned);
+    a.heartbeat(&mut group, &topics, 3, false);
+    assert_eq!(a.epoch, 1, "a keeps its epoch until it has revoked");
+    assert_eq!(assignor::size(&a.owned), 2);
+    // The previous epoch with a subset of the assignment is accepted (a lost answer).
+    a.heartbeat(&mut group, &topics, 4, false);
+    assert_eq!(a.epoch, 2);
+    b.heartbeat(&mut group, &topics, 5, false);
+    assert_eq!(assignor::size(&b.owned), 2);
+    assert_eq!(group.state(), ConsumerGroupState::Stable);
+    // A stale epoch that is not the previous one is fenced.
+    let mut stale = a.request(false);
+    stale.member_epoch = -3;
+    assert_eq!(
+        group.heartbeat(stale, &topics, 6).map(|_| ()),
+        Err(GroupError::FencedMemberEpoch)
+    );
+    // Commits: the member's epoch, else STALE (behind) or FENCED (ahead).
+    assert_eq!(group.validate_commit("a", 2), Ok(()));
+    assert_eq!(
+        group.validate_commit("a", 1),
+        Err(GroupError::StaleMemberEpoch)
+    );
+    assert_eq!(
+        group.validate_commit("a", 3),
+        Err(GroupError::FencedMemberEpoch)
+    );
+    assert_eq!(
+        group.validate_commit("x", 2),
+        Err(GroupError::UnknownMemberId)
+    );
+    assert_eq!(
+        group.validate_commit("", -1),
+        Err(GroupError::UnknownMemberId)
+    );
+    // Unsupported assignors and bad regexes are refused.
+    let mut bad = a.request(true);
+    bad.server_assignor = Some("sticky".into());
+    assert_eq!(
+        group.heartbeat(bad, &topics, 7),
+        Err(GroupError::UnsupportedAssignor)
+    );
+    let mut bad = a.request(true);
+    bad.subscribed_topic_regex = Some("(".into());
+    assert_eq!(
+        group.heartbeat(bad, &topics, 7),
+        Err(GroupError::InvalidRegularExpression)
+    );
+}
+
+#[test]
+fn a_static_member_returning_keeps_its_partitions_without_a_rebalance() {
+    let topics = image(&[("orders", 4)]);
+    let mut group = ConsumerGroup::new(config());
+    let mut a = Client::new("a".into(), vec!["orders".into()]);
+    a.static_id = Some("instance-a".into());
+    let mut b = Client::new("b".into(), vec!["orders".into()]);
+    let mut clients = vec![a.clone(), b.clone()];
+    let mut now = 0;
+    settle(&mut clients, &mut group, &topics, &mut now);
+    (a, b) = (clients[0].clone(), clients[1].clone());
+    let epoch = group.group_epoch();
+    let mut leave = a.request(false);
+    leave.member_epoch = STATIC_LEAVE_EPOCH;
+    assert_eq!(
+        group.heartbeat(leave, &topics, now).map(|r| r.member_epoch),
+        Ok(STATIC_LEAVE_EPOCH)
+    );
+    // Another member with the same instance id while it is still in: refused.
+    let mut twin = Client::new("a3".into(), vec!["orders".into()]);
+    twin.static_id = Some("instance-a".into());
+    let mut back = Client::new("a2".into(), vec!["orders".into()]);
+    back.static_id = Some("instance-a".into());
+    back.heartbeat(&mut group, &topics, now + 1, false);
+    assert_eq!(
+        back.owned, a.owned,
+        "the returning instance gets its partitions back"
+    );
+    assert_eq!(group.group_epoch(), epoch, "no rebalance");
+    assert_eq!(
+        group.heartbeat(twin.request(true), &topics, now + 2),
+        Err(GroupError::UnreleasedInstanceId)
+    );
+    assert!(group.members().all(|m| m.member_id != "a"));
+    assert!(b.owned.values().all(|ps| !ps.is_empty()));
+}
+
+#[test]
+fn a_member_that_does_not_revoke_in_time_is_removed() {
+    let topics = image(&[("orders", 2)]);
+    let mut group = ConsumerGroup::new(ConsumerGroupConfig {
+        session_timeout_ms: 60_000,
+        ..config()
+    });
+    let mut a = Client::new("a".into(), vec!["orders".into()]);
+    a.heartbeat(&mut group, &topics, 0, false);
+    let mut b = Client::new("b".into(), vec!["orders".into()]);
+    b.heartbeat(&mut group, &topics, 1, false);
+    // a is told to revoke one partition but keeps reporting both.
+    let stubborn = |group: &mut ConsumerGroup, now| {
+        let mut request = a.request(false);
+        request.owned = Some(a.owned.clone());
+        group.heartbeat(request, &topics, now)
+    };
+    stubborn(&mut group, 2).expect("heartbeat");
+    assert_eq!(
+        group.expire(4_000),
+        Vec::<String>::new(),
+        "within the rebalance timeout"
+    );
+    // Heartbeats keep the session alive, but not past the rebalance timeout (5 s).
+    stubborn(&mut group, 4_500).expect("heartbeat");
+    assert_eq!(group.expire(5_100), vec!["a".to_string()]);
+    b.heartbeat(&mut group, &topics, 5_200, false);
+    assert_eq!(assignor::size(&b.owned), 2);
+}
+
+fn members_of(subscriptions: &[(&'static str, &[Uuid])]) -> Vec<AssignMember<'static>> {
+    subscriptions
+        .iter()
+        .map(|(id, topics)| AssignMember {
+            member_id: id,
+            topics: topics.iter().copied().collect(),
+        })
+        .collect()
+}
+
+#[test]
+fn uniform_moves_only_what_balance_needs_when_members_come_and_go() {
+    let mut rng = Rng::new(42);
+    for _ in 0..300 {
+        let t1 = Uuid::from_u128(1);
+        let t2 = Uuid::from_u128(2);
+        let topics: BTreeMap<Uuid, i32> =
+            [(t1, 1 + rng.below(40) as i32), (t2, rng.below(20) as i32)].into();
+        let total: usize = topics.values().map(|&n| n as usize).sum();
+        let all = [t1, t2];
+        let ids = ["a", "b", "c", "d", "e", "f", "g", "h"];
+        let n = 1 + rng.below(7) as usize;
+        let subs: Vec<(&'static str, &[Uuid])> =
+            ids[..n].iter().map(|id| (*id, &all[..])).collect();
+        let before = assignor::assign("uniform", &members_of(&subs), &topics, &BTreeMap::new());
+        let sizes: Vec<usize> = before.values().map(assignor::size).collect();
+        assert_eq!(sizes.iter().sum::<usize>(), total);
+        assert!(sizes.iter().max().unwrap_or(&0) - sizes.iter().min().unwrap_or(&0) <= 1);
+        // One leaves: only its partitions move.
+        let gone = rng.below(n as u64) as usize;
+        let rest: Vec<_> = subs
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != gone)
+            .map(|(_, s)| *s)
+            .collect();
+        let after = assignor::assign("uniform", &members_of(&rest), &topics, &before);
+        for (member, had) in &before {
+            if let Some(has) = after.get(member) {
+                for (t, ps) in had {
+                    let kept = has.get(t).cloned().unwrap_or_default();
+                    assert!(
+                        ps.is_subset(&kept),
+                        "{member} lost partitions when another left"
+                    );
+                }
+            }
+        }
+        // One joins: what moves is exactly what the newcomer gets.
+        let mut more = subs.clone();
+        more.push(("z", &all[..]));
+        let joined = assignor::assign("uniform", &members_of(&more), &topics, &before);
+        let moved: usize = before
+            .iter()
+            .map(|(m, had)| {
+                let has = joined.get(m).cloned().unwrap_or_default();
+                had.iter()
+                    .map(|(t, ps)| {
+                        ps.difference(&has.get(t).cloned().unwrap_or_default())
+                            .count()
+                    })
+                    .sum::<usize>()
+            })
+            .sum();
+        assert_eq!(moved, joined.get("z").map(assignor::size).unwrap_or(0));
+    }
+}
+
+#[test]
+fn range_gives_co_subscribers_the_same_partition_numbers() {
+    let (t1, t2) = (Uuid::from_u128(1), Uuid::from_u128(2));
+    let topics: BTreeMap<Uuid, i32> = [(t1, 5), (t2, 5)].into();
+    let both = [t1, t2];
+    let out = assignor::assign(
+        "range",
+        &members_of(&[("b", &both[..]), ("a", &both[..])]),
+        &topics,
+        &BTreeMap::new(),
+    );
+    let a = &out["a"];
+    assert_eq!(a[&t1], [0, 1, 2].into());
+    assert_eq!(a[&t1], a[&t2]);
+    assert_eq!(out["b"][&t1], [3, 4].into());
+}
