@@ -181,3 +181,67 @@ def test_classic_and_consumer_members_do_not_mix_and_empty_groups_convert(broker
         assert any("INCONSISTENT_GROUP_PROTOCOL" in e.upper() or "inconsistent" in e.lower() for e in errors), errors
     finally:
         m.finish()
+
+
+@pytest.mark.timeout(180)
+def test_a_coordinator_kill9_resumes_the_group_with_its_epochs(tmp_path, topic):
+    """3 brokers on etcd; two members share a 4-partition topic. The group's coordinator
+    is killed -9: its successor replays the group's records (types 3, 5-8) from its replica
+    of __consumer_offsets, so the members carry on with the same member ids and epochs,
+    keep their partitions (no rebalance), and consume what is produced after the kill."""
+    from test_cluster import LEASE_TTL_S, Cluster, offsets_partition_of
+    from test_replication import all_in_sync
+
+    c = Cluster(tmp_path, extra_args=["--replica-lag-time-max-ms", "2000", *CONSUMER_ARGS])
+    members = []
+    try:
+        c.start()
+        c.create_topic(topic, 4, 3)
+        wait_until(lambda: all_in_sync(c, topic, 3) and all_in_sync(c, "__consumer_offsets", 3), 30,
+                   what="topic and offsets topic in sync")
+        group = f"kip848-failover-{uuid.uuid4().hex[:6]}"
+        for name in ("a", "b"):
+            members.append(spawn("confluent-kafka", "member",
+                                 {"broker": c.bootstrap(), "topic": topic, "group": group,
+                                  "group_protocol": "consumer", "deadline_s": 150}, tmp_path, name))
+        wait_until(lambda: [len(s) for s in shares(members)] == [2, 2] and
+                   set.union(*shares(members)) == set(range(4)), timeout=40,
+                   what="two members with two partitions each")
+        admin = AdminClient({"bootstrap.servers": c.bootstrap()})
+        before = admin.describe_consumer_groups([group])[group].result(timeout=15)
+        ids_before = sorted(m.member_id for m in before.members)
+        coordinator = c.leaders("__consumer_offsets")[offsets_partition_of(group)]
+        t_kill = time.monotonic()
+        c.brokers[coordinator].kill9()
+        survivor = next(b for n, b in c.brokers.items() if n != coordinator)
+        values = {p: [f"after-p{p}-{i}" for i in range(5)] for p in range(4)}
+
+        def produced():
+            try:
+                produce_to_partitions(survivor.address, topic, values)
+                return True
+            except AssertionError:
+                return False
+
+        wait_until(produced, LEASE_TTL_S + 20, interval=1, what="a produce after the kill")
+        want = {(p, v) for p, vs in values.items() for v in vs}
+        try:
+            wait_until(lambda: want <= set(consumed(members)), timeout=60, what="the records after the kill")
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{describe(members)}") from None
+        admin = AdminClient({"bootstrap.servers": survivor.address})
+
+        def described():
+            try:
+                return admin.describe_consumer_groups([group])[group].result(timeout=5)
+            except Exception:  # noqa: BLE001 - the coordinator moving: ask again
+                return None
+
+        after = wait_until(described, LEASE_TTL_S + 20, interval=0.5, what="the group described by the new coordinator")
+        assert sorted(m.member_id for m in after.members) == ids_before, (before, after)
+        moved = [e for m in members for e in m.snapshot() if e["ev"] in ("revoke", "lost") and e["_t"] > t_kill]
+        assert not moved, f"partitions moved across the coordinator failover: {moved}"
+    finally:
+        for m in members:
+            m.finish()
+        c.stop()

@@ -188,6 +188,17 @@ impl GroupCoordinator {
                 groups.insert(group_id.clone(), entry);
                 loaded += 1;
             }
+            for (group_id, image) in &state.consumer {
+                if !image.exists() {
+                    continue;
+                }
+                let entry = groups
+                    .entry(group_id.clone())
+                    .or_insert_with(|| new_entry(Group::new(group_id, limits)));
+                let consumer = ConsumerGroup::restore(image, self.config.consumer, monotonic_ms());
+                entry.consumer = Some(consumer);
+                loaded += 1;
+            }
             for (group_id, offsets) in state.offsets {
                 let entry = groups
                     .entry(group_id.clone())
@@ -677,13 +688,36 @@ impl GroupCoordinator {
     /// (committed offsets only) becomes a consumer group, keeping its offsets; a live
     /// classic group is not taken over (GROUP_ID_NOT_FOUND, as Kafka answers without
     /// online migration).
-    pub fn consumer_heartbeat(
+    pub async fn consumer_heartbeat(
         &self,
         group_id: &str,
         request: Heartbeat,
         topics: &TopicsImage,
     ) -> Result<HeartbeatAnswer, GroupError> {
         self.check_coordinator(group_id)?;
+        // One change at a time, written in the order made: the records replay to the
+        // state the members were told about.
+        let _turn = self.persist_lock.lock().await;
+        let (answer, records) = self.consumer_step(group_id, request, topics)?;
+        if !records.is_empty() {
+            if let Err(error) = self.write(group_id, &records).await {
+                // The answer is not given: a member never acts on state that a new
+                // coordinator would not replay (its epoch there fences it back in).
+                tracing::warn!(group = group_id, %error, "could not store consumer group state");
+                return Err(GroupError::CoordinatorNotAvailable);
+            }
+        }
+        answer
+    }
+
+    /// The in-memory half of a heartbeat: the answer and the records it changed.
+    #[allow(clippy::type_complexity)]
+    fn consumer_step(
+        &self,
+        group_id: &str,
+        request: Heartbeat,
+        topics: &TopicsImage,
+    ) -> Result<(Result<HeartbeatAnswer, GroupError>, Vec<Change>), GroupError> {
         let joining = request.member_epoch == super::consumer::JOIN_EPOCH;
         let mut groups = self.groups.lock();
         let limits = self.config.limits;
@@ -712,14 +746,45 @@ impl GroupCoordinator {
             .consumer
             .as_mut()
             .ok_or(GroupError::CoordinatorNotAvailable)?;
-        let epoch = consumer.group_epoch();
+        let before = consumer.image();
         let answer = consumer.heartbeat(request, topics, monotonic_ms());
-        if consumer.group_epoch() != epoch {
+        let after = consumer.image();
+        if after.epoch != before.epoch {
             metrics::counter!(crate::metrics::GROUP_REBALANCES_TOTAL, "group" => group_id.to_string())
                 .increment(1);
         }
         entry.note_emptiness();
-        answer
+        Ok((answer, consumer_changes(group_id, &before, &after)))
+    }
+
+    /// Removes consumer-group members whose session or revocation timed out, and
+    /// stores the change.
+    async fn expire_consumer_members(&self) {
+        let _turn = self.persist_lock.lock().await;
+        let now = monotonic_ms();
+        let expired: Vec<(String, Vec<Change>)> = {
+            let mut groups = self.groups.lock();
+            groups
+                .iter_mut()
+                .filter_map(|(group_id, entry)| {
+                    let consumer = entry.consumer.as_mut()?;
+                    let before = consumer.image();
+                    let gone = consumer.expire(now);
+                    if gone.is_empty() {
+                        return None;
+                    }
+                    tracing::info!(group = %group_id, members = ?gone, "consumer group members removed: session or revocation timed out");
+                    let changes = consumer_changes(group_id, &before, &consumer.image());
+                    entry.note_emptiness();
+                    Some((group_id.clone(), changes))
+                })
+                .collect()
+        };
+        for (group_id, changes) in expired {
+            if let Err(error) = self.write(&group_id, &changes).await {
+                tracing::warn!(group = %group_id, %error, "could not store consumer group state");
+            }
+        }
     }
 
     /// A consumer group's state, for ConsumerGroupDescribe (`None`: no such consumer group).
@@ -776,10 +841,15 @@ impl GroupCoordinator {
             if !entry.is_empty() {
                 return Err(GroupError::NonEmptyGroup.into());
             }
-            vec![Change::Group {
+            let mut changes = vec![Change::Group {
                 group: group_id.to_string(),
                 value: None,
-            }]
+            }];
+            if let Some(consumer) = &entry.consumer {
+                let gone = super::consumer::records::Image::default();
+                changes.extend(consumer_changes(group_id, &consumer.image(), &gone));
+            }
+            changes
         };
         self.write(group_id, &changes).await?;
         let mut groups = self.groups.lock();
@@ -840,6 +910,7 @@ impl GroupCoordinator {
 
     /// Advances every group's timers and expires old offsets of empty groups.
     pub async fn tick(&self) {
+        self.expire_consumer_members().await;
         let now = monotonic_ms();
         let wall = now_ms();
         let mut expired: Vec<(String, Vec<Change>)> = Vec::new();
@@ -847,11 +918,6 @@ impl GroupCoordinator {
         {
             let mut groups = self.groups.lock();
             for (group_id, entry) in groups.iter_mut() {
-                if let Some(consumer) = entry.consumer.as_mut() {
-                    for member in consumer.expire(now) {
-                        tracing::info!(group = %group_id, %member, "consumer group member removed: session or revocation timed out");
-                    }
-                }
                 let deliveries = entry.group.tick(now);
                 deliver(entry, deliveries);
                 entry.note_emptiness();
@@ -892,6 +958,21 @@ impl GroupCoordinator {
             }
         }
     }
+}
+
+/// The records that take a consumer group's stored state from `before` to `after`.
+fn consumer_changes(
+    group_id: &str,
+    before: &super::consumer::records::Image,
+    after: &super::consumer::records::Image,
+) -> Vec<Change> {
+    super::consumer::records::diff(group_id, before, after)
+        .into_iter()
+        .map(|record| Change::Consumer {
+            group: group_id.to_string(),
+            record,
+        })
+        .collect()
 }
 
 /// The records a commit of `commits` to `group_id` writes, plain or transactional.
@@ -973,7 +1054,7 @@ fn apply(entry: &mut GroupEntry, changes: &[Change]) {
             } => {
                 entry.offsets.remove(&(topic.clone(), *partition));
             }
-            Change::Group { value: Some(_), .. } => {}
+            Change::Group { value: Some(_), .. } | Change::Consumer { .. } => {}
             Change::Group { value: None, .. } => entry.offsets.clear(),
         }
     }

@@ -15,6 +15,8 @@
 //!               bytes subscription, bytes assignment      (null value: deleted)
 //! ```
 //! Strings are i16-length-prefixed, bytes i32-length-prefixed, arrays i32-counted.
+//! KIP-848 consumer groups keep their state in record types 3 and 5–8
+//! (`group::consumer::records`).
 //! Older value versions (offset v0–v2, group v0–v2) are read too. Replaying a
 //! partition from its log start rebuilds the state of its groups.
 
@@ -22,6 +24,7 @@ use std::collections::BTreeMap;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
+use crate::group::consumer::records as consumer_records;
 use crate::log::records::BatchBuilder;
 
 pub use crate::model::OFFSETS_TOPIC;
@@ -92,6 +95,11 @@ pub enum Change {
     Group {
         group: String,
         value: Option<GroupRecord>,
+    },
+    /// A KIP-848 consumer group's record, encoded by `group::consumer::records`.
+    Consumer {
+        group: String,
+        record: crate::group::consumer::records::Record,
     },
 }
 
@@ -321,6 +329,7 @@ fn encode_with(mut batch: BatchBuilder, changes: &[Change], now_ms: i64) -> Vec<
                 }),
                 value.as_ref().map(encode_group),
             ),
+            Change::Consumer { record, .. } => record.clone(),
         };
         batch.push(now_ms, Some(&key), value.as_deref(), &[]);
     }
@@ -335,6 +344,9 @@ pub type PendingOffsets = BTreeMap<String, BTreeMap<(String, i32), CommittedOffs
 pub struct ReplayedState {
     pub offsets: BTreeMap<String, BTreeMap<(String, i32), CommittedOffset>>,
     pub groups: BTreeMap<String, GroupRecord>,
+    /// KIP-848 consumer groups (a group is one kind or the other: the kind written
+    /// last wins).
+    pub consumer: BTreeMap<String, consumer_records::Image>,
     /// Offsets of transactions with no marker yet, by producer id.
     pub pending: BTreeMap<i64, PendingOffsets>,
 }
@@ -385,7 +397,7 @@ impl ReplayedState {
     /// Applies one stored record; returns false for a record it cannot read.
     pub fn apply(&mut self, key: &[u8], value: Option<&[u8]>) -> bool {
         let Some(key) = decode_key(key) else {
-            return false;
+            return self.apply_consumer(key, value);
         };
         match key {
             RecordKey::Offset {
@@ -411,6 +423,7 @@ impl ReplayedState {
             RecordKey::Group { group } => match value {
                 Some(v) => match decode_group(v) {
                     Some(record) => {
+                        self.consumer.remove(&group);
                         self.groups.insert(group, record);
                     }
                     None => return false,
@@ -418,10 +431,26 @@ impl ReplayedState {
                 None => {
                     self.groups.remove(&group);
                     self.offsets.remove(&group);
+                    self.consumer.remove(&group);
                 }
             },
         }
         true
+    }
+
+    fn apply_consumer(&mut self, key: &[u8], value: Option<&[u8]>) -> bool {
+        let Some(key) = consumer_records::decode_key(key) else {
+            return false;
+        };
+        if key.kind == consumer_records::GROUP_EPOCH_KEY && value.is_some() {
+            self.groups.remove(&key.group);
+        }
+        let image = self.consumer.entry(key.group.clone()).or_default();
+        let applied = image.apply(&key, value);
+        if *image == consumer_records::Image::default() {
+            self.consumer.remove(&key.group);
+        }
+        applied
     }
 }
 

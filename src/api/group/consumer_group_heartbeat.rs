@@ -73,6 +73,7 @@ pub async fn handle(
         .services
         .groups
         .consumer_heartbeat(&group_id, heartbeat, &topics)
+        .await
     {
         Ok(answer) => ConsumerGroupHeartbeatResponse::default()
             .with_member_id(Some(str_bytes(answer.member_id)))

@@ -21,6 +21,7 @@
 //! (`group::coordinator`) does the I/O.
 
 pub mod assignor;
+pub mod records;
 #[cfg(test)]
 mod tests;
 
@@ -156,6 +157,9 @@ pub struct ConsumerGroup {
     /// The subscribed topics the target was computed from: id -> (name, partitions).
     subscribed: BTreeMap<Uuid, (String, i32)>,
     regexes: HashMap<String, Option<Regex>>,
+    /// Rebuilt from records: the first heartbeat adopts the subscribed topics it
+    /// resolves instead of bumping the epoch (the records do not keep them).
+    restored: bool,
     config: ConsumerGroupConfig,
 }
 
@@ -170,8 +174,97 @@ impl ConsumerGroup {
             owners: HashMap::new(),
             subscribed: BTreeMap::new(),
             regexes: HashMap::new(),
+            restored: false,
             config,
         }
+    }
+
+    /// The group as records describe it (`records::Image`), for a new coordinator.
+    /// Every member's session starts now; a member that must revoke gets its whole
+    /// rebalance timeout again.
+    pub fn restore(image: &records::Image, config: ConsumerGroupConfig, now_ms: u64) -> Self {
+        let mut group = Self::new(config);
+        group.group_epoch = image.epoch.unwrap_or(0);
+        group.assignment_epoch = image.assignment_epoch.unwrap_or(0);
+        group.target = image.targets.clone();
+        group.restored = true;
+        for (id, meta) in &image.members {
+            let mut member = new_member(id, now_ms);
+            member.instance_id.clone_from(&meta.instance_id);
+            member.rack_id.clone_from(&meta.rack_id);
+            member.client_id.clone_from(&meta.client_id);
+            member.client_host.clone_from(&meta.client_host);
+            member
+                .subscribed_topic_names
+                .clone_from(&meta.subscribed_topic_names);
+            member
+                .subscribed_topic_regex
+                .clone_from(&meta.subscribed_topic_regex);
+            member.rebalance_timeout_ms = meta.rebalance_timeout_ms;
+            member.server_assignor.clone_from(&meta.server_assignor);
+            member.session_deadline_ms = now_ms + config.session_timeout_ms.max(0) as u64;
+            if let Some(current) = image.current.get(id) {
+                member.member_epoch = current.member_epoch;
+                member.previous_member_epoch = current.previous_member_epoch;
+                member.state = current.state;
+                member.assigned.clone_from(&current.assigned);
+                member
+                    .pending_revocation
+                    .clone_from(&current.pending_revocation);
+                if member.state == MemberState::UnrevokedPartitions {
+                    member.revocation_deadline_ms =
+                        Some(now_ms + member.rebalance_timeout_ms.max(0) as u64);
+                }
+            }
+            for partitions in [&member.assigned, &member.pending_revocation] {
+                for (topic, ps) in partitions {
+                    for &p in ps {
+                        group.owners.insert((*topic, p), id.clone());
+                    }
+                }
+            }
+            if let Some(instance) = &member.instance_id {
+                group.static_members.insert(instance.clone(), id.clone());
+            }
+            group.members.insert(id.clone(), member);
+        }
+        group
+    }
+
+    /// What the records of this group say now; a heartbeat writes the difference.
+    pub fn image(&self) -> records::Image {
+        let mut image = records::Image {
+            epoch: Some(self.group_epoch),
+            assignment_epoch: Some(self.assignment_epoch),
+            targets: self.target.clone(),
+            ..records::Image::default()
+        };
+        for (id, m) in &self.members {
+            image.members.insert(
+                id.clone(),
+                records::MemberMetadata {
+                    instance_id: m.instance_id.clone(),
+                    rack_id: m.rack_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    subscribed_topic_names: m.subscribed_topic_names.clone(),
+                    subscribed_topic_regex: m.subscribed_topic_regex.clone(),
+                    rebalance_timeout_ms: m.rebalance_timeout_ms,
+                    server_assignor: m.server_assignor.clone(),
+                },
+            );
+            image.current.insert(
+                id.clone(),
+                records::CurrentAssignment {
+                    member_epoch: m.member_epoch,
+                    previous_member_epoch: m.previous_member_epoch,
+                    state: m.state,
+                    assigned: m.assigned.clone(),
+                    pending_revocation: m.pending_revocation.clone(),
+                },
+            );
+        }
+        image
     }
 
     pub fn set_config(&mut self, config: ConsumerGroupConfig) {
@@ -276,10 +369,11 @@ impl ConsumerGroup {
             || member.server_assignor != before.server_assignor;
         self.members.insert(member_id.clone(), member);
         let subscribed = self.resolve_subscriptions(topics);
-        if subscription_changed || subscribed != self.subscribed {
-            self.subscribed = subscribed;
+        let adopted = std::mem::take(&mut self.restored);
+        if subscription_changed || (subscribed != self.subscribed && !adopted) {
             self.group_epoch += 1;
         }
+        self.subscribed = subscribed;
         if self.group_epoch > self.assignment_epoch {
             self.compute_target(topics);
         }

@@ -208,7 +208,19 @@ fn randomized_schedules_never_give_a_partition_to_two_members_and_always_settle(
         let mut clients: Vec<Client> = Vec::new();
         let mut now = 1_000u64;
         let mut next_id = 0;
+        // What the records written so far replay to; now and then the group is rebuilt
+        // from it, as a new coordinator does after a failover.
+        let mut written = records::Image::default();
         for _step in 0..200 {
+            let image = group.image();
+            for (key, value) in records::diff("g", &written, &image) {
+                let key = records::decode_key(&key).expect("a key we wrote");
+                assert!(written.apply(&key, value.as_deref()));
+            }
+            assert_eq!(written, image, "the records replay to the group's state");
+            if rng.below(25) == 0 {
+                group = ConsumerGroup::restore(&written, config(), now);
+            }
             now += rng.below(200);
             match rng.below(20) {
                 0 | 1 => {
