@@ -20,6 +20,8 @@ drops a silent one after 6 s.
 
 from __future__ import annotations
 
+import json
+import subprocess
 import time
 import uuid
 
@@ -28,7 +30,7 @@ from confluent_kafka import Consumer, ConsumerGroupType, KafkaException, TopicPa
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from test_groups import consumed, current_assignment, describe, produce_to_partitions, run_session, spawn
-from tern_harness import GROUP_ARGS, wait_until
+from tern_harness import GROUP_ARGS, tern_bin, wait_until
 
 CONSUMER_ARGS = ("--group-consumer-heartbeat-interval-ms", "300",
                  "--group-consumer-session-timeout-ms", "6000")
@@ -100,6 +102,18 @@ def test_members_join_and_leave_while_consuming(broker, topic, tmp_path):
         assert len(desc.members) == 2
         assigned = sorted(tp.partition for m in desc.members for tp in m.assignment.topic_partitions)
         assert assigned == list(range(n)), desc
+
+        # `tern group` shows either kind.
+        shown = json.loads(subprocess.run([str(tern_bin()), "group", "describe", group, "--json",
+                                           "-b", broker.address], capture_output=True, text=True,
+                                          check=True, timeout=30).stdout)
+        assert shown["type"] == "consumer" and shown["state"] == "Stable", shown
+        assert shown["group_epoch"] >= 2 and shown["protocol"] == "uniform", shown
+        assert sorted(a["partition"] for m in shown["members"] for a in m["assignment"]) == list(range(n))
+        assert all(m["member_epoch"] == shown["group_epoch"] for m in shown["members"]), shown
+        listed = json.loads(subprocess.run([str(tern_bin()), "group", "list", "--json", "-b", broker.address],
+                                           capture_output=True, text=True, check=True, timeout=30).stdout)
+        assert {"group": group, "type": "consumer", "protocol_type": "consumer", "state": "Stable"} in listed
 
         # b leaves (close: a heartbeat with epoch -1); a takes everything back.
         b.finish()
@@ -245,3 +259,36 @@ def test_a_coordinator_kill9_resumes_the_group_with_its_epochs(tmp_path, topic):
         for m in members:
             m.finish()
         c.stop()
+
+
+@pytest.mark.timeout(120)
+def test_a_static_member_restarting_gets_its_partitions_back_without_a_rebalance(broker, topic, tmp_path):
+    """group.instance.id: closing leaves with epoch -2, so the group keeps the member's
+    partitions for it; the same instance returning (a new process, a new member id) gets
+    them back at once and the other member sees no change."""
+    create_topic(broker.address, topic, 4)
+    group = f"kip848-static-{uuid.uuid4().hex[:6]}"
+    args = {name: member_args(broker, topic, group, group_instance_id=f"instance-{name}") for name in "ab"}
+    a = spawn("confluent-kafka", "member", args["a"], tmp_path, "a")
+    b = spawn("confluent-kafka", "member", args["b"], tmp_path, "b")
+    again = None
+    try:
+        wait_until(lambda: [len(s) for s in shares([a, b])] == [2, 2], timeout=30, what="two static members, 2 + 2")
+        a_share = current_assignment(a)[0]
+        epoch = json.loads(subprocess.run([str(tern_bin()), "group", "describe", group, "--json", "-b", broker.address],
+                                          capture_output=True, text=True, check=True, timeout=30).stdout)["group_epoch"]
+        t_leave = time.monotonic()
+        a.finish()
+        again = spawn("confluent-kafka", "member", args["a"], tmp_path, "a-again")
+        wait_until(lambda: current_assignment(again)[0] == a_share, timeout=20,
+                   what="the returning instance to get its partitions back")
+        changes = [e for e in b.snapshot() if e["ev"] in ("assign", "revoke", "lost") and e["_t"] > t_leave]
+        assert not changes, f"the other member was rebalanced: {changes}"
+        shown = json.loads(subprocess.run([str(tern_bin()), "group", "describe", group, "--json", "-b", broker.address],
+                                          capture_output=True, text=True, check=True, timeout=30).stdout)
+        assert shown["group_epoch"] == epoch, ("no new group epoch", epoch, shown)
+        assert sorted(m["group_instance_id"] for m in shown["members"]) == ["instance-a", "instance-b"]
+    finally:
+        for m in (a, b, again):
+            if m is not None:
+                m.finish()

@@ -709,7 +709,8 @@ fn sample(services: &Services, data_dir: &std::path::Path) {
     metrics::gauge!(m::CONTROLLER_ACTIVE).set(if controller { 1.0 } else { 0.0 });
     for lag in services.groups.lag_snapshot() {
         let group = lag.group;
-        metrics::gauge!(m::GROUP_MEMBERS, "group" => group.clone()).set(lag.members as f64);
+        let labels = [("group", group.clone()), ("type", lag.kind.to_string())];
+        metrics::gauge!(m::GROUP_MEMBERS, &labels).set(lag.members as f64);
         for (topic, partition, committed) in lag.committed {
             if let Some(high_watermark) = high_watermarks.get(&(topic.clone(), partition)) {
                 let lag = (high_watermark - committed).max(0);

@@ -179,9 +179,10 @@ define_metrics! {
     /// open transactions hold back from read_committed consumers), by `topic` and
     /// `partition`.
     Gauge(Count) LOG_UNSTABLE_OFFSETS = "tern_log_unstable_offsets";
-    /// Completed consumer group rebalances (each a new generation), by `group`.
+    /// Completed consumer group rebalances (each a new generation, or a new group epoch
+    /// of a KIP-848 group), by `group` and `type` (`classic` or `consumer`).
     Counter(Count) GROUP_REBALANCES_TOTAL = "tern_group_rebalances_total";
-    /// Members of a consumer group, by `group`.
+    /// Members of a consumer group, by `group` and `type` (`classic` or `consumer`).
     Gauge(Count) GROUP_MEMBERS = "tern_group_members";
     /// Records between a partition's high watermark and a group's committed offset, by
     /// `group`, `topic` and `partition`.

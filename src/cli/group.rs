@@ -1,14 +1,19 @@
-//! `tern group list|describe`: groups from every broker, and a group's members,
-//! assignments, committed offsets and lag (log end offset minus committed offset).
+//! `tern group list|describe`: groups from every broker (classic and KIP-848
+//! consumer groups), and a group's members, assignments, committed offsets and lag
+//! (log end offset minus committed offset). A group is described with
+//! ConsumerGroupDescribe first, as Kafka's admin client does, and with DescribeGroups
+//! when it is a classic group.
 
 use std::collections::BTreeMap;
 
 use anyhow::Context;
 use bytes::Buf;
 use kafka_protocol::messages::{
-    DescribeGroupsRequest, FindCoordinatorRequest, GroupId, ListGroupsRequest, OffsetFetchRequest,
+    ConsumerGroupDescribeRequest, DescribeGroupsRequest, FindCoordinatorRequest, GroupId,
+    ListGroupsRequest, OffsetFetchRequest,
 };
 use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
 use serde_json::json;
 
 use super::client;
@@ -38,7 +43,7 @@ struct OffsetRow {
 /// Each broker coordinates some groups: ask them all.
 async fn list(client: &mut Client, as_json: bool) -> anyhow::Result<()> {
     let brokers = topic::metadata(client, Some(&[])).await?.brokers;
-    let mut groups: BTreeMap<String, (String, String)> = BTreeMap::new();
+    let mut groups: BTreeMap<String, (String, String, String)> = BTreeMap::new();
     for broker in &brokers {
         let address = format!("{}:{}", broker.host, broker.port);
         let mut other = client.sibling(&address).await?;
@@ -51,23 +56,137 @@ async fn list(client: &mut Client, as_json: bool) -> anyhow::Result<()> {
         for g in response.groups {
             groups.insert(
                 g.group_id.to_string(),
-                (g.protocol_type.to_string(), g.group_state.to_string()),
+                (
+                    g.protocol_type.to_string(),
+                    g.group_state.to_string(),
+                    g.group_type.to_string(),
+                ),
             );
         }
     }
     if as_json {
         let value: Vec<_> = groups
             .iter()
-            .map(|(g, (p, s))| json!({"group": g, "protocol_type": p, "state": s}))
+            .map(|(g, (p, s, t))| json!({"group": g, "type": t, "protocol_type": p, "state": s}))
             .collect();
         return output::json(&json!(value));
     }
     let rows: Vec<Vec<String>> = groups
         .into_iter()
-        .map(|(g, (p, s))| vec![g, s, p])
+        .map(|(g, (p, s, t))| vec![g, t, s, p])
         .collect();
-    output::table(&["GROUP", "STATE", "PROTOCOL TYPE"], &rows);
+    output::table(&["GROUP", "TYPE", "STATE", "PROTOCOL TYPE"], &rows);
     Ok(())
+}
+
+/// A group as `describe` shows it, whichever kind it is.
+struct Described {
+    kind: &'static str,
+    state: String,
+    protocol_type: String,
+    /// The classic group's protocol, or the consumer group's assignor.
+    protocol: String,
+    /// The consumer group's group and assignment epochs.
+    epochs: Option<(i32, i32)>,
+    members: Vec<DescribedMember>,
+}
+
+struct DescribedMember {
+    member_id: String,
+    client_id: String,
+    client_host: String,
+    instance_id: Option<String>,
+    member_epoch: Option<i32>,
+    assignment: Vec<(String, i32)>,
+}
+
+/// ConsumerGroupDescribe; `None` when the group is not a consumer group.
+async fn describe_consumer(
+    coordinator: &mut Client,
+    group_id: &GroupId,
+) -> anyhow::Result<Option<Described>> {
+    let request = ConsumerGroupDescribeRequest::default().with_group_ids(vec![group_id.clone()]);
+    let (_, response) = coordinator.send(request, 0).await?;
+    let d = response
+        .groups
+        .first()
+        .context("empty ConsumerGroupDescribe response")?;
+    if d.error_code == ResponseError::GroupIdNotFound.code() {
+        return Ok(None);
+    }
+    check(
+        d.error_code,
+        d.error_message.as_deref(),
+        "describing the consumer group",
+    )?;
+    let members = d
+        .members
+        .iter()
+        .map(|m| DescribedMember {
+            member_id: m.member_id.to_string(),
+            client_id: m.client_id.to_string(),
+            client_host: m.client_host.to_string(),
+            instance_id: m.instance_id.as_ref().map(|s| s.to_string()),
+            member_epoch: Some(m.member_epoch),
+            assignment: m
+                .assignment
+                .topic_partitions
+                .iter()
+                .flat_map(|tp| {
+                    let name = tp.topic_name.to_string();
+                    tp.partitions.iter().map(move |p| (name.clone(), *p))
+                })
+                .collect(),
+        })
+        .collect();
+    Ok(Some(Described {
+        kind: "consumer",
+        state: d.group_state.to_string(),
+        protocol_type: "consumer".into(),
+        protocol: d.assignor_name.to_string(),
+        epochs: Some((d.group_epoch, d.assignment_epoch)),
+        members,
+    }))
+}
+
+async fn describe_classic(
+    coordinator: &mut Client,
+    group_id: &GroupId,
+) -> anyhow::Result<Described> {
+    let (_, described) = coordinator
+        .send(
+            DescribeGroupsRequest::default().with_groups(vec![group_id.clone()]),
+            5,
+        )
+        .await?;
+    let d = described
+        .groups
+        .first()
+        .context("empty DescribeGroups response")?;
+    check(
+        d.error_code,
+        d.error_message.as_deref(),
+        &format!("describing '{}'", group_id.as_str()),
+    )?;
+    Ok(Described {
+        kind: "classic",
+        state: d.group_state.to_string(),
+        protocol_type: d.protocol_type.to_string(),
+        protocol: d.protocol_data.to_string(),
+        epochs: None,
+        members: d
+            .members
+            .iter()
+            .map(|m| DescribedMember {
+                member_id: m.member_id.to_string(),
+                client_id: m.client_id.to_string(),
+                client_host: m.client_host.to_string(),
+                instance_id: m.group_instance_id.as_ref().map(|s| s.to_string()),
+                member_epoch: None,
+                assignment: assigned_partitions(&m.member_assignment),
+            })
+            .collect(),
+    })
 }
 
 /// Topic partitions in a consumer-protocol assignment (version, then topics with
@@ -116,21 +235,10 @@ async fn describe(client: &mut Client, group: &str, as_json: bool) -> anyhow::Re
         .sibling(&format!("{}:{}", found.host, found.port))
         .await?;
     let group_id = GroupId(StrBytes::from_string(group.to_string()));
-    let (_, described) = coordinator
-        .send(
-            DescribeGroupsRequest::default().with_groups(vec![group_id.clone()]),
-            5,
-        )
-        .await?;
-    let d = described
-        .groups
-        .first()
-        .context("empty DescribeGroups response")?;
-    check(
-        d.error_code,
-        d.error_message.as_deref(),
-        &format!("describing '{group}'"),
-    )?;
+    let d = match describe_consumer(&mut coordinator, &group_id).await? {
+        Some(described) => described,
+        None => describe_classic(&mut coordinator, &group_id).await?,
+    };
     let (_, fetched) = coordinator
         .send(
             OffsetFetchRequest::default()
@@ -146,8 +254,8 @@ async fn describe(client: &mut Client, group: &str, as_json: bool) -> anyhow::Re
     )?;
     let mut owners: BTreeMap<(String, i32), String> = BTreeMap::new();
     for member in &d.members {
-        for tp in assigned_partitions(&member.member_assignment) {
-            owners.insert(tp, member.member_id.to_string());
+        for tp in &member.assignment {
+            owners.insert(tp.clone(), member.member_id.clone());
         }
     }
     let mut committed: BTreeMap<(String, i32), i64> = BTreeMap::new();
@@ -201,12 +309,13 @@ async fn describe(client: &mut Client, group: &str, as_json: bool) -> anyhow::Re
             .iter()
             .map(|m| {
                 json!({
-                    "member_id": m.member_id.to_string(),
-                    "client_id": m.client_id.to_string(),
-                    "client_host": m.client_host.to_string(),
-                    "group_instance_id": m.group_instance_id.as_ref().map(|s| s.to_string()),
-                    "assignment": assigned_partitions(&m.member_assignment)
-                        .into_iter()
+                    "member_id": m.member_id,
+                    "client_id": m.client_id,
+                    "client_host": m.client_host,
+                    "group_instance_id": m.instance_id,
+                    "member_epoch": m.member_epoch,
+                    "assignment": m.assignment
+                        .iter()
                         .map(|(t, p)| json!({"topic": t, "partition": p}))
                         .collect::<Vec<_>>(),
                 })
@@ -227,18 +336,26 @@ async fn describe(client: &mut Client, group: &str, as_json: bool) -> anyhow::Re
             .collect();
         return output::json(&json!({
             "group": group,
-            "state": d.group_state.to_string(),
-            "protocol_type": d.protocol_type.to_string(),
-            "protocol": d.protocol_data.to_string(),
+            "type": d.kind,
+            "state": d.state,
+            "protocol_type": d.protocol_type,
+            "protocol": d.protocol,
+            "group_epoch": d.epochs.map(|e| e.0),
+            "assignment_epoch": d.epochs.map(|e| e.1),
             "members": members,
             "offsets": offsets,
         }));
     }
+    let epochs = d
+        .epochs
+        .map(|(g, a)| format!("  Epoch: {g} (assignment {a})"))
+        .unwrap_or_default();
     println!(
-        "Group: {group}  State: {}  Protocol: {} {}  Members: {}",
-        d.group_state.as_str(),
-        d.protocol_type.as_str(),
-        d.protocol_data.as_str(),
+        "Group: {group}  Type: {}  State: {}  Protocol: {} {}  Members: {}{epochs}",
+        d.kind,
+        d.state,
+        d.protocol_type,
+        d.protocol,
         d.members.len()
     );
     let show = |v: &Option<i64>| v.map_or("-".to_string(), |x| x.to_string());

@@ -87,6 +87,8 @@ pub struct GroupDescription {
 #[derive(Debug, Clone)]
 pub struct GroupLag {
     pub group: String,
+    /// `classic` or `consumer`.
+    pub kind: &'static str,
     pub members: usize,
     pub committed: Vec<(String, i32, i64)>,
 }
@@ -750,8 +752,11 @@ impl GroupCoordinator {
         let answer = consumer.heartbeat(request, topics, monotonic_ms());
         let after = consumer.image();
         if after.epoch != before.epoch {
-            metrics::counter!(crate::metrics::GROUP_REBALANCES_TOTAL, "group" => group_id.to_string())
-                .increment(1);
+            let labels = [
+                ("group", group_id.to_string()),
+                ("type", "consumer".to_string()),
+            ];
+            metrics::counter!(crate::metrics::GROUP_REBALANCES_TOTAL, &labels).increment(1);
         }
         entry.note_emptiness();
         Ok((answer, consumer_changes(group_id, &before, &after)))
@@ -814,6 +819,11 @@ impl GroupCoordinator {
             .iter()
             .map(|(id, e)| GroupLag {
                 group: id.clone(),
+                kind: if e.consumer.is_some() {
+                    "consumer"
+                } else {
+                    "classic"
+                },
                 members: match &e.consumer {
                     Some(consumer) => consumer.members().count(),
                     None => e.group.members().count(),
@@ -1066,7 +1076,8 @@ fn deliver(entry: &mut GroupEntry, deliveries: Vec<Delivery>) {
         .any(|d| matches!(d, Delivery::Join { result, .. } if result.error.is_none()))
     {
         let group = entry.group.group_id.clone();
-        metrics::counter!(crate::metrics::GROUP_REBALANCES_TOTAL, "group" => group).increment(1);
+        let labels = [("group", group), ("type", "classic".to_string())];
+        metrics::counter!(crate::metrics::GROUP_REBALANCES_TOTAL, &labels).increment(1);
     }
     for delivery in deliveries {
         match delivery {

@@ -1,0 +1,277 @@
+//! KIP-848 consumer groups on the wire: ConsumerGroupHeartbeat v0–1 and
+//! ConsumerGroupDescribe v0–1, the request checks Kafka makes, member-epoch fencing,
+//! revoke-before-assign between two members, leaving, and OffsetCommit v9's member
+//! epochs (STALE_MEMBER_EPOCH behind, FENCED_MEMBER_EPOCH ahead, ILLEGAL_GENERATION
+//! before v9).
+
+use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::{
+    ApiKey, ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse, GroupId, OffsetCommitRequest,
+};
+use uuid::Uuid;
+
+use crate::client::Client;
+use crate::groups::*;
+use crate::ops::*;
+
+const FENCED_MEMBER_EPOCH: i16 = 110;
+const UNSUPPORTED_ASSIGNOR: i16 = 112;
+const STALE_MEMBER_EPOCH: i16 = 113;
+const INVALID_REGULAR_EXPRESSION: i16 = 128;
+
+struct Member {
+    group: String,
+    id: String,
+    epoch: i32,
+    owned: Vec<(Uuid, Vec<i32>)>,
+}
+
+fn owned_field(owned: &[(Uuid, Vec<i32>)]) -> Vec<TopicPartitions> {
+    owned
+        .iter()
+        .map(|(id, ps)| {
+            TopicPartitions::default()
+                .with_topic_id(*id)
+                .with_partitions(ps.clone())
+        })
+        .collect()
+}
+
+fn join_request(group: &str, member_id: &str, topics: &[&str]) -> ConsumerGroupHeartbeatRequest {
+    ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(sb(group)))
+        .with_member_id(sb(member_id))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_names(Some(topics.iter().map(|t| tn(t)).collect()))
+        .with_topic_partitions(Some(vec![]))
+}
+
+fn heartbeat(c: &mut Client, v: i16, m: &mut Member) -> ConsumerGroupHeartbeatResponse {
+    let request = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(sb(&m.group)))
+        .with_member_id(sb(&m.id))
+        .with_member_epoch(m.epoch)
+        .with_rebalance_timeout_ms(-1)
+        .with_topic_partitions(Some(owned_field(&m.owned)));
+    let r = c.call(v, &request);
+    if r.error_code == NONE {
+        m.epoch = r.member_epoch;
+        if let Some(a) = &r.assignment {
+            m.owned = a
+                .topic_partitions
+                .iter()
+                .map(|tp| (tp.topic_id, tp.partitions.clone()))
+                .collect();
+        }
+    }
+    r
+}
+
+fn partitions(m: &Member) -> usize {
+    m.owned.iter().map(|(_, ps)| ps.len()).sum()
+}
+
+#[test]
+fn consumer_group_heartbeat_assigns_reconciles_and_fences() {
+    let ctx = Ctx::with_args(&["--group-consumer-heartbeat-interval-ms", "250"]);
+    let t = ctx.topic("cgh", 4, &[]);
+    let mut c = ctx.client();
+    for v in ctx.versions_req(ApiKey::ConsumerGroupHeartbeat, 0, 1) {
+        let group = unique_group(&format!("cgh-v{v}"));
+        wait_coordinator(&ctx, &mut c, &group);
+        // Kafka's request checks: INVALID_REQUEST with its message.
+        let bad = [
+            join_request(&group, "m", &[&t.name]).with_rebalance_timeout_ms(-1),
+            join_request(&group, "m", &[&t.name]).with_topic_partitions(None),
+            join_request(&group, "m", &[]),
+            join_request(&group, "m", &[&t.name]).with_member_epoch(-3),
+            join_request(&group, "m", &[&t.name]).with_instance_id(Some(sb(""))),
+        ];
+        for (i, request) in bad.iter().enumerate() {
+            let r = c.call(v, request);
+            assert_code!(
+                r.error_code,
+                INVALID_REQUEST,
+                "v{v} malformed heartbeat #{i}"
+            );
+            assert!(
+                r.error_message.is_some(),
+                "v{v} #{i}: Kafka names what is wrong"
+            );
+        }
+        if v >= 1 {
+            let r = c.call(v, &join_request(&group, "", &[&t.name]));
+            assert_code!(
+                r.error_code,
+                INVALID_REQUEST,
+                "v{v}: the client names its member id"
+            );
+        }
+        let r = c.call(
+            v,
+            &join_request(&group, "m", &[&t.name]).with_server_assignor(Some(sb("sticky"))),
+        );
+        assert_code!(r.error_code, UNSUPPORTED_ASSIGNOR, "v{v}: unknown assignor");
+        if v >= 1 {
+            let regex = join_request(&group, "m", &[]).with_subscribed_topic_regex(Some(sb("(")));
+            let r = c.call(v, &regex.with_subscribed_topic_names(None));
+            assert_code!(
+                r.error_code,
+                INVALID_REGULAR_EXPRESSION,
+                "v{v}: a bad regex"
+            );
+        }
+
+        // The first member gets every partition at epoch 1.
+        let a_id = if v == 0 {
+            String::new()
+        } else {
+            Uuid::new_v4().to_string()
+        };
+        let r = c.call(v, &join_request(&group, &a_id, &[&t.name]));
+        assert_code!(r.error_code, NONE, "v{v}: join");
+        let a_id = r.member_id.as_deref().unwrap_or_default().to_string();
+        assert!(!a_id.is_empty(), "v{v}: the answer names the member");
+        assert_eq!(r.member_epoch, 1);
+        assert!(
+            r.heartbeat_interval_ms == 250,
+            "the broker's interval: {}",
+            r.heartbeat_interval_ms
+        );
+        let assigned = r
+            .assignment
+            .expect("a join is answered with the assignment");
+        assert_eq!(assigned.topic_partitions.len(), 1);
+        assert_eq!(
+            assigned.topic_partitions[0].topic_id, t.id,
+            "assignments name topic ids"
+        );
+        let mut a = Member {
+            group: group.clone(),
+            id: a_id,
+            epoch: 1,
+            owned: vec![(t.id, assigned.topic_partitions[0].partitions.clone())],
+        };
+        assert_eq!(partitions(&a), 4);
+
+        // Epochs ahead, or behind and not the previous one, are fenced; strangers unknown.
+        let mut ahead = Member {
+            epoch: 7,
+            owned: vec![],
+            id: a.id.clone(),
+            group: group.clone(),
+        };
+        assert_code!(
+            heartbeat(&mut c, v, &mut ahead).error_code,
+            FENCED_MEMBER_EPOCH,
+            "v{v}: epoch ahead"
+        );
+        let mut stranger = Member {
+            epoch: 1,
+            owned: vec![],
+            id: "nobody".into(),
+            group: group.clone(),
+        };
+        assert_code!(
+            heartbeat(&mut c, v, &mut stranger).error_code,
+            UNKNOWN_MEMBER_ID,
+            "v{v}: unknown member"
+        );
+
+        // A second member: nothing is free until a revokes two partitions.
+        let b_id = if v == 0 {
+            String::new()
+        } else {
+            Uuid::new_v4().to_string()
+        };
+        let r = c.call(v, &join_request(&group, &b_id, &[&t.name]));
+        assert_code!(r.error_code, NONE, "v{v}: second join");
+        let mut b = Member {
+            group: group.clone(),
+            id: r.member_id.as_deref().unwrap_or_default().to_string(),
+            epoch: r.member_epoch,
+            owned: vec![],
+        };
+        assert_eq!(b.epoch, 2, "the join bumped the group epoch");
+        let given: usize = r
+            .assignment
+            .iter()
+            .flat_map(|a| &a.topic_partitions)
+            .map(|tp| tp.partitions.len())
+            .sum();
+        assert_eq!(given, 0, "v{v}: b gets nothing a still owns");
+        let r = heartbeat(&mut c, v, &mut a);
+        assert_code!(r.error_code, NONE, "v{v}: a's heartbeat");
+        assert_eq!(a.epoch, 1, "a keeps its epoch until it has revoked");
+        assert_eq!(partitions(&a), 2, "a is told to keep two");
+        // a reports the two released: it advances, and b gets them.
+        heartbeat(&mut c, v, &mut a);
+        assert_eq!(a.epoch, 2);
+        heartbeat(&mut c, v, &mut b);
+        assert_eq!(partitions(&b), 2, "v{v}: b gets the released partitions");
+
+        // ConsumerGroupDescribe shows both, Stable, with epochs and assignments.
+        for dv in ctx.versions_req(ApiKey::ConsumerGroupDescribe, 0, 1) {
+            let d = c.call(
+                dv,
+                &ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(sb(&group))]),
+            );
+            let g = &d.groups[0];
+            assert_code!(g.error_code, NONE, "describe v{dv}");
+            assert_eq!(g.group_state.as_str(), "Stable");
+            assert_eq!((g.group_epoch, g.assignment_epoch), (2, 2));
+            assert_eq!(g.assignor_name.as_str(), "uniform");
+            assert_eq!(g.members.len(), 2);
+            for m in &g.members {
+                assert_eq!(m.member_epoch, 2);
+                assert_eq!(m.assignment.topic_partitions[0].topic_name.as_str(), t.name);
+                assert_eq!(m.assignment, m.target_assignment);
+                if dv >= 1 {
+                    assert_eq!(m.member_type, 1, "a consumer-protocol member");
+                }
+            }
+        }
+
+        // OffsetCommit v9 checks the member epoch; older versions answer ILLEGAL_GENERATION.
+        let commit = |epoch: i32| {
+            OffsetCommitRequest::default()
+                .with_group_id(GroupId(sb(&group)))
+                .with_generation_id_or_member_epoch(epoch)
+                .with_member_id(sb(&a.id))
+                .with_topics(vec![OffsetCommitRequestTopic::default()
+                    .with_name(tn(&t.name))
+                    .with_partitions(vec![OffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(5)])])
+        };
+        for (epoch, version, expected) in [
+            (2, 9, NONE),
+            (1, 9, STALE_MEMBER_EPOCH),
+            (3, 9, FENCED_MEMBER_EPOCH),
+            (1, 8, ILLEGAL_GENERATION),
+        ] {
+            if !ctx.supports(ApiKey::OffsetCommit, version) {
+                continue;
+            }
+            let r = c.call(version, &commit(epoch));
+            assert_code!(
+                r.topics[0].partitions[0].error_code,
+                expected,
+                "OffsetCommit v{version} with member epoch {epoch}"
+            );
+        }
+
+        // b leaves (epoch -1): answered -1; a gets all four back at the next epoch.
+        b.epoch = -1;
+        let r = heartbeat(&mut c, v, &mut b);
+        assert_code!(r.error_code, NONE, "v{v}: leave");
+        assert_eq!(r.member_epoch, -1);
+        heartbeat(&mut c, v, &mut a);
+        assert_eq!((a.epoch, partitions(&a)), (3, 4), "v{v}: a after b left");
+    }
+}
