@@ -22,6 +22,11 @@ TERN_BIN="$TERN" "$PY" bench/http_cluster_bench.py --messages 3000 --threads 8 -
 echo "== Transactions, three-broker cluster (bench/txn_bench.py)"
 TERN_BIN="$TERN" "$PY" bench/txn_bench.py --transactions 200 --per-txn 500 --size 1024
 
+# Group rebalance time: KIP-848 consumer groups against the classic protocol, 10 and 100
+# members (bench/group_bench.py).
+echo "== Group rebalance time, single broker (bench/group_bench.py)"
+TERN_BIN="$TERN" "$PY" bench/group_bench.py --sizes 10,100 --timeout 120
+
 # Replication: three brokers, RF=3, acks=all (bench/replication.sh).
 bash bench/replication.sh "$TERN"
 BENCH_REPL_FLUSH_MESSAGES=1 bash bench/replication.sh "$TERN"
