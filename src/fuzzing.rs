@@ -567,6 +567,8 @@ mod seeds {
                 ApiKey::ListGroups => one!(ListGroupsRequest::default()),
                 ApiKey::DeleteGroups => one!(DeleteGroupsRequest::default()),
                 ApiKey::OffsetDelete => one!(OffsetDeleteRequest::default()),
+                ApiKey::ConsumerGroupHeartbeat => one!(ConsumerGroupHeartbeatRequest::default()),
+                ApiKey::ConsumerGroupDescribe => one!(ConsumerGroupDescribeRequest::default()),
                 ApiKey::SaslHandshake => one!(SaslHandshakeRequest::default()),
                 ApiKey::SaslAuthenticate => one!(SaslAuthenticateRequest::default()),
                 ApiKey::DescribeUserScramCredentials => {
