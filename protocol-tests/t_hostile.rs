@@ -378,6 +378,22 @@ pub(crate) fn sample_body(api: i16, v: i16, topic: &Topic) -> Option<Vec<u8>> {
             ]),
             v,
         ),
+        ApiKey::ConsumerGroupHeartbeat => enc(
+            &ConsumerGroupHeartbeatRequest::default()
+                .with_group_id(crate::groups::gid("hostile-consumer-group"))
+                .with_member_id(sb("hostile-member-0000000000"))
+                .with_member_epoch(0)
+                .with_rebalance_timeout_ms(30_000)
+                .with_subscribed_topic_names(Some(vec![tn(&topic.name)]))
+                .with_topic_partitions(Some(vec![])),
+            v,
+        ),
+        ApiKey::ConsumerGroupDescribe => enc(
+            &ConsumerGroupDescribeRequest::default()
+                .with_group_ids(vec![crate::groups::gid("hostile-consumer-group")])
+                .with_include_authorized_operations(true),
+            v,
+        ),
         ApiKey::OffsetDelete => enc(
             &OffsetDeleteRequest::default()
                 .with_group_id(crate::groups::gid(HOSTILE_GROUP))
