@@ -168,8 +168,8 @@ serve_args! {
     group_consumer_session_timeout_ms: i32 = 45_000, "TERN_GROUP_CONSUMER_SESSION_TIMEOUT_MS";
     /// How often KIP-848 consumer-group members are told to heartbeat, ms (group.consumer.heartbeat.interval.ms) [default: 5000]
     group_consumer_heartbeat_interval_ms: i32 = 5_000, "TERN_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS";
-    /// Most members in one KIP-848 consumer group (group.consumer.max.size) [default: 2147483647]
-    group_consumer_max_size: usize = i32::MAX as usize, "TERN_GROUP_CONSUMER_MAX_SIZE";
+    /// Most members in one KIP-848 consumer group (group.consumer.max.size; Kafka's default is unbounded, tern's bounds the memory one group may take, as --group-max-size does for classic groups) [default: 1000]
+    group_consumer_max_size: usize = 1000, "TERN_GROUP_CONSUMER_MAX_SIZE";
     /// Committed offsets of an empty group expire after this long (offsets.retention.minutes) [default: 10080]
     offsets_retention_minutes: i64 = 7 * 24 * 60, "TERN_OFFSETS_RETENTION_MINUTES";
     /// Partitions of the internal __consumer_offsets topic, fixed at its creation (offsets.topic.num.partitions) [default: 50]

@@ -344,7 +344,9 @@ impl ConsumerGroup {
             }
         }
         if let Some(pattern) = &request.subscribed_topic_regex {
-            if self.compiled(pattern).is_none() {
+            let valid = self.compiled(pattern).is_some();
+            self.forget_unused_regexes();
+            if !valid {
                 return Err(GroupError::InvalidRegularExpression);
             }
         }
@@ -378,6 +380,7 @@ impl ConsumerGroup {
             self.compute_target(topics);
         }
         self.reconcile(&member_id, request.owned.as_ref(), now_ms);
+        self.forget_unused_regexes();
         let member = self
             .members
             .get(&member_id)
@@ -554,6 +557,17 @@ impl ConsumerGroup {
         }
     }
 
+    /// Keeps only the compiled patterns some member subscribes with: a client sending a
+    /// new pattern with every heartbeat must not grow the cache.
+    fn forget_unused_regexes(&mut self) {
+        let members = &self.members;
+        self.regexes.retain(|pattern, _| {
+            members
+                .values()
+                .any(|m| m.subscribed_topic_regex.as_deref() == Some(pattern.as_str()))
+        });
+    }
+
     fn compiled(&mut self, pattern: &str) -> Option<&Regex> {
         self.regexes
             .entry(pattern.to_string())
@@ -719,6 +733,11 @@ impl ConsumerGroup {
         next.assigned = assigned;
         next.pending_revocation = Assignment::new();
         next
+    }
+
+    #[cfg(test)]
+    fn cached_regexes(&self) -> usize {
+        self.regexes.len()
     }
 
     /// Every partition's owner, for invariant checks.

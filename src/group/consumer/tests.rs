@@ -559,3 +559,27 @@ fn range_gives_co_subscribers_the_same_partition_numbers() {
     assert_eq!(a[&t1], a[&t2]);
     assert_eq!(out["b"][&t1], [3, 4].into());
 }
+
+#[test]
+fn regexes_a_client_stops_using_are_forgotten() {
+    let topics = image(&[("logs-a", 1), ("orders", 1)]);
+    let mut group = ConsumerGroup::new(config());
+    let mut a = Client::new("a".into(), vec![]);
+    for i in 0..1_000 {
+        a.regex = Some(format!("logs-{i}|logs-a"));
+        let request = a.request(true);
+        let _ = group.heartbeat(request, &topics, i);
+        // Invalid ones are refused and not kept either.
+        let mut bad = a.request(true);
+        bad.subscribed_topic_regex = Some(format!("({i}"));
+        assert_eq!(
+            group.heartbeat(bad, &topics, i),
+            Err(GroupError::InvalidRegularExpression)
+        );
+    }
+    assert!(
+        group.cached_regexes() <= 1,
+        "{} patterns kept",
+        group.cached_regexes()
+    );
+}
