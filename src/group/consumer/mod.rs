@@ -31,6 +31,7 @@ use regex::Regex;
 use uuid::Uuid;
 
 pub use assignor::Assignment;
+pub use records::MemberState;
 
 use super::state::GroupError;
 
@@ -51,26 +52,6 @@ pub struct ConsumerGroupConfig {
 
 /// The topics a group may subscribe to: name -> (id, partition count).
 pub type TopicsImage = BTreeMap<String, (Uuid, i32)>;
-
-/// Where a member is in reconciling to its target assignment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MemberState {
-    Stable,
-    /// It must release partitions before it may advance its epoch.
-    UnrevokedPartitions,
-    /// Some partitions of its target are still owned by others.
-    UnreleasedPartitions,
-}
-
-impl MemberState {
-    pub fn name(self) -> &'static str {
-        match self {
-            MemberState::Stable => "STABLE",
-            MemberState::UnrevokedPartitions => "UNREVOKED_PARTITIONS",
-            MemberState::UnreleasedPartitions => "UNRELEASED_PARTITIONS",
-        }
-    }
-}
 
 /// One member of a consumer group.
 #[derive(Debug, Clone)]

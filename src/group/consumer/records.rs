@@ -22,13 +22,33 @@ use std::collections::BTreeMap;
 use bytes::{Buf, BufMut, BytesMut};
 use uuid::Uuid;
 
-use super::{Assignment, MemberState};
+use super::assignor::Assignment;
 
 pub const GROUP_EPOCH_KEY: i16 = 3;
 pub const MEMBER_KEY: i16 = 5;
 pub const TARGET_EPOCH_KEY: i16 = 6;
 pub const TARGET_MEMBER_KEY: i16 = 7;
 pub const CURRENT_KEY: i16 = 8;
+
+/// Where a member is in reconciling to its target assignment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberState {
+    Stable,
+    /// It must release partitions before it may advance its epoch.
+    UnrevokedPartitions,
+    /// Some partitions of its target are still owned by others.
+    UnreleasedPartitions,
+}
+
+impl MemberState {
+    pub fn name(self) -> &'static str {
+        match self {
+            MemberState::Stable => "STABLE",
+            MemberState::UnrevokedPartitions => "UNREVOKED_PARTITIONS",
+            MemberState::UnreleasedPartitions => "UNRELEASED_PARTITIONS",
+        }
+    }
+}
 
 /// What a member's metadata record holds.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
