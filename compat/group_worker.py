@@ -25,7 +25,7 @@ session: process records until stop_after of them have been processed, commit th
          "commit" says (auto: enable.auto.commit, periodic; sync / async: explicit commit of
          last processed offset + 1 per partition), read the committed offsets back, close.
 Other args: session_timeout_ms (6000), heartbeat_interval_ms (1000), assignor, group_instance_id
-(static membership, KIP-345), client_id; group_protocol "consumer" (KIP-848, ck only: the
+(static membership, KIP-345), client_id, client_rack; group_protocol "consumer" (KIP-848, ck only: the
 broker assigns, with remote_assignor if given, and the session knobs are the broker's). Every loop is bounded by deadline_s (default 60 s
 for session, 150 s for member).
 """
@@ -90,6 +90,7 @@ def ck_consumer(a: dict, auto_commit: bool):
         "bootstrap.servers": a["broker"],
         "group.id": a["group"],
         "client.id": a.get("client_id", "tern-compat-ck-worker"),
+        **({"client.rack": a["client_rack"]} if a.get("client_rack") else {}),
         **protocol,
         "auto.offset.reset": "earliest",
         "enable.auto.commit": auto_commit,

@@ -292,3 +292,36 @@ def test_a_static_member_restarting_gets_its_partitions_back_without_a_rebalance
         for m in (a, b, again):
             if m is not None:
                 m.finish()
+
+
+@pytest.mark.timeout(150)
+def test_uniform_assigns_each_member_the_partitions_led_in_its_rack(tmp_path, topic):
+    """3 brokers in racks rack-1..3, a topic of 6 single-replica partitions; three KIP-848
+    members with `client.rack` rack-1..3 get, balanced, the partitions whose replica is in
+    their own rack (so each can fetch locally)."""
+    from test_cluster import Cluster
+
+    c = Cluster(tmp_path, extra_args=list(CONSUMER_ARGS), rack_of=lambda node: f"rack-{node}")
+    members = []
+    try:
+        c.start()
+        c.create_topic(topic, 6, 1)
+        leaders = c.leaders(topic)
+        per_broker = sorted(list(leaders.values()).count(b) for b in c.brokers)
+        if per_broker != [2, 2, 2]:
+            pytest.skip(f"the ring placed the partitions unevenly ({leaders}); the check needs 2 per rack")
+        group = f"kip848-racks-{uuid.uuid4().hex[:6]}"
+        for node in c.brokers:
+            members.append(spawn("confluent-kafka", "member",
+                                 {"broker": c.bootstrap(), "topic": topic, "group": group,
+                                  "group_protocol": "consumer", "client_rack": f"rack-{node}",
+                                  "deadline_s": 120}, tmp_path, f"rack-{node}"))
+        wait_until(lambda: [len(s) for s in shares(members)] == [2, 2, 2], timeout=40,
+                   what="three members with two partitions each")
+        for node, member in zip(c.brokers, members):
+            mine = current_assignment(member)[0]
+            assert {leaders[p] for p in mine} == {node}, (node, sorted(mine), leaders)
+    finally:
+        for m in members:
+            m.finish()
+        c.stop()

@@ -18,7 +18,7 @@ use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
 use super::consumer::{
-    ConsumerGroup, ConsumerGroupConfig, Heartbeat, HeartbeatAnswer, TopicsImage,
+    ConsumerGroup, ConsumerGroupConfig, Heartbeat, HeartbeatAnswer, PartitionRacks, TopicsImage,
 };
 use super::offsets::{self, Change, CommittedOffset, ReplayedState};
 use super::state::{
@@ -695,12 +695,13 @@ impl GroupCoordinator {
         group_id: &str,
         request: Heartbeat,
         topics: &TopicsImage,
+        racks: PartitionRacks,
     ) -> Result<HeartbeatAnswer, GroupError> {
         self.check_coordinator(group_id)?;
         // One change at a time, written in the order made: the records replay to the
         // state the members were told about.
         let _turn = self.persist_lock.lock().await;
-        let (answer, records) = self.consumer_step(group_id, request, topics)?;
+        let (answer, records) = self.consumer_step(group_id, request, topics, racks)?;
         if !records.is_empty() {
             if let Err(error) = self.write(group_id, &records).await {
                 // The answer is not given: a member never acts on state that a new
@@ -719,6 +720,7 @@ impl GroupCoordinator {
         group_id: &str,
         request: Heartbeat,
         topics: &TopicsImage,
+        racks: PartitionRacks,
     ) -> Result<(Result<HeartbeatAnswer, GroupError>, Vec<Change>), GroupError> {
         let joining = request.member_epoch == super::consumer::JOIN_EPOCH;
         let mut groups = self.groups.lock();
@@ -749,6 +751,7 @@ impl GroupCoordinator {
             .as_mut()
             .ok_or(GroupError::CoordinatorNotAvailable)?;
         let before = consumer.image();
+        consumer.set_partition_racks(racks);
         let answer = consumer.heartbeat(request, topics, monotonic_ms());
         let after = consumer.image();
         if after.epoch != before.epoch {

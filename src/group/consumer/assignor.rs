@@ -9,14 +9,23 @@
 //!   ranges; members subscribing to the same topics get the same partition numbers
 //!   (co-partitioned joins).
 //!
+//! Rack awareness (where members name a rack and brokers have racks): `uniform` places
+//! a partition, among the members still under the balanced share, first with one in
+//! the rack of one of its replicas, so that it can fetch from a replica in its own rack
+//! (KIP-392). A member keeps a partition away from its racks only when no member in them
+//! could take it. Balance comes first. `range` ignores racks.
+//!
 //! Both are deterministic: the same input gives the same assignment on any coordinator.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use uuid::Uuid;
 
 /// Partitions by topic id.
 pub type Assignment = BTreeMap<Uuid, BTreeSet<i32>>;
+
+/// The racks of each partition's replicas (empty when brokers have no racks).
+pub type PartitionRacks = HashMap<(Uuid, i32), BTreeSet<String>>;
 
 /// The assignors a member may name in `ServerAssignor`; the first is the default.
 pub const ASSIGNORS: [&str; 2] = ["uniform", "range"];
@@ -25,6 +34,8 @@ pub const ASSIGNORS: [&str; 2] = ["uniform", "range"];
 #[derive(Debug, Clone)]
 pub struct AssignMember<'a> {
     pub member_id: &'a str,
+    /// The member's `client.rack`.
+    pub rack: Option<&'a str>,
     /// Topic ids the member subscribes to (resolved from names and regex).
     pub topics: BTreeSet<Uuid>,
 }
@@ -36,10 +47,11 @@ pub fn assign(
     members: &[AssignMember<'_>],
     topics: &BTreeMap<Uuid, i32>,
     previous: &BTreeMap<String, Assignment>,
+    racks: &PartitionRacks,
 ) -> BTreeMap<String, Assignment> {
     match assignor {
         "range" => range(members, topics),
-        _ => uniform(members, topics, previous),
+        _ => uniform(members, topics, previous, racks),
     }
 }
 
@@ -81,11 +93,19 @@ fn uniform(
     members: &[AssignMember<'_>],
     topics: &BTreeMap<Uuid, i32>,
     previous: &BTreeMap<String, Assignment>,
+    racks: &PartitionRacks,
 ) -> BTreeMap<String, Assignment> {
     let mut sorted: Vec<&AssignMember<'_>> = members.iter().collect();
     sorted.sort_unstable_by_key(|m| m.member_id);
     let eligible = |member: &AssignMember<'_>, topic: &Uuid, partition: i32| {
         member.topics.contains(topic) && topics.get(topic).is_some_and(|&n| partition < n)
+    };
+    // Whether the member shares a rack with a replica of the partition.
+    let local = |member: &AssignMember<'_>, topic: Uuid, partition: i32| {
+        member
+            .rack
+            .zip(racks.get(&(topic, partition)))
+            .is_some_and(|(rack, replicas)| replicas.contains(rack))
     };
     let all: Vec<(Uuid, i32)> = topics
         .iter()
@@ -100,20 +120,31 @@ fn uniform(
     let cap = all.len().div_ceil(subscribing);
     let mut owner: BTreeMap<(Uuid, i32), usize> = BTreeMap::new();
     let mut counts = vec![0usize; sorted.len()];
-    // Sticky: each member keeps what it had, up to the balanced share.
+    // Sticky: each member keeps what it had, up to the balanced share, the partitions
+    // in its rack first.
     for (index, member) in sorted.iter().enumerate() {
         let Some(had) = previous.get(member.member_id) else {
             continue;
         };
-        for (topic, partitions) in had {
-            for &partition in partitions {
-                if counts[index] < cap
-                    && eligible(member, topic, partition)
-                    && !owner.contains_key(&(*topic, partition))
-                {
-                    owner.insert((*topic, partition), index);
-                    counts[index] += 1;
-                }
+        let mut kept: Vec<(Uuid, i32)> = had
+            .iter()
+            .flat_map(|(t, ps)| ps.iter().map(move |p| (*t, *p)))
+            .collect();
+        kept.sort_by_key(|&(t, p)| !local(member, t, p));
+        for (topic, partition) in kept {
+            // A partition away from its replicas' racks moves to a member in one of them,
+            // when there is one: rack alignment beats stickiness, as in KIP-881.
+            let misplaced = !local(member, topic, partition)
+                && sorted
+                    .iter()
+                    .any(|m| eligible(m, &topic, partition) && local(m, topic, partition));
+            if counts[index] < cap
+                && !misplaced
+                && eligible(member, &topic, partition)
+                && !owner.contains_key(&(topic, partition))
+            {
+                owner.insert((topic, partition), index);
+                counts[index] += 1;
             }
         }
     }
@@ -124,7 +155,10 @@ fn uniform(
         }
         let least = (0..sorted.len())
             .filter(|&i| eligible(sorted[i], &topic, partition))
-            .min_by_key(|&i| (counts[i], i));
+            .min_by_key(|&i| {
+                let full = counts[i] >= cap;
+                (full, !local(sorted[i], topic, partition), counts[i], i)
+            });
         if let Some(index) = least {
             owner.insert((topic, partition), index);
             counts[index] += 1;
@@ -141,10 +175,19 @@ fn uniform(
                 .rev()
                 .filter(|&t| counts[t] + 1 < counts[from])
             {
+                // Rather a partition not local to `from`, or local to `to`.
+                let movable = |&(&(t, p), &o): &(&(Uuid, i32), &usize)| {
+                    o == from && eligible(sorted[to], &t, p)
+                };
+                let better = |&(&(t, p), _): &(&(Uuid, i32), &usize)| {
+                    !local(sorted[from], t, p) || local(sorted[to], t, p)
+                };
                 let candidate = owner
                     .iter()
                     .rev()
-                    .find(|(&(t, p), &o)| o == from && eligible(sorted[to], &t, p))
+                    .filter(movable)
+                    .find(better)
+                    .or_else(|| owner.iter().rev().find(movable))
                     .map(|(&key, _)| key);
                 if let Some(key) = candidate {
                     owner.insert(key, to);

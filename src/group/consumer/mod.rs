@@ -30,7 +30,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use regex::Regex;
 use uuid::Uuid;
 
-pub use assignor::Assignment;
+pub use assignor::{Assignment, PartitionRacks};
 pub use records::MemberState;
 
 use super::state::GroupError;
@@ -138,6 +138,8 @@ pub struct ConsumerGroup {
     /// The subscribed topics the target was computed from: id -> (name, partitions).
     subscribed: BTreeMap<Uuid, (String, i32)>,
     regexes: HashMap<String, Option<Regex>>,
+    /// Where each partition's replicas are, for rack-aware assignment.
+    partition_racks: PartitionRacks,
     /// Rebuilt from records: the first heartbeat adopts the subscribed topics it
     /// resolves instead of bumping the epoch (the records do not keep them).
     restored: bool,
@@ -155,6 +157,7 @@ impl ConsumerGroup {
             owners: HashMap::new(),
             subscribed: BTreeMap::new(),
             regexes: HashMap::new(),
+            partition_racks: PartitionRacks::new(),
             restored: false,
             config,
         }
@@ -310,6 +313,12 @@ impl ConsumerGroup {
             Some("range") => "range",
             _ => assignor::ASSIGNORS[0],
         }
+    }
+
+    /// The racks of the partitions' replicas as the cluster places them now; used the
+    /// next time the target assignment is computed.
+    pub fn set_partition_racks(&mut self, racks: PartitionRacks) {
+        self.partition_racks = racks;
     }
 
     /// One ConsumerGroupHeartbeat.
@@ -603,6 +612,7 @@ impl ConsumerGroup {
             .iter()
             .map(|(id, topics)| assignor::AssignMember {
                 member_id: id,
+                rack: self.members.get(id).and_then(|m| m.rack_id.as_deref()),
                 topics: topics.clone(),
             })
             .collect();
@@ -611,7 +621,13 @@ impl ConsumerGroup {
             .iter()
             .map(|(id, (_, n))| (*id, *n))
             .collect();
-        let target = assignor::assign(self.assignor_name(), &members, &counts, &self.target);
+        let target = assignor::assign(
+            self.assignor_name(),
+            &members,
+            &counts,
+            &self.target,
+            &self.partition_racks,
+        );
         self.target = target;
         self.assignment_epoch = self.group_epoch;
     }

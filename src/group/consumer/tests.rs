@@ -480,6 +480,7 @@ fn members_of(subscriptions: &[(&'static str, &[Uuid])]) -> Vec<AssignMember<'st
         .iter()
         .map(|(id, topics)| AssignMember {
             member_id: id,
+            rack: None,
             topics: topics.iter().copied().collect(),
         })
         .collect()
@@ -499,7 +500,13 @@ fn uniform_moves_only_what_balance_needs_when_members_come_and_go() {
         let n = 1 + rng.below(7) as usize;
         let subs: Vec<(&'static str, &[Uuid])> =
             ids[..n].iter().map(|id| (*id, &all[..])).collect();
-        let before = assignor::assign("uniform", &members_of(&subs), &topics, &BTreeMap::new());
+        let before = assignor::assign(
+            "uniform",
+            &members_of(&subs),
+            &topics,
+            &BTreeMap::new(),
+            &PartitionRacks::new(),
+        );
         let sizes: Vec<usize> = before.values().map(assignor::size).collect();
         assert_eq!(sizes.iter().sum::<usize>(), total);
         assert!(sizes.iter().max().unwrap_or(&0) - sizes.iter().min().unwrap_or(&0) <= 1);
@@ -511,7 +518,13 @@ fn uniform_moves_only_what_balance_needs_when_members_come_and_go() {
             .filter(|(i, _)| *i != gone)
             .map(|(_, s)| *s)
             .collect();
-        let after = assignor::assign("uniform", &members_of(&rest), &topics, &before);
+        let after = assignor::assign(
+            "uniform",
+            &members_of(&rest),
+            &topics,
+            &before,
+            &PartitionRacks::new(),
+        );
         for (member, had) in &before {
             if let Some(has) = after.get(member) {
                 for (t, ps) in had {
@@ -526,7 +539,13 @@ fn uniform_moves_only_what_balance_needs_when_members_come_and_go() {
         // One joins: what moves is exactly what the newcomer gets.
         let mut more = subs.clone();
         more.push(("z", &all[..]));
-        let joined = assignor::assign("uniform", &members_of(&more), &topics, &before);
+        let joined = assignor::assign(
+            "uniform",
+            &members_of(&more),
+            &topics,
+            &before,
+            &PartitionRacks::new(),
+        );
         let moved: usize = before
             .iter()
             .map(|(m, had)| {
@@ -553,6 +572,7 @@ fn range_gives_co_subscribers_the_same_partition_numbers() {
         &members_of(&[("b", &both[..]), ("a", &both[..])]),
         &topics,
         &BTreeMap::new(),
+        &PartitionRacks::new(),
     );
     let a = &out["a"];
     assert_eq!(a[&t1], [0, 1, 2].into());
@@ -582,4 +602,94 @@ fn regexes_a_client_stops_using_are_forgotten() {
         "{} patterns kept",
         group.cached_regexes()
     );
+}
+
+#[test]
+fn uniform_places_new_partitions_in_their_members_racks_without_losing_balance() {
+    let mut rng = Rng::new(7);
+    for _ in 0..200 {
+        let topic = Uuid::from_u128(9);
+        let n = 2 + rng.below(30) as i32;
+        let topics: BTreeMap<Uuid, i32> = [(topic, n)].into();
+        let rack_names = ["r1", "r2", "r3"];
+        // Each partition's one replica is in some rack; members are spread over racks.
+        let racks: PartitionRacks = (0..n)
+            .map(|p| {
+                let rack = rack_names[rng.below(3) as usize].to_string();
+                ((topic, p), [rack].into())
+            })
+            .collect();
+        let ids = ["a", "b", "c", "d", "e", "f"];
+        let count = 1 + rng.below(ids.len() as u64) as usize;
+        let subscribed = [topic];
+        let members: Vec<AssignMember<'_>> = ids[..count]
+            .iter()
+            .enumerate()
+            .map(|(i, id)| AssignMember {
+                member_id: id,
+                rack: Some(rack_names[i % 3]),
+                topics: subscribed.iter().copied().collect(),
+            })
+            .collect();
+        let out = assignor::assign("uniform", &members, &topics, &BTreeMap::new(), &racks);
+        let sizes: Vec<usize> = out.values().map(assignor::size).collect();
+        assert_eq!(sizes.iter().sum::<usize>(), n as usize);
+        let (min, max) = (
+            sizes.iter().min().copied().unwrap_or(0),
+            sizes.iter().max().copied().unwrap_or(0),
+        );
+        assert!(max - min <= 1, "balance first: {sizes:?}");
+        // Local placements are at least as many as a rack-blind assignment makes.
+        let local = |out: &BTreeMap<String, Assignment>| -> usize {
+            members
+                .iter()
+                .map(|m| {
+                    out.get(m.member_id).map_or(0, |a| {
+                        a.iter()
+                            .flat_map(|(t, ps)| ps.iter().map(move |p| (*t, *p)))
+                            .filter(|key| racks[key].contains(m.rack.unwrap_or_default()))
+                            .count()
+                    })
+                })
+                .sum()
+        };
+        let blind = assignor::assign(
+            "uniform",
+            &members,
+            &topics,
+            &BTreeMap::new(),
+            &PartitionRacks::new(),
+        );
+        assert!(
+            local(&out) >= local(&blind),
+            "rack-aware {} < blind {}",
+            local(&out),
+            local(&blind)
+        );
+    }
+    // Two racks, one member in each, partitions alternating: each gets exactly its own.
+    let topic = Uuid::from_u128(3);
+    let racks: PartitionRacks = (0..6)
+        .map(|p| {
+            (
+                (topic, p),
+                [if p % 2 == 0 { "r1" } else { "r2" }.to_string()].into(),
+            )
+        })
+        .collect();
+    let subscribed = [topic];
+    let members = [("x", "r1"), ("y", "r2")].map(|(id, rack)| AssignMember {
+        member_id: id,
+        rack: Some(rack),
+        topics: subscribed.iter().copied().collect(),
+    });
+    let out = assignor::assign(
+        "uniform",
+        &members,
+        &[(topic, 6)].into(),
+        &BTreeMap::new(),
+        &racks,
+    );
+    assert_eq!(out["x"][&topic], [0, 2, 4].into());
+    assert_eq!(out["y"][&topic], [1, 3, 5].into());
 }
