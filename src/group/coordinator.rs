@@ -461,18 +461,13 @@ impl GroupCoordinator {
         let changes = {
             let mut groups = self.groups.lock();
             let limits = self.config.limits;
-            if !groups.contains_key(group_id) {
-                if generation_id >= 0 {
-                    return Err(GroupError::GroupIdNotFound.into());
-                }
-                groups.insert(
-                    group_id.to_string(),
-                    new_entry(Group::new(group_id, limits)),
-                );
-            }
-            let entry = groups
-                .get_mut(group_id)
-                .ok_or(GroupError::CoordinatorNotAvailable)?;
+            let entry = entry_or_create(
+                &mut groups,
+                group_id,
+                limits,
+                generation_id < 0,
+                GroupError::GroupIdNotFound,
+            )?;
             entry.validate_commit(member_id, instance_id, generation_id)?;
             offset_changes(group_id, &commits, now)
         };
@@ -725,18 +720,13 @@ impl GroupCoordinator {
         let joining = request.member_epoch == super::consumer::JOIN_EPOCH;
         let mut groups = self.groups.lock();
         let limits = self.config.limits;
-        if !groups.contains_key(group_id) {
-            if !joining {
-                return Err(GroupError::UnknownMemberId);
-            }
-            groups.insert(
-                group_id.to_string(),
-                new_entry(Group::new(group_id, limits)),
-            );
-        }
-        let entry = groups
-            .get_mut(group_id)
-            .ok_or(GroupError::CoordinatorNotAvailable)?;
+        let entry = entry_or_create(
+            &mut groups,
+            group_id,
+            limits,
+            joining,
+            GroupError::UnknownMemberId,
+        )?;
         if entry.consumer.is_none() {
             if !entry.group.is_empty() {
                 return Err(GroupError::GroupIdNotFound);
@@ -1004,6 +994,29 @@ fn offset_changes(group_id: &str, commits: &[OffsetCommit], now: i64) -> Vec<Cha
             }),
         })
         .collect()
+}
+
+/// The entry of `group_id`, created (as an empty classic group) when `create` allows;
+/// otherwise a missing group is `missing`.
+fn entry_or_create<'a>(
+    groups: &'a mut HashMap<String, GroupEntry>,
+    group_id: &str,
+    limits: GroupLimits,
+    create: bool,
+    missing: GroupError,
+) -> Result<&'a mut GroupEntry, GroupError> {
+    if !groups.contains_key(group_id) {
+        if !create {
+            return Err(missing);
+        }
+        groups.insert(
+            group_id.to_string(),
+            new_entry(Group::new(group_id, limits)),
+        );
+    }
+    groups
+        .get_mut(group_id)
+        .ok_or(GroupError::CoordinatorNotAvailable)
 }
 
 fn new_entry(group: Group) -> GroupEntry {
