@@ -295,6 +295,7 @@ impl Broker {
             producer_ids,
             txn: Arc::clone(&txn),
             groups: Arc::clone(&groups),
+            shares: crate::group::share::leader::SharePartitions::new(config.shares),
             peers: Peers::new(Arc::clone(&store), peer_security.clone()),
             store,
             replicas: Arc::clone(&replicas),

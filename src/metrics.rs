@@ -184,6 +184,24 @@ define_metrics! {
     Counter(Count) GROUP_REBALANCES_TOTAL = "tern_group_rebalances_total";
     /// Members of a consumer group, by `group` and `type` (`classic` or `consumer`).
     Gauge(Count) GROUP_MEMBERS = "tern_group_members";
+    /// Share-group records acquired by a consumer (first deliveries and redeliveries),
+    /// by `group` and `topic`.
+    Counter(Count) SHARE_RECORDS_ACQUIRED_TOTAL = "tern_share_records_acquired_total";
+    /// Share-group records acknowledged, by `group`, `topic` and `type` (`accept`,
+    /// `release`, `reject`; a GAP counts as `reject`).
+    Counter(Count) SHARE_RECORDS_ACKNOWLEDGED_TOTAL = "tern_share_records_acknowledged_total";
+    /// Share-group records delivered again after a release or a lock timeout, by
+    /// `group` and `topic`.
+    Counter(Count) SHARE_RECORDS_REDELIVERED_TOTAL = "tern_share_records_redelivered_total";
+    /// Share-group records archived undelivered because they reached the delivery
+    /// count limit, by `group` and `topic`.
+    Counter(Count) SHARE_RECORDS_ARCHIVED_TOTAL = "tern_share_records_archived_total";
+    /// Share-group acquisition locks that timed out (the consumer neither acknowledged
+    /// nor released in time), by `group` and `topic`.
+    Counter(Count) SHARE_LOCK_TIMEOUTS_TOTAL = "tern_share_lock_timeouts_total";
+    /// Records of a share-partition not yet delivered and acknowledged: from its start
+    /// offset to the high watermark, by `group`, `topic` and `partition`.
+    Gauge(Count) SHARE_GROUP_LAG = "tern_share_group_lag";
     /// Records between a partition's high watermark and a group's committed offset, by
     /// `group`, `topic` and `partition`.
     Gauge(Count) CONSUMER_GROUP_LAG = "tern_consumer_group_lag";

@@ -113,6 +113,8 @@ pub struct Services {
     /// The transaction coordinator (the `__transaction_state` partitions led here).
     pub txn: Arc<crate::txn::TxnCoordinator>,
     pub groups: Arc<GroupCoordinator>,
+    /// The share-partitions led here and the share sessions of members fetching here.
+    pub shares: crate::group::share::leader::SharePartitions,
     /// Connections to the other brokers, for what only their partitions or groups answer.
     pub peers: Peers,
     pub server: ServerConfig,

@@ -11,6 +11,7 @@ pub mod errors;
 pub mod group;
 pub mod metadata;
 pub mod security;
+pub mod share;
 pub mod txn;
 
 use kafka_protocol::messages::TopicName;

@@ -23,7 +23,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 
 use super::api_versions::ApiRange;
 use super::context::RequestContext;
-use super::{admin, api_versions, data, group, metadata, security, txn};
+use super::{admin, api_versions, data, group, metadata, security, share, txn};
 use crate::wire::{decode_untrusted, encode_response, DecodeError};
 
 /// What to send back for one request frame.
@@ -198,6 +198,12 @@ api_table! {
     OffsetDelete 0..=0, OffsetDeleteRequest => plain(group::offset_delete::handle);
     ConsumerGroupHeartbeat 0..=1, ConsumerGroupHeartbeatRequest => plain(group::consumer_group_heartbeat::handle);
     ConsumerGroupDescribe 0..=1, ConsumerGroupDescribeRequest => plain(group::consumer_group_describe::handle);
+    ShareGroupHeartbeat 1..=1, ShareGroupHeartbeatRequest => plain(share::share_group_heartbeat::handle);
+    ShareGroupDescribe 1..=1, ShareGroupDescribeRequest => plain(share::share_group_describe::handle);
+    ShareFetch 1..=1, ShareFetchRequest => plain(share::share_fetch::handle);
+    ShareAcknowledge 1..=1, ShareAcknowledgeRequest => plain(share::share_acknowledge::handle);
+    ReadShareGroupState 0..=0, ReadShareGroupStateRequest => plain(share::read_share_group_state::handle);
+    WriteShareGroupState 0..=0, WriteShareGroupStateRequest => plain(share::write_share_group_state::handle);
     SaslHandshake 0..=1, SaslHandshakeRequest => closing(security::sasl_handshake::handle);
     SaslAuthenticate 0..=2, SaslAuthenticateRequest => closing(security::sasl_authenticate::handle);
     DescribeUserScramCredentials 0..=0, DescribeUserScramCredentialsRequest => plain(security::describe_user_scram_credentials::handle);

@@ -170,6 +170,22 @@ serve_args! {
     group_consumer_heartbeat_interval_ms: i32 = 5_000, "TERN_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS";
     /// Most members in one KIP-848 consumer group (group.consumer.max.size; Kafka's default is unbounded, tern's bounds the memory one group may take, as --group-max-size does for classic groups) [default: 1000]
     group_consumer_max_size: usize = 1000, "TERN_GROUP_CONSUMER_MAX_SIZE";
+    /// A share-group member that has not heartbeated for this long is removed, ms (group.share.session.timeout.ms) [default: 45000]
+    group_share_session_timeout_ms: i32 = 45_000, "TERN_GROUP_SHARE_SESSION_TIMEOUT_MS";
+    /// How often share-group members are told to heartbeat, ms (group.share.heartbeat.interval.ms) [default: 5000]
+    group_share_heartbeat_interval_ms: i32 = 5_000, "TERN_GROUP_SHARE_HEARTBEAT_INTERVAL_MS";
+    /// Most members in one share group (group.share.max.size) [default: 200]
+    group_share_max_size: usize = 200, "TERN_GROUP_SHARE_MAX_SIZE";
+    /// How long a share-group record stays locked to the consumer that acquired it, ms (group.share.record.lock.duration.ms) [default: 30000]
+    group_share_record_lock_duration_ms: i64 = 30_000, "TERN_GROUP_SHARE_RECORD_LOCK_DURATION_MS";
+    /// Deliveries of one share-group record before it is archived undelivered (group.share.delivery.count.limit, 2-10) [default: 5]
+    group_share_delivery_count_limit: i16 = 5, "TERN_GROUP_SHARE_DELIVERY_COUNT_LIMIT";
+    /// Records of one share-partition in flight (acquired or awaiting redelivery) at most (group.share.partition.max.record.locks) [default: 2000]
+    group_share_partition_max_record_locks: i64 = 2_000, "TERN_GROUP_SHARE_PARTITION_MAX_RECORD_LOCKS";
+    /// Share sessions one broker holds at most (group.share.max.share.sessions) [default: 2000]
+    group_share_max_share_sessions: usize = 2_000, "TERN_GROUP_SHARE_MAX_SHARE_SESSIONS";
+    /// Where a share group starts reading a partition it has no state for: latest (the high watermark when it first reads it, Kafka's default) or earliest (share.auto.offset.reset's default for every share group) [default: latest]
+    group_share_auto_offset_reset: String = "latest".to_string(), "TERN_GROUP_SHARE_AUTO_OFFSET_RESET";
     /// Committed offsets of an empty group expire after this long (offsets.retention.minutes) [default: 10080]
     offsets_retention_minutes: i64 = 7 * 24 * 60, "TERN_OFFSETS_RETENTION_MINUTES";
     /// Partitions of the internal __consumer_offsets topic, fixed at its creation (offsets.topic.num.partitions) [default: 50]

@@ -52,6 +52,8 @@ pub struct Config {
     pub replica_lag_time_max: Duration,
     pub log_format: String,
     pub groups: GroupsConfig,
+    /// Share-partitions led here (`group.share.*`).
+    pub shares: crate::group::share::leader::ShareLeaderConfig,
     /// The transaction coordinator and its `__transaction_state` topic.
     pub txn: crate::txn::TxnConfig,
     /// The metrics listener, and whether the operator chose it (no fallback then).
@@ -93,6 +95,7 @@ impl Config {
         let set_fields = a.set_fields();
         let cleaner = cleaner_config(&a)?;
         let archive = archive_config(&a)?;
+        let shares = share_leader_config(&a)?;
         let listen = a.listen.unwrap_or_else(defaults::listen);
         let advertise = a.advertise.clone().filter(|s| !s.is_empty());
         let mut listeners = listener_configs(&a, listen)?;
@@ -305,6 +308,7 @@ impl Config {
                         .max(10),
                 ),
             },
+            shares,
             groups: GroupsConfig {
                 coordinator: crate::group::coordinator::CoordinatorConfig {
                     limits: crate::group::state::GroupLimits {
@@ -337,6 +341,25 @@ impl Config {
                         max_size: a
                             .group_consumer_max_size
                             .unwrap_or_else(defaults::group_consumer_max_size),
+                    },
+                    share: crate::group::share::ShareGroupConfig {
+                        session_timeout_ms: positive(
+                            "group_share_session_timeout_ms",
+                            i64::from(
+                                a.group_share_session_timeout_ms
+                                    .unwrap_or_else(defaults::group_share_session_timeout_ms),
+                            ),
+                        )? as i32,
+                        heartbeat_interval_ms: positive(
+                            "group_share_heartbeat_interval_ms",
+                            i64::from(
+                                a.group_share_heartbeat_interval_ms
+                                    .unwrap_or_else(defaults::group_share_heartbeat_interval_ms),
+                            ),
+                        )? as i32,
+                        max_size: a
+                            .group_share_max_size
+                            .unwrap_or_else(defaults::group_share_max_size),
                     },
                     offsets_retention_ms: a
                         .offsets_retention_minutes
@@ -478,4 +501,56 @@ mod tests {
         .is_err());
         Ok(())
     }
+}
+
+/// The share-partition settings, checked against Kafka's ranges.
+fn share_leader_config(
+    a: &ServeArgs,
+) -> Result<crate::group::share::leader::ShareLeaderConfig, ConfigError> {
+    let invalid = |name: &'static str, reason: String| ConfigError::Invalid { name, reason };
+    let lock_duration_ms = a
+        .group_share_record_lock_duration_ms
+        .unwrap_or_else(defaults::group_share_record_lock_duration_ms);
+    if lock_duration_ms < 1_000 {
+        return Err(invalid(
+            "group_share_record_lock_duration_ms",
+            format!("{lock_duration_ms} is below 1000"),
+        ));
+    }
+    let delivery_limit = a
+        .group_share_delivery_count_limit
+        .unwrap_or_else(defaults::group_share_delivery_count_limit);
+    if !(2..=10).contains(&delivery_limit) {
+        return Err(invalid(
+            "group_share_delivery_count_limit",
+            format!("{delivery_limit} is not within 2..=10"),
+        ));
+    }
+    let max_in_flight = a
+        .group_share_partition_max_record_locks
+        .unwrap_or_else(defaults::group_share_partition_max_record_locks);
+    if !(100..=10_000).contains(&max_in_flight) {
+        return Err(invalid(
+            "group_share_partition_max_record_locks",
+            format!("{max_in_flight} is not within 100..=10000"),
+        ));
+    }
+    let auto_offset_reset = a
+        .group_share_auto_offset_reset
+        .clone()
+        .unwrap_or_else(defaults::group_share_auto_offset_reset)
+        .parse()
+        .map_err(|reason| invalid("group_share_auto_offset_reset", reason))?;
+    Ok(crate::group::share::leader::ShareLeaderConfig {
+        partition: crate::group::share::partition::ShareConfig {
+            lock_duration_ms,
+            delivery_limit,
+            max_in_flight,
+        },
+        auto_offset_reset,
+        max_sessions: a
+            .group_share_max_share_sessions
+            .unwrap_or_else(defaults::group_share_max_share_sessions)
+            .max(1),
+    })
 }

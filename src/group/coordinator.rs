@@ -32,12 +32,16 @@ use crate::replication::{Acks, Partition, PartitionError, TopicReplicas};
 
 use crate::limits::OFFSET_COMMIT_TIMEOUT;
 
+mod share;
+
 /// Coordinator settings (from the broker config).
 #[derive(Debug, Clone, Copy)]
 pub struct CoordinatorConfig {
     pub limits: GroupLimits,
     /// KIP-848 consumer groups' settings.
     pub consumer: ConsumerGroupConfig,
+    /// KIP-932 share groups' settings.
+    pub share: super::share::ShareGroupConfig,
     /// Offsets of empty groups expire after this long (`offsets.retention.minutes`).
     pub offsets_retention_ms: i64,
 }
@@ -62,6 +66,13 @@ struct GroupEntry {
     /// Set when this is a KIP-848 consumer group (then `group` stays an empty classic
     /// group): members heartbeat with ConsumerGroupHeartbeat instead of joining.
     consumer: Option<ConsumerGroup>,
+    /// Set when this is a KIP-932 share group (membership only; `group` stays empty).
+    share: Option<super::share::ShareGroup>,
+    /// The stored state of the group's share-partitions, by (topic id, partition).
+    share_states: BTreeMap<(uuid::Uuid, i32), super::share::ShareState>,
+    /// The highest leader epoch that read each share-partition's state: a write from
+    /// an older leader is fenced (not stored: a new coordinator starts from the records).
+    share_readers: HashMap<(uuid::Uuid, i32), i32>,
 }
 
 /// One group as ListGroups lists it.
@@ -207,6 +218,19 @@ impl GroupCoordinator {
                     .or_insert_with(|| new_entry(Group::new(&group_id, limits)));
                 entry.offsets = offsets;
             }
+            for (key, share_state) in state.share {
+                let entry = groups
+                    .entry(key.group.clone())
+                    .or_insert_with(|| new_entry(Group::new(&key.group, limits)));
+                if entry.consumer.is_none() && entry.group.is_empty() {
+                    entry
+                        .share
+                        .get_or_insert_with(|| super::share::ShareGroup::new(self.config.share));
+                }
+                entry
+                    .share_states
+                    .insert((key.topic_id, key.partition), share_state);
+            }
             for (producer_id, by_group) in state.pending {
                 for (group_id, offsets) in by_group {
                     let entry = groups
@@ -278,6 +302,12 @@ impl GroupCoordinator {
                 .or_insert_with(|| new_entry(Group::new(group_id, limits)));
             // An empty consumer group becomes classic again; a live one is not joined
             // (online migration is not served).
+            if entry.share.is_some() {
+                return JoinResult::error(
+                    GroupError::InconsistentGroupProtocol,
+                    &request.member_id,
+                );
+            }
             match &entry.consumer {
                 Some(consumer) if !consumer.is_empty() => {
                     return JoinResult::error(
@@ -646,7 +676,9 @@ impl GroupCoordinator {
     pub fn describe(&self, group_id: &str) -> Option<GroupDescription> {
         let groups = self.groups.lock();
         // DescribeGroups describes classic groups only (Kafka: "not a classic group").
-        let entry = groups.get(group_id).filter(|e| e.consumer.is_none())?;
+        let entry = groups
+            .get(group_id)
+            .filter(|e| e.consumer.is_none() && e.share.is_none())?;
         Some(GroupDescription {
             state: entry.group.state(),
             protocol_type: entry.group.protocol_type().unwrap_or_default().to_string(),
@@ -661,14 +693,20 @@ impl GroupCoordinator {
         let mut out: Vec<_> = groups
             .iter()
             .filter(|(_, e)| e.group.state() != GroupState::Dead)
-            .map(|(id, e)| match &e.consumer {
-                Some(consumer) => ListedGroup {
+            .map(|(id, e)| match (&e.consumer, &e.share) {
+                (Some(consumer), _) => ListedGroup {
                     group_id: id.clone(),
                     protocol_type: "consumer".to_string(),
                     state: consumer.state().name(),
                     kind: "consumer",
                 },
-                None => ListedGroup {
+                (None, Some(share)) => ListedGroup {
+                    group_id: id.clone(),
+                    protocol_type: "share".to_string(),
+                    state: share.state_name(),
+                    kind: "share",
+                },
+                (None, None) => ListedGroup {
                     group_id: id.clone(),
                     protocol_type: e.group.protocol_type().unwrap_or_default().to_string(),
                     state: e.group.state().name(),
@@ -728,7 +766,7 @@ impl GroupCoordinator {
             GroupError::UnknownMemberId,
         )?;
         if entry.consumer.is_none() {
-            if !entry.group.is_empty() {
+            if !entry.group.is_empty() || entry.share.is_some() {
                 return Err(GroupError::GroupIdNotFound);
             }
             if !joining {
@@ -799,7 +837,13 @@ impl GroupCoordinator {
         member_epoch: i32,
     ) -> Result<(), GroupError> {
         let groups = self.groups.lock();
-        match groups.get(group_id).and_then(|e| e.consumer.as_ref()) {
+        let Some(entry) = groups.get(group_id) else {
+            return Ok(());
+        };
+        if entry.share.is_some() {
+            return Err(GroupError::GroupIdNotFound);
+        }
+        match &entry.consumer {
             Some(consumer) => consumer.validate_fetch(member_id, member_epoch),
             None => Ok(()),
         }
@@ -812,14 +856,11 @@ impl GroupCoordinator {
             .iter()
             .map(|(id, e)| GroupLag {
                 group: id.clone(),
-                kind: if e.consumer.is_some() {
-                    "consumer"
-                } else {
-                    "classic"
-                },
-                members: match &e.consumer {
-                    Some(consumer) => consumer.members().count(),
-                    None => e.group.members().count(),
+                kind: e.kind(),
+                members: match (&e.consumer, &e.share) {
+                    (Some(consumer), _) => consumer.members().count(),
+                    (None, Some(share)) => share.members().count(),
+                    (None, None) => e.group.members().count(),
                 },
                 committed: e
                     .offsets
@@ -852,6 +893,16 @@ impl GroupCoordinator {
                 let gone = super::consumer::records::Image::default();
                 changes.extend(consumer_changes(group_id, &consumer.image(), &gone));
             }
+            changes.extend(entry.share_states.keys().map(|(topic_id, partition)| {
+                Change::ShareState {
+                    key: super::share::ShareKey {
+                        group: group_id.to_string(),
+                        topic_id: *topic_id,
+                        partition: *partition,
+                    },
+                    value: None,
+                }
+            }));
             changes
         };
         self.write(group_id, &changes).await?;
@@ -914,6 +965,7 @@ impl GroupCoordinator {
     /// Advances every group's timers and expires old offsets of empty groups.
     pub async fn tick(&self) {
         self.expire_consumer_members().await;
+        self.expire_share_members();
         let now = monotonic_ms();
         let wall = now_ms();
         let mut expired: Vec<(String, Vec<Change>)> = Vec::new();
@@ -1028,12 +1080,29 @@ fn new_entry(group: Group) -> GroupEntry {
         empty_since_ms: None,
         pending: BTreeMap::new(),
         consumer: None,
+        share: None,
+        share_states: BTreeMap::new(),
+        share_readers: HashMap::new(),
     }
 }
 
 impl GroupEntry {
     fn is_empty(&self) -> bool {
-        self.group.is_empty() && self.consumer.as_ref().is_none_or(ConsumerGroup::is_empty)
+        self.group.is_empty()
+            && self.consumer.as_ref().is_none_or(ConsumerGroup::is_empty)
+            && self
+                .share
+                .as_ref()
+                .is_none_or(super::share::ShareGroup::is_empty)
+    }
+
+    /// The group's kind, as ListGroups v5 names it.
+    fn kind(&self) -> &'static str {
+        match (&self.consumer, &self.share) {
+            (Some(_), _) => "consumer",
+            (None, Some(_)) => "share",
+            (None, None) => "classic",
+        }
     }
 
     /// Validates a commit by `member_id` with `generation` (a member epoch for a
@@ -1044,6 +1113,10 @@ impl GroupEntry {
         instance_id: Option<&str>,
         generation: i32,
     ) -> Result<(), GroupError> {
+        if self.share.is_some() {
+            // Kafka's `ShareGroup.validateOffsetCommit`: share groups commit nothing.
+            return Err(GroupError::GroupIdNotFound);
+        }
         match &self.consumer {
             Some(consumer) => consumer.validate_commit(member_id, generation),
             None => self
@@ -1080,7 +1153,9 @@ fn apply(entry: &mut GroupEntry, changes: &[Change]) {
             } => {
                 entry.offsets.remove(&(topic.clone(), *partition));
             }
-            Change::Group { value: Some(_), .. } | Change::Consumer { .. } => {}
+            Change::Group { value: Some(_), .. }
+            | Change::Consumer { .. }
+            | Change::ShareState { .. } => {}
             Change::Group { value: None, .. } => entry.offsets.clear(),
         }
     }
@@ -1202,6 +1277,11 @@ mod tests {
                 max_size: 100,
             },
             consumer: ConsumerGroupConfig {
+                session_timeout_ms: 10_000,
+                heartbeat_interval_ms: 500,
+                max_size: 100,
+            },
+            share: crate::group::share::ShareGroupConfig {
                 session_timeout_ms: 10_000,
                 heartbeat_interval_ms: 500,
                 max_size: 100,

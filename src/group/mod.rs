@@ -1,10 +1,11 @@
 //! Consumer groups: classic membership (`state`), KIP-848 consumer groups
-//! (`consumer`), committed offsets (`offsets`) and the coordinator that drives them
-//! (`coordinator`).
+//! (`consumer`), KIP-932 share groups (`share`), committed offsets (`offsets`) and
+//! the coordinator that drives them (`coordinator`).
 
 pub mod consumer;
 pub mod coordinator;
 pub mod offsets;
+pub mod share;
 pub mod state;
 
 /// Consumer-group coordinator settings.

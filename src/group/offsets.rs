@@ -25,6 +25,7 @@ use std::collections::BTreeMap;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::group::consumer::records as consumer_records;
+use crate::group::share::records as share_records;
 use crate::log::records::BatchBuilder;
 
 pub use crate::model::OFFSETS_TOPIC;
@@ -101,9 +102,14 @@ pub enum Change {
         group: String,
         record: crate::group::consumer::records::Record,
     },
+    /// A share-partition's state (`group::share::records`), or its deletion.
+    ShareState {
+        key: share_records::ShareKey,
+        value: Option<share_records::ShareState>,
+    },
 }
 
-fn put_string(out: &mut BytesMut, s: &str) {
+pub(crate) fn put_string(out: &mut BytesMut, s: &str) {
     let len = s.len().min(i16::MAX as usize);
     out.put_i16(len as i16);
     out.put_slice(&s.as_bytes()[..len]);
@@ -175,19 +181,22 @@ fn encode_group(value: &GroupRecord) -> Vec<u8> {
 }
 
 /// A bounds-checked reader: every length is checked against what is left.
-struct Reader<'a>(&'a [u8]);
+pub(crate) struct Reader<'a>(pub(crate) &'a [u8]);
 
 impl Reader<'_> {
-    fn i16(&mut self) -> Option<i16> {
+    pub(crate) fn i8(&mut self) -> Option<i8> {
+        (self.0.remaining() >= 1).then(|| self.0.get_i8())
+    }
+    pub(crate) fn i16(&mut self) -> Option<i16> {
         (self.0.remaining() >= 2).then(|| self.0.get_i16())
     }
-    fn i32(&mut self) -> Option<i32> {
+    pub(crate) fn i32(&mut self) -> Option<i32> {
         (self.0.remaining() >= 4).then(|| self.0.get_i32())
     }
-    fn i64(&mut self) -> Option<i64> {
+    pub(crate) fn i64(&mut self) -> Option<i64> {
         (self.0.remaining() >= 8).then(|| self.0.get_i64())
     }
-    fn take(&mut self, n: usize) -> Option<&[u8]> {
+    pub(crate) fn take(&mut self, n: usize) -> Option<&[u8]> {
         if self.0.len() < n {
             return None;
         }
@@ -195,7 +204,11 @@ impl Reader<'_> {
         self.0 = rest;
         Some(head)
     }
-    fn nullable_string(&mut self) -> Option<Option<String>> {
+    pub(crate) fn uuid(&mut self) -> Option<uuid::Uuid> {
+        let raw: [u8; 16] = self.take(16)?.try_into().ok()?;
+        Some(uuid::Uuid::from_bytes(raw))
+    }
+    pub(crate) fn nullable_string(&mut self) -> Option<Option<String>> {
         let len = self.i16()?;
         if len < 0 {
             return Some(None);
@@ -203,7 +216,7 @@ impl Reader<'_> {
         let raw = self.take(len as usize)?;
         Some(Some(String::from_utf8_lossy(raw).into_owned()))
     }
-    fn string(&mut self) -> Option<String> {
+    pub(crate) fn string(&mut self) -> Option<String> {
         self.nullable_string()?.or(Some(String::new()))
     }
     fn bytes(&mut self) -> Option<Bytes> {
@@ -330,6 +343,10 @@ fn encode_with(mut batch: BatchBuilder, changes: &[Change], now_ms: i64) -> Vec<
                 value.as_ref().map(encode_group),
             ),
             Change::Consumer { record, .. } => record.clone(),
+            Change::ShareState { key, value } => (
+                share_records::encode_key(key),
+                value.as_ref().map(share_records::encode_value),
+            ),
         };
         batch.push(now_ms, Some(&key), value.as_deref(), &[]);
     }
@@ -349,6 +366,8 @@ pub struct ReplayedState {
     pub consumer: BTreeMap<String, consumer_records::Image>,
     /// Offsets of transactions with no marker yet, by producer id.
     pub pending: BTreeMap<i64, PendingOffsets>,
+    /// Share-partitions' states (the last record of each).
+    pub share: BTreeMap<share_records::ShareKey, share_records::ShareState>,
 }
 
 impl ReplayedState {
@@ -397,6 +416,9 @@ impl ReplayedState {
     /// Applies one stored record; returns false for a record it cannot read.
     pub fn apply(&mut self, key: &[u8], value: Option<&[u8]>) -> bool {
         let Some(key) = decode_key(key) else {
+            if let Some(share_key) = share_records::decode_key(key) {
+                return self.apply_share(share_key, value);
+            }
             return self.apply_consumer(key, value);
         };
         match key {
@@ -434,6 +456,19 @@ impl ReplayedState {
                     self.consumer.remove(&group);
                 }
             },
+        }
+        true
+    }
+
+    fn apply_share(&mut self, key: share_records::ShareKey, value: Option<&[u8]>) -> bool {
+        match value.map(share_records::decode_value) {
+            Some(Some(state)) => {
+                self.share.insert(key, state);
+            }
+            Some(None) => return false,
+            None => {
+                self.share.remove(&key);
+            }
         }
         true
     }

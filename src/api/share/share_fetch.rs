@@ -1,0 +1,356 @@
+//! ShareFetch (key 78, v1): a share-group member's fetch from the partitions this
+//! broker leads. In one request: the share session moves on (`group::share::session`),
+//! the acknowledgements it carries are applied and stored, and records are acquired
+//! for the member from every partition of its session — the whole log batches that
+//! hold them, with the acquired offset ranges and their delivery counts, which the
+//! client filters by. Long poll: with nothing to acquire it waits for new records (or
+//! for locks to time out) up to `max_wait_ms`.
+//!
+//! Kafka's rules, as its `SharePartitionManager` applies them: acknowledgements on a
+//! session-opening request are an INVALID_REQUEST, session errors are top-level, and
+//! every partition that carried acknowledgements is answered with its
+//! `acknowledge_error_code`. Records are never null (librdkafka reads a null as a
+//! malformed set).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::share_fetch_response::{
+    AcquiredRecords, LeaderIdAndEpoch, PartitionData, ShareFetchableTopicResponse,
+};
+use kafka_protocol::messages::{ShareFetchRequest, ShareFetchResponse};
+use kafka_protocol::ResponseError;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::super::context::RequestContext;
+use super::super::str_bytes;
+use super::{acknowledge, count, led_partition, persist_error, persister, WireBatches};
+use crate::group::share::partition::Acquired;
+use crate::group::share::session::{self, SessionRequest, FINAL_EPOCH, OPEN_EPOCH};
+use crate::group::share::ShareKey;
+use crate::log::batch;
+use crate::model::{Isolation, Offset};
+use crate::security::acl::AclOperation;
+
+/// `max_records` when the client names none.
+const DEFAULT_MAX_RECORDS: usize = 500;
+/// How often a waiting fetch looks again for records whose locks timed out.
+const LOCK_RECHECK: Duration = Duration::from_millis(250);
+
+type PartitionKey = (Uuid, i32);
+
+pub async fn handle(ctx: &RequestContext, request: ShareFetchRequest) -> ShareFetchResponse {
+    let lock_ms = ctx.services.shares.config().partition.lock_duration_ms;
+    let answer = ShareFetchResponse::default()
+        .with_acquisition_lock_timeout_ms(i32::try_from(lock_ms).unwrap_or(i32::MAX));
+    let group_id = request.group_id.as_ref().map(|g| g.to_string());
+    let member_id = request.member_id.as_ref().map(|m| m.to_string());
+    let (Some(group_id), Some(member_id)) = (
+        group_id.filter(|g| !g.is_empty()),
+        member_id.filter(|m| !m.is_empty()),
+    ) else {
+        return refused(
+            answer,
+            ResponseError::InvalidRequest,
+            "GroupId and MemberId are required.",
+        );
+    };
+    if !ctx.authorize_group(AclOperation::Read, &group_id) {
+        return refused(answer, ResponseError::GroupAuthorizationFailed, "");
+    }
+    let (named, acks) = merged(&request);
+    let epoch = request.share_session_epoch;
+    if epoch == OPEN_EPOCH && !acks.is_empty() {
+        return refused(
+            answer,
+            ResponseError::InvalidRequest,
+            "Acknowledge data present on initial fetch request.",
+        );
+    }
+    let fetch_only: Vec<PartitionKey> = named
+        .iter()
+        .filter(|p| !acks.contains_key(p))
+        .copied()
+        .collect();
+    if epoch == FINAL_EPOCH && !fetch_only.is_empty() {
+        return refused(
+            answer,
+            ResponseError::InvalidRequest,
+            "A final share fetch may only acknowledge.",
+        );
+    }
+    let forgotten: Vec<PartitionKey> = request
+        .forgotten_topics_data
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(move |&p| (t.topic_id, p)))
+        .collect();
+    let added = match epoch {
+        FINAL_EPOCH => Vec::new(),
+        _ => named.clone(),
+    };
+    let updated = ctx.services.shares.sessions().update(
+        SessionRequest {
+            group_id: &group_id,
+            member_id: &member_id,
+            epoch,
+            added: &added,
+            forgotten: &forgotten,
+        },
+        crate::model::monotonic_ms(),
+    );
+    let session_partitions = match updated {
+        Ok(partitions) => partitions,
+        Err(error) => return refused(answer, session_error(error), ""),
+    };
+    let mut out: BTreeMap<PartitionKey, PartitionData> = BTreeMap::new();
+    for (&(topic_id, index), wire) in &acks {
+        let result = acknowledge(ctx, &group_id, &member_id, topic_id, index, wire).await;
+        let data = entry(index).with_acknowledge_error_code(result.err().map_or(0, |e| e.code()));
+        out.insert((topic_id, index), data);
+    }
+    if epoch == FINAL_EPOCH {
+        let closed = ctx.services.shares.sessions().close(&group_id, &member_id);
+        super::release_session(ctx, &group_id, &member_id, &closed).await;
+        return answer.with_responses(responses(out));
+    }
+    let fetch = Fetch {
+        group_id: &group_id,
+        member_id: &member_id,
+        max_records: usize::try_from(request.max_records)
+            .ok()
+            .filter(|&n| n > 0)
+            .unwrap_or(DEFAULT_MAX_RECORDS),
+        max_bytes: u64::try_from(request.max_bytes).unwrap_or(0).max(1),
+    };
+    let max_wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0))
+        .min(ctx.services.server.fetch_max_wait);
+    let deadline = Instant::now() + max_wait;
+    loop {
+        let attempt = fetch.once(ctx, &session_partitions).await;
+        let now = Instant::now();
+        if attempt.acquired || attempt.failed || now >= deadline || session_partitions.is_empty() {
+            for (key, data) in attempt.partitions {
+                let merged_entry = match out.remove(&key) {
+                    Some(acked) => data.with_acknowledge_error_code(acked.acknowledge_error_code),
+                    None => data,
+                };
+                out.insert(key, merged_entry);
+            }
+            return answer.with_responses(responses(out));
+        }
+        wait_for_records(attempt.watches, deadline.min(now + LOCK_RECHECK)).await;
+    }
+}
+
+/// The request's partitions, each topic id merged once (librdkafka may repeat one),
+/// and their acknowledgement batches.
+fn merged(request: &ShareFetchRequest) -> (Vec<PartitionKey>, BTreeMap<PartitionKey, WireBatches>) {
+    let mut named = Vec::new();
+    let mut acks: BTreeMap<PartitionKey, WireBatches> = BTreeMap::new();
+    for topic in &request.topics {
+        for partition in &topic.partitions {
+            let key = (topic.topic_id, partition.partition_index);
+            if !named.contains(&key) {
+                named.push(key);
+            }
+            if !partition.acknowledgement_batches.is_empty() {
+                acks.entry(key).or_default().extend(
+                    partition
+                        .acknowledgement_batches
+                        .iter()
+                        .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.clone())),
+                );
+            }
+        }
+    }
+    (named, acks)
+}
+
+struct Fetch<'a> {
+    group_id: &'a str,
+    member_id: &'a str,
+    max_records: usize,
+    max_bytes: u64,
+}
+
+struct Attempt {
+    partitions: Vec<(PartitionKey, PartitionData)>,
+    acquired: bool,
+    failed: bool,
+    watches: Vec<watch::Receiver<i64>>,
+}
+
+impl Fetch<'_> {
+    /// One pass over the session's partitions, acquiring what there is.
+    async fn once(&self, ctx: &RequestContext, partitions: &[PartitionKey]) -> Attempt {
+        let mut attempt = Attempt {
+            partitions: Vec::with_capacity(partitions.len()),
+            acquired: false,
+            failed: false,
+            watches: Vec::new(),
+        };
+        let mut records_left = self.max_records;
+        let mut bytes_left = self.max_bytes;
+        for &(topic_id, index) in partitions {
+            let data = match self
+                .partition(ctx, topic_id, index, records_left, bytes_left, &mut attempt)
+                .await
+            {
+                Ok(data) => data,
+                Err(error) => {
+                    attempt.failed = true;
+                    entry(index).with_error_code(error.code())
+                }
+            };
+            let served: usize = data
+                .acquired_records
+                .iter()
+                .map(|r| usize::try_from(r.last_offset - r.first_offset + 1).unwrap_or(0))
+                .sum();
+            records_left = records_left.saturating_sub(served);
+            bytes_left =
+                bytes_left.saturating_sub(data.records.as_ref().map_or(0, |r| r.len() as u64));
+            attempt.acquired |= served > 0;
+            attempt.partitions.push(((topic_id, index), data));
+        }
+        attempt
+    }
+
+    async fn partition(
+        &self,
+        ctx: &RequestContext,
+        topic_id: Uuid,
+        index: i32,
+        records_left: usize,
+        bytes_left: u64,
+        attempt: &mut Attempt,
+    ) -> Result<PartitionData, ResponseError> {
+        let (topic, partition) = led_partition(ctx, topic_id, index)?;
+        attempt.watches.push(partition.watch_high_watermark());
+        let key = ShareKey {
+            group: self.group_id.to_string(),
+            topic_id,
+            partition: index,
+        };
+        let persister = persister(ctx);
+        let mut held = ctx
+            .services
+            .shares
+            .hold(&key, &partition, &persister)
+            .await
+            .map_err(|e| persist_error(&e))?;
+        let share = held.partition();
+        let before = share.stats;
+        let now = crate::model::monotonic_ms() as i64;
+        share.expire_locks(now);
+        let fetchable_end = partition.offsets().high_watermark().0;
+        let next = share.next_fetch_offset();
+        let mut data = entry(index);
+        if records_left > 0 && bytes_left > 0 && next < fetchable_end {
+            // A read past the log (its end moved under us) is simply nothing now.
+            if let Ok(read) = partition.read_for_consumer(
+                Offset(next),
+                bytes_left,
+                true,
+                Isolation::ReadUncommitted,
+            ) {
+                let records = read.records.unwrap_or_default();
+                let data_end = batch::end_offset(&records).unwrap_or(next);
+                let acquired = share.acquire(
+                    self.member_id,
+                    now,
+                    fetchable_end.min(data_end),
+                    records_left,
+                );
+                data = data
+                    .with_records(Some(holding(&records, &acquired)))
+                    .with_acquired_records(acquired.iter().map(wire_range).collect());
+            }
+        }
+        let after = share.stats;
+        count(self.group_id, &topic, before, after);
+        Ok(data)
+    }
+}
+
+/// The batches of `records` that hold an acquired offset (the client keeps only
+/// those offsets anyway).
+fn holding(records: &Bytes, acquired: &[Acquired]) -> Bytes {
+    let (Some(first), Some(last)) = (acquired.first(), acquired.last()) else {
+        return Bytes::new();
+    };
+    let (mut start, mut end, mut position) = (None, 0usize, 0usize);
+    for header in batch::batches(records) {
+        let Ok(header) = header else { break };
+        let size = header.total_bytes();
+        if header.last_offset() >= first.first && header.base_offset() <= last.last {
+            start.get_or_insert(position);
+            end = position + size;
+        }
+        position += size;
+    }
+    match start {
+        Some(start) => records.slice(start..end),
+        None => Bytes::new(),
+    }
+}
+
+fn wire_range(range: &Acquired) -> AcquiredRecords {
+    AcquiredRecords::default()
+        .with_first_offset(range.first)
+        .with_last_offset(range.last)
+        .with_delivery_count(range.delivery_count)
+}
+
+/// An answer for one partition: no error, no records (but never null).
+fn entry(index: i32) -> PartitionData {
+    PartitionData::default()
+        .with_partition_index(index)
+        .with_current_leader(
+            LeaderIdAndEpoch::default()
+                .with_leader_id(-1)
+                .with_leader_epoch(-1),
+        )
+        .with_records(Some(Bytes::new()))
+}
+
+fn responses(out: BTreeMap<PartitionKey, PartitionData>) -> Vec<ShareFetchableTopicResponse> {
+    let mut topics: Vec<ShareFetchableTopicResponse> = Vec::new();
+    for ((topic_id, _), data) in out {
+        match topics.last_mut() {
+            Some(topic) if topic.topic_id == topic_id => topic.partitions.push(data),
+            _ => topics.push(
+                ShareFetchableTopicResponse::default()
+                    .with_topic_id(topic_id)
+                    .with_partitions(vec![data]),
+            ),
+        }
+    }
+    topics
+}
+
+pub(super) fn session_error(error: session::SessionError) -> ResponseError {
+    match error {
+        session::SessionError::NotFound => ResponseError::ShareSessionNotFound,
+        session::SessionError::InvalidEpoch => ResponseError::InvalidShareSessionEpoch,
+        session::SessionError::LimitReached => ResponseError::ShareSessionLimitReached,
+    }
+}
+
+fn refused(answer: ShareFetchResponse, error: ResponseError, message: &str) -> ShareFetchResponse {
+    answer
+        .with_error_code(error.code())
+        .with_error_message((!message.is_empty()).then(|| str_bytes(message)))
+}
+
+async fn wait_for_records(mut watches: Vec<watch::Receiver<i64>>, until: Instant) {
+    if watches.is_empty() {
+        tokio::time::sleep_until(until).await;
+        return;
+    }
+    let changed = futures::future::select_all(watches.iter_mut().map(|w| Box::pin(w.changed())));
+    let _ = tokio::time::timeout_at(until, changed).await;
+}

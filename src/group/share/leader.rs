@@ -1,0 +1,263 @@
+//! The share-partitions this broker leads, and its share sessions.
+//!
+//! A share-partition (group, topic, partition) lives where the partition's leader
+//! is, because acquiring records means reading that leader's log. Its state is
+//! loaded from the group's coordinator the first time it is used under a leader
+//! epoch (a new leader starts from what the last one stored, so acknowledged records
+//! stay acknowledged and acquired ones come back), and stored there after every
+//! change an acknowledgement, release or lock timeout makes, before the request is
+//! answered. Acquisitions are not stored, as in Kafka: after a failover a record
+//! that was acquired but not acknowledged is delivered again.
+//!
+//! One async lock per share-partition orders everything done to it, including the
+//! store's write, so two writes of the same share-partition never cross.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::sync::OwnedMutexGuard;
+
+use super::partition::{ShareConfig, SharePartition, ShareStats, Snapshot};
+use super::persister::Persister;
+use super::session::ShareSessions;
+use super::{PersistError, ShareKey, ShareState};
+use crate::replication::Partition;
+
+/// Where a share-partition with no stored state starts (`share.auto.offset.reset`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AutoOffsetReset {
+    /// At the log start.
+    Earliest,
+    /// At the high watermark when it is first used (Kafka's default).
+    Latest,
+}
+
+impl std::str::FromStr for AutoOffsetReset {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "earliest" => Ok(Self::Earliest),
+            "latest" => Ok(Self::Latest),
+            other => Err(format!(
+                "share auto offset reset must be earliest or latest, not '{other}'"
+            )),
+        }
+    }
+}
+
+/// Share-partition settings (broker-wide, `group.share.*`).
+#[derive(Debug, Clone, Copy)]
+pub struct ShareLeaderConfig {
+    pub partition: ShareConfig,
+    pub auto_offset_reset: AutoOffsetReset,
+    /// Share sessions this broker holds at most (`group.share.max.share.sessions`).
+    pub max_sessions: usize,
+}
+
+/// One share-partition as this broker holds it.
+#[derive(Debug, Default)]
+pub struct Slot {
+    loaded: Option<Loaded>,
+}
+
+#[derive(Debug)]
+struct Loaded {
+    partition: SharePartition,
+    leader_epoch: i32,
+    state_epoch: i32,
+    /// What the coordinator holds now.
+    stored: Snapshot,
+}
+
+/// A share-partition loaded and locked for one request.
+#[derive(Debug)]
+pub struct Held {
+    guard: OwnedMutexGuard<Slot>,
+}
+
+impl Held {
+    pub fn partition(&mut self) -> &mut SharePartition {
+        match self.guard.loaded.as_mut() {
+            Some(loaded) => &mut loaded.partition,
+            // `SharePartitions::hold` returns only loaded slots.
+            None => unreachable!("a held share-partition is loaded"),
+        }
+    }
+
+    /// Runs `change` and stores the result if it changed what is stored; on a failed
+    /// store the change is undone (the caller answers with the error, and the records
+    /// stay as they were, to be acknowledged again or redelivered).
+    pub async fn change<T>(
+        &mut self,
+        key: &ShareKey,
+        persister: &Persister<'_>,
+        change: impl FnOnce(&mut SharePartition) -> T,
+    ) -> Result<T, PersistError> {
+        let Some(loaded) = self.guard.loaded.as_mut() else {
+            return Err(PersistError::Storage("share-partition not loaded".into()));
+        };
+        let before = loaded.partition.clone();
+        let result = change(&mut loaded.partition);
+        let snapshot = loaded.partition.snapshot();
+        if durable_view(&snapshot) == durable_view(&loaded.stored) {
+            return Ok(result);
+        }
+        let state = ShareState {
+            state_epoch: loaded.state_epoch,
+            leader_epoch: loaded.leader_epoch,
+            snapshot: snapshot.clone(),
+        };
+        match persister.write(key, state).await {
+            Ok(()) => {
+                loaded.stored = snapshot;
+                Ok(result)
+            }
+            Err(error) => {
+                let stats = loaded.partition.stats;
+                loaded.partition = before;
+                loaded.partition.stats = stats;
+                if error == PersistError::FencedLeaderEpoch {
+                    // A newer leader took it over: load again next time.
+                    self.guard.loaded = None;
+                }
+                Err(error)
+            }
+        }
+    }
+}
+
+/// The share-partitions led here and the share sessions of members fetching here.
+#[derive(Debug)]
+pub struct SharePartitions {
+    slots: Mutex<HashMap<ShareKey, Arc<tokio::sync::Mutex<Slot>>>>,
+    sessions: Mutex<ShareSessions>,
+    config: ShareLeaderConfig,
+}
+
+/// A session idle this long may be evicted when the cache is full.
+const SESSION_IDLE_EVICTION_MS: u64 = 60_000;
+
+impl SharePartitions {
+    pub fn new(config: ShareLeaderConfig) -> Self {
+        Self {
+            slots: Mutex::new(HashMap::new()),
+            sessions: Mutex::new(ShareSessions::new(
+                config.max_sessions,
+                SESSION_IDLE_EVICTION_MS,
+            )),
+            config,
+        }
+    }
+
+    pub fn config(&self) -> &ShareLeaderConfig {
+        &self.config
+    }
+
+    pub fn sessions(&self) -> parking_lot::MutexGuard<'_, ShareSessions> {
+        self.sessions.lock()
+    }
+
+    /// Locks share-partition `key` of `replica` (which this broker leads), loading
+    /// its state from the group's coordinator when it is new here or the leader epoch
+    /// moved on.
+    pub async fn hold(
+        &self,
+        key: &ShareKey,
+        replica: &Partition,
+        persister: &Persister<'_>,
+    ) -> Result<Held, PersistError> {
+        let slot = Arc::clone(self.slots.lock().entry(key.clone()).or_default());
+        let mut guard = slot.lock_owned().await;
+        let epoch = replica.leader_epoch().0;
+        if guard
+            .loaded
+            .as_ref()
+            .is_none_or(|l| l.leader_epoch != epoch)
+        {
+            guard.loaded = Some(self.load(key, replica, epoch, persister).await?);
+        }
+        let offsets = replica.offsets();
+        if let Some(loaded) = guard.loaded.as_mut() {
+            // Retention or DeleteRecords removed records: they cannot be delivered.
+            loaded.partition.move_start_to(offsets.log_start().0);
+        }
+        Ok(Held { guard })
+    }
+
+    async fn load(
+        &self,
+        key: &ShareKey,
+        replica: &Partition,
+        leader_epoch: i32,
+        persister: &Persister<'_>,
+    ) -> Result<Loaded, PersistError> {
+        if let Some(stored) = persister.read(key, leader_epoch).await? {
+            let partition = SharePartition::restore(&stored.snapshot, self.config.partition);
+            return Ok(Loaded {
+                partition,
+                leader_epoch,
+                state_epoch: stored.state_epoch,
+                stored: stored.snapshot,
+            });
+        }
+        // First use: fix where the group starts, durably, so a new leader starts at
+        // the same offset rather than at its own "latest".
+        let offsets = replica.offsets();
+        let start = match self.config.auto_offset_reset {
+            AutoOffsetReset::Earliest => offsets.log_start().0,
+            AutoOffsetReset::Latest => offsets.high_watermark().0,
+        };
+        let partition = SharePartition::new(start, self.config.partition);
+        let state = ShareState {
+            state_epoch: 0,
+            leader_epoch,
+            snapshot: partition.snapshot(),
+        };
+        persister.write(key, state.clone()).await?;
+        Ok(Loaded {
+            partition,
+            leader_epoch,
+            state_epoch: 0,
+            stored: state.snapshot,
+        })
+    }
+
+    /// The share-partitions held here now, for their lock timeouts and metrics.
+    pub fn keys(&self) -> Vec<ShareKey> {
+        self.slots.lock().keys().cloned().collect()
+    }
+
+    /// The counters of a share-partition, if it is loaded here and not busy.
+    pub fn stats_of(&self, key: &ShareKey) -> Option<(ShareStats, i64, usize)> {
+        let slot = Arc::clone(self.slots.lock().get(key)?);
+        let guard = slot.try_lock().ok()?;
+        let loaded = guard.loaded.as_ref()?;
+        Some((
+            loaded.partition.stats,
+            loaded.partition.start_offset(),
+            loaded.partition.in_flight_len(),
+        ))
+    }
+
+    /// Forgets share-partitions of partitions this broker no longer leads.
+    pub fn retain(&self, mut led: impl FnMut(&ShareKey) -> bool) {
+        self.slots.lock().retain(|key, _| led(key));
+    }
+}
+
+/// What the coordinator stores of a snapshot: the start and every run that is not
+/// merely in flight for the first time. Acquiring new records changes nothing stored
+/// (as in Kafka); anything an acknowledgement, release or timeout does does.
+fn durable_view(snapshot: &Snapshot) -> (i64, Vec<(i64, i64, i8, i16)>) {
+    let runs = snapshot
+        .batches
+        .iter()
+        .filter(|b| {
+            !(b.state == super::partition::DeliveryState::Available && b.delivery_count <= 1)
+        })
+        .map(|b| (b.first, b.last, b.state.id(), b.delivery_count))
+        .collect();
+    (snapshot.start_offset, runs)
+}

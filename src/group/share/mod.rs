@@ -1,0 +1,35 @@
+//! KIP-932 share groups: consumers that share partitions, each record acquired by
+//! one of them at a time and acknowledged one by one (queues on Kafka's logs).
+//!
+//! - [`group`]: membership and the assignment, at the group's coordinator (pure).
+//! - [`partition`]: one share-partition's delivery state — acquisition locks,
+//!   delivery counts, acknowledgements and the share-partition start offset (pure).
+//! - [`session`]: share sessions, the partitions a member fetches from a broker (pure).
+//! - [`records`]: a share-partition's state as a record of the group's offsets
+//!   partition.
+//! - [`leader`]: the share-partitions this broker leads: loads their state from the
+//!   group's coordinator on first use or a leader change, and stores it there after
+//!   every acknowledgement before answering ([`persister`] carries it).
+
+pub mod group;
+pub mod leader;
+pub mod partition;
+pub mod persister;
+pub mod records;
+pub mod session;
+
+pub use group::{ShareAnswer, ShareGroup, ShareGroupConfig, ShareHeartbeat, JOIN_EPOCH};
+pub use records::{ShareKey, ShareState};
+
+/// Why a share-partition's state could not be read or stored.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PersistError {
+    #[error("this broker does not coordinate the group")]
+    NotCoordinator,
+    #[error("a newer leader of the partition has taken its share state over")]
+    FencedLeaderEpoch,
+    #[error("storing the share state: {0}")]
+    Storage(String),
+    #[error("the group's coordinator could not be asked: {0}")]
+    Unreachable(String),
+}
