@@ -202,6 +202,9 @@ api_table! {
     ShareGroupDescribe 1..=1, ShareGroupDescribeRequest => plain(share::share_group_describe::handle);
     ShareFetch 1..=1, ShareFetchRequest => plain(share::share_fetch::handle);
     ShareAcknowledge 1..=1, ShareAcknowledgeRequest => plain(share::share_acknowledge::handle);
+    DescribeShareGroupOffsets 0..=0, DescribeShareGroupOffsetsRequest => plain(share::describe_share_group_offsets::handle);
+    AlterShareGroupOffsets 0..=0, AlterShareGroupOffsetsRequest => plain(share::alter_share_group_offsets::handle);
+    DeleteShareGroupOffsets 0..=0, DeleteShareGroupOffsetsRequest => plain(share::delete_share_group_offsets::handle);
     ReadShareGroupState 0..=0, ReadShareGroupStateRequest => plain(share::read_share_group_state::handle);
     WriteShareGroupState 0..=0, WriteShareGroupStateRequest => plain(share::write_share_group_state::handle);
     SaslHandshake 0..=1, SaslHandshakeRequest => closing(security::sasl_handshake::handle);

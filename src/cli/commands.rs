@@ -141,10 +141,27 @@ pub enum TopicCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum GroupCommand {
-    /// List consumer groups with their state
+    /// List groups (classic, consumer and share) with their state
     List,
-    /// Members, assignments, committed offsets and lag of a group
+    /// Members, assignments, committed offsets (a share group's start offsets) and lag
     Describe { group: String },
+    /// Delete an empty group with its offsets (DeleteGroups)
+    Delete { group: String },
+    /// Move an empty group's offsets on a topic (a share group's start offsets)
+    ResetOffsets {
+        group: String,
+        #[arg(long)]
+        topic: String,
+        /// To the log start
+        #[arg(long, conflicts_with_all = ["to_latest", "to_offset"])]
+        to_earliest: bool,
+        /// To the log end
+        #[arg(long, conflicts_with = "to_offset")]
+        to_latest: bool,
+        /// To this offset, on every partition
+        #[arg(long)]
+        to_offset: Option<i64>,
+    },
 }
 
 /// `tern txn`: the jobs of Kafka's kafka-transactions.sh.

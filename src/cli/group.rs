@@ -1,16 +1,19 @@
-//! `tern group list|describe`: groups from every broker (classic and KIP-848
-//! consumer groups), and a group's members, assignments, committed offsets and lag
-//! (log end offset minus committed offset). A group is described with
-//! ConsumerGroupDescribe first, as Kafka's admin client does, and with DescribeGroups
-//! when it is a classic group.
+//! `tern group list|describe|delete|reset-offsets`: groups from every broker (classic,
+//! KIP-848 consumer and KIP-932 share groups), and a group's members, assignments,
+//! committed offsets and lag (log end offset minus committed offset; for a share group
+//! its start offsets). A group is described with ConsumerGroupDescribe first, as
+//! Kafka's admin client does, then ShareGroupDescribe, then DescribeGroups.
 
 use std::collections::BTreeMap;
 
 use anyhow::Context;
 use bytes::Buf;
+use kafka_protocol::messages::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup;
 use kafka_protocol::messages::{
-    ConsumerGroupDescribeRequest, DescribeGroupsRequest, FindCoordinatorRequest, GroupId,
-    ListGroupsRequest, OffsetFetchRequest,
+    AlterShareGroupOffsetsRequest, ConsumerGroupDescribeRequest, DeleteGroupsRequest,
+    DescribeGroupsRequest, DescribeShareGroupOffsetsRequest, FindCoordinatorRequest, GroupId,
+    ListGroupsRequest, OffsetCommitRequest, OffsetFetchRequest, ShareGroupDescribeRequest,
+    TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -27,6 +30,22 @@ pub async fn run(connection: &Connection, command: GroupCommand) -> anyhow::Resu
     match command {
         GroupCommand::List => list(&mut client, connection.json).await,
         GroupCommand::Describe { group } => describe(&mut client, &group, connection.json).await,
+        GroupCommand::Delete { group } => delete(&mut client, &group).await,
+        GroupCommand::ResetOffsets {
+            group,
+            topic,
+            to_earliest,
+            to_latest,
+            to_offset,
+        } => {
+            let target = match (to_earliest, to_latest, to_offset) {
+                (true, _, _) => ResetTo::Earliest,
+                (_, true, _) => ResetTo::Latest,
+                (_, _, Some(offset)) => ResetTo::Offset(offset),
+                _ => anyhow::bail!("say where: --to-earliest, --to-latest or --to-offset N"),
+            };
+            reset_offsets(&mut client, &group, &topic, target).await
+        }
     }
 }
 
@@ -149,6 +168,235 @@ async fn describe_consumer(
     }))
 }
 
+/// ShareGroupDescribe; `None` when the group is not a share group.
+async fn describe_share(
+    coordinator: &mut Client,
+    group_id: &GroupId,
+) -> anyhow::Result<Option<Described>> {
+    let request = ShareGroupDescribeRequest::default().with_group_ids(vec![group_id.clone()]);
+    let (_, response) = coordinator.send(request, 1).await?;
+    let d = response
+        .groups
+        .first()
+        .context("empty ShareGroupDescribe response")?;
+    if d.error_code == ResponseError::GroupIdNotFound.code() {
+        return Ok(None);
+    }
+    check(
+        d.error_code,
+        d.error_message.as_deref(),
+        "describing the share group",
+    )?;
+    let members = d
+        .members
+        .iter()
+        .map(|m| DescribedMember {
+            member_id: m.member_id.to_string(),
+            client_id: m.client_id.to_string(),
+            client_host: m.client_host.to_string(),
+            instance_id: None,
+            member_epoch: Some(m.member_epoch),
+            assignment: m
+                .assignment
+                .topic_partitions
+                .iter()
+                .flat_map(|tp| {
+                    let name = tp.topic_name.to_string();
+                    tp.partitions.iter().map(move |p| (name.clone(), *p))
+                })
+                .collect(),
+        })
+        .collect();
+    Ok(Some(Described {
+        kind: "share",
+        state: d.group_state.to_string(),
+        protocol_type: "share".into(),
+        protocol: d.assignor_name.to_string(),
+        epochs: Some((d.group_epoch, d.assignment_epoch)),
+        members,
+    }))
+}
+
+/// A share group's start offsets (DescribeShareGroupOffsets), by topic and partition.
+async fn share_start_offsets(
+    coordinator: &mut Client,
+    group_id: &GroupId,
+) -> anyhow::Result<BTreeMap<(String, i32), i64>> {
+    let request = DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+        DescribeShareGroupOffsetsRequestGroup::default()
+            .with_group_id(group_id.clone())
+            .with_topics(None),
+    ]);
+    let (_, response) = coordinator.send(request, 0).await?;
+    let g = response
+        .groups
+        .first()
+        .context("empty DescribeShareGroupOffsets response")?;
+    check(
+        g.error_code,
+        g.error_message.as_deref(),
+        "fetching the share group's start offsets",
+    )?;
+    Ok(g.topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .filter(|p| p.error_code == 0 && p.start_offset >= 0)
+                .map(|p| {
+                    (
+                        (t.topic_name.to_string(), p.partition_index),
+                        p.start_offset,
+                    )
+                })
+        })
+        .collect())
+}
+
+/// The group's coordinator, found through `client`.
+async fn coordinator(client: &mut Client, group: &str) -> anyhow::Result<Client> {
+    let (_, found) = client
+        .send(
+            FindCoordinatorRequest::default().with_key(StrBytes::from_string(group.to_string())),
+            3,
+        )
+        .await?;
+    check(
+        found.error_code,
+        found.error_message.as_deref(),
+        &format!("finding the coordinator of '{group}'"),
+    )?;
+    Ok(client
+        .sibling(&format!("{}:{}", found.host, found.port))
+        .await?)
+}
+
+async fn delete(client: &mut Client, group: &str) -> anyhow::Result<()> {
+    let mut coordinator = coordinator(client, group).await?;
+    let group_id = GroupId(StrBytes::from_string(group.to_string()));
+    let (_, response) = coordinator
+        .send(
+            DeleteGroupsRequest::default().with_groups_names(vec![group_id]),
+            2,
+        )
+        .await?;
+    let result = response
+        .results
+        .first()
+        .context("empty DeleteGroups response")?;
+    check(result.error_code, None, &format!("deleting '{group}'"))?;
+    println!("Deleted group {group}");
+    Ok(())
+}
+
+/// Where `reset-offsets` moves a group.
+#[derive(Debug, Clone, Copy)]
+enum ResetTo {
+    Earliest,
+    Latest,
+    Offset(i64),
+}
+
+/// Moves an empty group's offsets on every partition of `topic`: a share group's start
+/// offsets (AlterShareGroupOffsets), another group's committed offsets (OffsetCommit
+/// as an admin, generation -1), as kafka-consumer-groups.sh --reset-offsets does.
+async fn reset_offsets(
+    client: &mut Client,
+    group: &str,
+    topic: &str,
+    target: ResetTo,
+) -> anyhow::Result<()> {
+    let partitions: Vec<i32> = topic::metadata(client, Some(&[topic]))
+        .await?
+        .topics
+        .first()
+        .context("the topic is not in the metadata")?
+        .partitions
+        .iter()
+        .map(|p| p.partition_index)
+        .collect();
+    let offsets: BTreeMap<i32, i64> = match target {
+        ResetTo::Offset(offset) => partitions.iter().map(|&p| (p, offset)).collect(),
+        ResetTo::Earliest => {
+            super::client::offsets_from_leaders(client, topic, &partitions, -2).await?
+        }
+        ResetTo::Latest => {
+            super::client::offsets_from_leaders(client, topic, &partitions, -1).await?
+        }
+    };
+    let mut coordinator = coordinator(client, group).await?;
+    let group_id = GroupId(StrBytes::from_string(group.to_string()));
+    let name = TopicName(StrBytes::from_string(topic.to_string()));
+    let share = describe_share(&mut coordinator, &group_id).await?.is_some();
+    if share {
+        use kafka_protocol::messages::alter_share_group_offsets_request::{
+            AlterShareGroupOffsetsRequestPartition, AlterShareGroupOffsetsRequestTopic,
+        };
+        let request = AlterShareGroupOffsetsRequest::default()
+            .with_group_id(group_id)
+            .with_topics(vec![AlterShareGroupOffsetsRequestTopic::default()
+                .with_topic_name(name)
+                .with_partitions(
+                    offsets
+                        .iter()
+                        .map(|(&p, &o)| {
+                            AlterShareGroupOffsetsRequestPartition::default()
+                                .with_partition_index(p)
+                                .with_start_offset(o)
+                        })
+                        .collect(),
+                )]);
+        let (_, response) = coordinator.send(request, 0).await?;
+        check(
+            response.error_code,
+            response.error_message.as_deref(),
+            &format!("resetting '{group}'"),
+        )?;
+        for t in &response.responses {
+            for p in &t.partitions {
+                check(
+                    p.error_code,
+                    p.error_message.as_deref(),
+                    &format!("resetting {topic}-{}", p.partition_index),
+                )?;
+            }
+        }
+    } else {
+        use kafka_protocol::messages::offset_commit_request::{
+            OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+        };
+        let request = OffsetCommitRequest::default()
+            .with_group_id(group_id)
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(vec![OffsetCommitRequestTopic::default()
+                .with_name(name)
+                .with_partitions(
+                    offsets
+                        .iter()
+                        .map(|(&p, &o)| {
+                            OffsetCommitRequestPartition::default()
+                                .with_partition_index(p)
+                                .with_committed_offset(o)
+                        })
+                        .collect(),
+                )]);
+        let (_, response) = coordinator.send(request, 8).await?;
+        for t in &response.topics {
+            for p in &t.partitions {
+                check(
+                    p.error_code,
+                    None,
+                    &format!("resetting {topic}-{}", p.partition_index),
+                )?;
+            }
+        }
+    }
+    for (p, o) in &offsets {
+        println!("{group} {topic}-{p} -> {o}");
+    }
+    Ok(())
+}
+
 async fn describe_classic(
     coordinator: &mut Client,
     group_id: &GroupId,
@@ -219,26 +467,12 @@ fn assigned_partitions(mut assignment: &[u8]) -> Vec<(String, i32)> {
     out
 }
 
-async fn describe(client: &mut Client, group: &str, as_json: bool) -> anyhow::Result<()> {
-    let (_, found) = client
-        .send(
-            FindCoordinatorRequest::default().with_key(StrBytes::from_string(group.to_string())),
-            3,
-        )
-        .await?;
-    check(
-        found.error_code,
-        found.error_message.as_deref(),
-        &format!("finding the coordinator of '{group}'"),
-    )?;
-    let mut coordinator = client
-        .sibling(&format!("{}:{}", found.host, found.port))
-        .await?;
-    let group_id = GroupId(StrBytes::from_string(group.to_string()));
-    let d = match describe_consumer(&mut coordinator, &group_id).await? {
-        Some(described) => described,
-        None => describe_classic(&mut coordinator, &group_id).await?,
-    };
+/// A group's committed offsets (OffsetFetch), by topic and partition.
+async fn committed_offsets(
+    coordinator: &mut Client,
+    group_id: GroupId,
+    group: &str,
+) -> anyhow::Result<BTreeMap<(String, i32), i64>> {
     let (_, fetched) = coordinator
         .send(
             OffsetFetchRequest::default()
@@ -252,18 +486,40 @@ async fn describe(client: &mut Client, group: &str, as_json: bool) -> anyhow::Re
         None,
         &format!("fetching offsets of '{group}'"),
     )?;
-    let mut owners: BTreeMap<(String, i32), String> = BTreeMap::new();
-    for member in &d.members {
-        for tp in &member.assignment {
-            owners.insert(tp.clone(), member.member_id.clone());
-        }
-    }
-    let mut committed: BTreeMap<(String, i32), i64> = BTreeMap::new();
+    let mut committed = BTreeMap::new();
     for t in &fetched.topics {
         for p in &t.partitions {
             if p.committed_offset >= 0 {
                 committed.insert((t.name.to_string(), p.partition_index), p.committed_offset);
             }
+        }
+    }
+    Ok(committed)
+}
+
+async fn describe(client: &mut Client, group: &str, as_json: bool) -> anyhow::Result<()> {
+    let mut coordinator = coordinator(client, group).await?;
+    let group_id = GroupId(StrBytes::from_string(group.to_string()));
+    let d = match describe_consumer(&mut coordinator, &group_id).await? {
+        Some(described) => described,
+        None => match describe_share(&mut coordinator, &group_id).await? {
+            Some(described) => described,
+            None => describe_classic(&mut coordinator, &group_id).await?,
+        },
+    };
+    let committed = match d.kind {
+        "share" => share_start_offsets(&mut coordinator, &group_id).await?,
+        _ => committed_offsets(&mut coordinator, group_id, group).await?,
+    };
+    // A share group's partitions may be shared: the member column names them all.
+    let mut owners: BTreeMap<(String, i32), String> = BTreeMap::new();
+    for member in &d.members {
+        for tp in &member.assignment {
+            let owner = owners.entry(tp.clone()).or_default();
+            if !owner.is_empty() {
+                owner.push(',');
+            }
+            owner.push_str(&member.member_id);
         }
     }
     let mut by_topic: BTreeMap<String, Vec<i32>> = BTreeMap::new();

@@ -1,9 +1,13 @@
 //! KIP-932 share-group APIs: membership at the group's coordinator
 //! (ShareGroupHeartbeat, ShareGroupDescribe), records at the partitions' leaders
-//! (ShareFetch, ShareAcknowledge), and the share-state APIs leaders use to reach a
-//! coordinator (ReadShareGroupState, WriteShareGroupState). Thin handlers over
+//! (ShareFetch, ShareAcknowledge), the operator's view of a group's start offsets
+//! (Describe/Alter/DeleteShareGroupOffsets), and the share-state APIs leaders use to
+//! reach a coordinator (ReadShareGroupState, WriteShareGroupState). Thin handlers over
 //! `group::share` and `group::GroupCoordinator`.
 
+pub mod alter_share_group_offsets;
+pub mod delete_share_group_offsets;
+pub mod describe_share_group_offsets;
 pub mod read_share_group_state;
 pub mod share_acknowledge;
 pub mod share_fetch;

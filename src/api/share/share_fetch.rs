@@ -116,7 +116,8 @@ pub async fn handle(ctx: &RequestContext, request: ShareFetchRequest) -> ShareFe
         super::release_session(ctx, &group_id, &member_id, &closed).await;
         return answer.with_responses(responses(out));
     }
-    let fetch = Fetch {
+    let mut fetch = Fetch {
+        verify: epoch == OPEN_EPOCH,
         group_id: &group_id,
         member_id: &member_id,
         max_records: usize::try_from(request.max_records)
@@ -130,6 +131,7 @@ pub async fn handle(ctx: &RequestContext, request: ShareFetchRequest) -> ShareFe
     let deadline = Instant::now() + max_wait;
     loop {
         let attempt = fetch.once(ctx, &session_partitions).await;
+        fetch.verify = false;
         let now = Instant::now();
         if attempt.acquired || attempt.failed || now >= deadline || session_partitions.is_empty() {
             for (key, data) in attempt.partitions {
@@ -170,6 +172,9 @@ fn merged(request: &ShareFetchRequest) -> (Vec<PartitionKey>, BTreeMap<Partition
 }
 
 struct Fetch<'a> {
+    /// Check with the coordinator that the share-partitions were not reset since they
+    /// were loaded (a new session's first fetch).
+    verify: bool,
     group_id: &'a str,
     member_id: &'a str,
     max_records: usize,
@@ -239,7 +244,7 @@ impl Fetch<'_> {
         let mut held = ctx
             .services
             .shares
-            .hold(&key, &partition, &persister)
+            .hold_checked(&key, &partition, &persister, self.verify)
             .await
             .map_err(|e| persist_error(&e))?;
         let share = held.partition();

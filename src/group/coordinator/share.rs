@@ -128,15 +128,19 @@ impl GroupCoordinator {
                 GroupError::GroupIdNotFound,
             )
             .map_err(|_| PersistError::NotCoordinator)?;
-            let newest = entry
-                .share_states
-                .get(&slot)
+            let stored = entry.share_states.get(&slot);
+            let newest = stored
                 .map(|s| s.leader_epoch)
                 .into_iter()
                 .chain(entry.share_readers.get(&slot).copied())
                 .max();
             if newest.is_some_and(|newest| state.leader_epoch < newest) {
                 return Err(PersistError::FencedLeaderEpoch);
+            }
+            // An operator reset (AlterShareGroupOffsets) bumped the state epoch: the
+            // leader's state is older than it.
+            if stored.is_some_and(|s| state.state_epoch < s.state_epoch) {
+                return Err(PersistError::FencedStateEpoch);
             }
             if entry.share.is_none() && entry.consumer.is_none() && entry.group.is_empty() {
                 entry.share = Some(ShareGroup::new(self.config.share));
@@ -151,6 +155,76 @@ impl GroupCoordinator {
             .map_err(|error| PersistError::Storage(error.to_string()))?;
         if let Some(entry) = self.groups.lock().get_mut(&key.group) {
             entry.share_states.insert(slot, state);
+        }
+        Ok(())
+    }
+
+    /// AlterShareGroupOffsets / DeleteShareGroupOffsets: sets (or, with `None`,
+    /// deletes) the start offset of share-partitions of an empty share group, dropping
+    /// their in-flight state; a new state epoch makes their leaders load it again.
+    pub async fn reset_share_starts(
+        &self,
+        group_id: &str,
+        starts: &[((Uuid, i32), Option<i64>)],
+    ) -> Result<(), GroupError> {
+        self.check_coordinator(group_id)?;
+        let changes: Vec<Change> = {
+            let mut groups = self.groups.lock();
+            let limits = self.config.limits;
+            let entry = entry_or_create(
+                &mut groups,
+                group_id,
+                limits,
+                true,
+                GroupError::GroupIdNotFound,
+            )?;
+            if entry.share.is_none() {
+                if entry.consumer.is_some() || !entry.group.is_empty() || !entry.offsets.is_empty()
+                {
+                    return Err(GroupError::GroupIdNotFound);
+                }
+                entry.share = Some(ShareGroup::new(self.config.share));
+            }
+            if !entry.is_empty() {
+                return Err(GroupError::NonEmptyGroup);
+            }
+            starts
+                .iter()
+                .map(|&(slot, start)| {
+                    let stored = entry.share_states.get(&slot);
+                    let value = start.map(|start_offset| ShareState {
+                        state_epoch: stored.map_or(0, |s| s.state_epoch) + 1,
+                        leader_epoch: stored.map_or(0, |s| s.leader_epoch),
+                        snapshot: super::super::share::partition::Snapshot {
+                            start_offset,
+                            batches: Vec::new(),
+                        },
+                    });
+                    Change::ShareState {
+                        key: ShareKey {
+                            group: group_id.to_string(),
+                            topic_id: slot.0,
+                            partition: slot.1,
+                        },
+                        value,
+                    }
+                })
+                .collect()
+        };
+        self.write(group_id, &changes).await.map_err(|error| {
+            tracing::warn!(group = group_id, %error, "could not store share offsets");
+            GroupError::CoordinatorNotAvailable
+        })?;
+        if let Some(entry) = self.groups.lock().get_mut(group_id) {
+            for change in changes {
+                if let Change::ShareState { key, value } = change {
+                    let slot = (key.topic_id, key.partition);
+                    match value {
+                        Some(state) => entry.share_states.insert(slot, state),
+                        None => entry.share_states.remove(&slot),
+                    };
+                }
+            }
         }
         Ok(())
     }

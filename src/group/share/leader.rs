@@ -118,8 +118,12 @@ impl Held {
                 let stats = loaded.partition.stats;
                 loaded.partition = before;
                 loaded.partition.stats = stats;
-                if error == PersistError::FencedLeaderEpoch {
-                    // A newer leader took it over: load again next time.
+                if matches!(
+                    error,
+                    PersistError::FencedLeaderEpoch | PersistError::FencedStateEpoch
+                ) {
+                    // A newer leader took it over, or an operator reset it: load it
+                    // again next time.
                     self.guard.loaded = None;
                 }
                 Err(error)
@@ -168,9 +172,30 @@ impl SharePartitions {
         replica: &Partition,
         persister: &Persister<'_>,
     ) -> Result<Held, PersistError> {
+        self.hold_checked(key, replica, persister, false).await
+    }
+
+    /// As [`Self::hold`]; with `verify`, first asks the coordinator whether the state
+    /// was reset or deleted since it was loaded (a new share session does, so the
+    /// first member after an operator's AlterShareGroupOffsets starts where it says).
+    pub async fn hold_checked(
+        &self,
+        key: &ShareKey,
+        replica: &Partition,
+        persister: &Persister<'_>,
+        verify: bool,
+    ) -> Result<Held, PersistError> {
         let slot = Arc::clone(self.slots.lock().entry(key.clone()).or_default());
         let mut guard = slot.lock_owned().await;
         let epoch = replica.leader_epoch().0;
+        if verify {
+            if let Some(loaded) = guard.loaded.as_ref() {
+                let stored = persister.read(key, epoch).await?;
+                if stored.is_none_or(|s| s.state_epoch != loaded.state_epoch) {
+                    guard.loaded = None;
+                }
+            }
+        }
         if guard
             .loaded
             .as_ref()

@@ -28,6 +28,8 @@ pub enum PersistError {
     NotCoordinator,
     #[error("a newer leader of the partition has taken its share state over")]
     FencedLeaderEpoch,
+    #[error("the share state was reset since it was loaded")]
+    FencedStateEpoch,
     #[error("storing the share state: {0}")]
     Storage(String),
     #[error("the group's coordinator could not be asked: {0}")]

@@ -146,6 +146,7 @@ pub fn error_code(error: &PersistError) -> i16 {
     match error {
         PersistError::NotCoordinator => ResponseError::NotCoordinator.code(),
         PersistError::FencedLeaderEpoch => ResponseError::FencedLeaderEpoch.code(),
+        PersistError::FencedStateEpoch => ResponseError::FencedStateEpoch.code(),
         PersistError::Storage(_) | PersistError::Unreachable(_) => {
             ResponseError::CoordinatorNotAvailable.code()
         }
@@ -157,6 +158,7 @@ fn refusal(code: i16) -> Result<(), PersistError> {
         0 => Ok(()),
         c if c == ResponseError::NotCoordinator.code() => Err(PersistError::NotCoordinator),
         c if c == ResponseError::FencedLeaderEpoch.code() => Err(PersistError::FencedLeaderEpoch),
+        c if c == ResponseError::FencedStateEpoch.code() => Err(PersistError::FencedStateEpoch),
         c => Err(PersistError::Storage(format!("error code {c}"))),
     }
 }
