@@ -26,6 +26,7 @@ mod t_admin;
 mod t_alter_partition_reassignments;
 mod t_api_versions;
 mod t_consumer_group;
+mod t_share_group;
 mod t_create_topics;
 mod t_describe_log_dirs;
 mod t_elect_leaders;

@@ -459,6 +459,76 @@ pub(crate) fn sample_body(api: i16, v: i16, topic: &Topic) -> Option<Vec<u8>> {
             v,
         ),
         ApiKey::ListTransactions => enc(&ListTransactionsRequest::default(), v),
+        ApiKey::ShareGroupHeartbeat => enc(
+            &ShareGroupHeartbeatRequest::default()
+                .with_group_id(crate::groups::gid("hostile-share-group"))
+                .with_member_id(sb("hostile-share-member-00"))
+                .with_member_epoch(0)
+                .with_subscribed_topic_names(Some(vec![tn(&topic.name)])),
+            v,
+        ),
+        ApiKey::ShareGroupDescribe => enc(
+            &ShareGroupDescribeRequest::default()
+                .with_group_ids(vec![crate::groups::gid("hostile-share-group")]),
+            v,
+        ),
+        ApiKey::ShareFetch => enc(
+            &ShareFetchRequest::default()
+                .with_group_id(Some(crate::groups::gid("hostile-share-group")))
+                .with_member_id(Some(sb("hostile-share-member-00")))
+                .with_share_session_epoch(0)
+                .with_max_wait_ms(0)
+                .with_max_bytes(1 << 20)
+                .with_max_records(10)
+                .with_batch_size(10)
+                .with_topics(vec![share_fetch_request::FetchTopic::default()
+                    .with_topic_id(topic.id)
+                    .with_partitions(vec![
+                        share_fetch_request::FetchPartition::default().with_partition_index(0),
+                    ])]),
+            v,
+        ),
+        ApiKey::ShareAcknowledge => enc(
+            &ShareAcknowledgeRequest::default()
+                .with_group_id(Some(crate::groups::gid("hostile-share-group")))
+                .with_member_id(Some(sb("hostile-share-member-00")))
+                .with_share_session_epoch(-1),
+            v,
+        ),
+        ApiKey::DescribeShareGroupOffsets => enc(
+            &DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+                describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup::default()
+                    .with_group_id(crate::groups::gid("hostile-share-group"))
+                    .with_topics(None),
+            ]),
+            v,
+        ),
+        ApiKey::AlterShareGroupOffsets => enc(
+            &AlterShareGroupOffsetsRequest::default()
+                .with_group_id(crate::groups::gid("hostile-share-group-2")),
+            v,
+        ),
+        ApiKey::DeleteShareGroupOffsets => enc(
+            &DeleteShareGroupOffsetsRequest::default()
+                .with_group_id(crate::groups::gid("hostile-share-group-2")),
+            v,
+        ),
+        ApiKey::ReadShareGroupState => enc(
+            &ReadShareGroupStateRequest::default()
+                .with_group_id(sb("hostile-share-group"))
+                .with_topics(vec![read_share_group_state_request::ReadStateData::default()
+                    .with_topic_id(topic.id)
+                    .with_partitions(vec![
+                        read_share_group_state_request::PartitionData::default()
+                            .with_partition(0)
+                            .with_leader_epoch(-1),
+                    ])]),
+            v,
+        ),
+        ApiKey::WriteShareGroupState => enc(
+            &WriteShareGroupStateRequest::default().with_group_id(sb("hostile-share-group-3")),
+            v,
+        ),
         _ => None,
     }
 }

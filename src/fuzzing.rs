@@ -588,6 +588,17 @@ mod seeds {
                 ApiKey::DescribeProducers => one!(DescribeProducersRequest::default()),
                 ApiKey::DescribeTransactions => one!(DescribeTransactionsRequest::default()),
                 ApiKey::ListTransactions => one!(ListTransactionsRequest::default()),
+                ApiKey::ShareGroupHeartbeat => one!(ShareGroupHeartbeatRequest::default()),
+                ApiKey::ShareGroupDescribe => one!(ShareGroupDescribeRequest::default()),
+                ApiKey::ShareFetch => one!(ShareFetchRequest::default()),
+                ApiKey::ShareAcknowledge => one!(ShareAcknowledgeRequest::default()),
+                ApiKey::DescribeShareGroupOffsets => {
+                    one!(DescribeShareGroupOffsetsRequest::default())
+                }
+                ApiKey::AlterShareGroupOffsets => one!(AlterShareGroupOffsetsRequest::default()),
+                ApiKey::DeleteShareGroupOffsets => one!(DeleteShareGroupOffsetsRequest::default()),
+                ApiKey::ReadShareGroupState => one!(ReadShareGroupStateRequest::default()),
+                ApiKey::WriteShareGroupState => one!(WriteShareGroupStateRequest::default()),
                 _ => None,
             };
             if let Some(bytes) = bytes {

@@ -385,6 +385,58 @@ impl Config {
     }
 }
 
+/// The share-partition settings, checked against Kafka's ranges.
+fn share_leader_config(
+    a: &ServeArgs,
+) -> Result<crate::group::share::leader::ShareLeaderConfig, ConfigError> {
+    let invalid = |name: &'static str, reason: String| ConfigError::Invalid { name, reason };
+    let lock_duration_ms = a
+        .group_share_record_lock_duration_ms
+        .unwrap_or_else(defaults::group_share_record_lock_duration_ms);
+    if lock_duration_ms < 1_000 {
+        return Err(invalid(
+            "group_share_record_lock_duration_ms",
+            format!("{lock_duration_ms} is below 1000"),
+        ));
+    }
+    let delivery_limit = a
+        .group_share_delivery_count_limit
+        .unwrap_or_else(defaults::group_share_delivery_count_limit);
+    if !(2..=10).contains(&delivery_limit) {
+        return Err(invalid(
+            "group_share_delivery_count_limit",
+            format!("{delivery_limit} is not within 2..=10"),
+        ));
+    }
+    let max_in_flight = a
+        .group_share_partition_max_record_locks
+        .unwrap_or_else(defaults::group_share_partition_max_record_locks);
+    if !(100..=10_000).contains(&max_in_flight) {
+        return Err(invalid(
+            "group_share_partition_max_record_locks",
+            format!("{max_in_flight} is not within 100..=10000"),
+        ));
+    }
+    let auto_offset_reset = a
+        .group_share_auto_offset_reset
+        .clone()
+        .unwrap_or_else(defaults::group_share_auto_offset_reset)
+        .parse()
+        .map_err(|reason| invalid("group_share_auto_offset_reset", reason))?;
+    Ok(crate::group::share::leader::ShareLeaderConfig {
+        partition: crate::group::share::partition::ShareConfig {
+            lock_duration_ms,
+            delivery_limit,
+            max_in_flight,
+        },
+        auto_offset_reset,
+        max_sessions: a
+            .group_share_max_share_sessions
+            .unwrap_or_else(defaults::group_share_max_share_sessions)
+            .max(1),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -501,56 +553,4 @@ mod tests {
         .is_err());
         Ok(())
     }
-}
-
-/// The share-partition settings, checked against Kafka's ranges.
-fn share_leader_config(
-    a: &ServeArgs,
-) -> Result<crate::group::share::leader::ShareLeaderConfig, ConfigError> {
-    let invalid = |name: &'static str, reason: String| ConfigError::Invalid { name, reason };
-    let lock_duration_ms = a
-        .group_share_record_lock_duration_ms
-        .unwrap_or_else(defaults::group_share_record_lock_duration_ms);
-    if lock_duration_ms < 1_000 {
-        return Err(invalid(
-            "group_share_record_lock_duration_ms",
-            format!("{lock_duration_ms} is below 1000"),
-        ));
-    }
-    let delivery_limit = a
-        .group_share_delivery_count_limit
-        .unwrap_or_else(defaults::group_share_delivery_count_limit);
-    if !(2..=10).contains(&delivery_limit) {
-        return Err(invalid(
-            "group_share_delivery_count_limit",
-            format!("{delivery_limit} is not within 2..=10"),
-        ));
-    }
-    let max_in_flight = a
-        .group_share_partition_max_record_locks
-        .unwrap_or_else(defaults::group_share_partition_max_record_locks);
-    if !(100..=10_000).contains(&max_in_flight) {
-        return Err(invalid(
-            "group_share_partition_max_record_locks",
-            format!("{max_in_flight} is not within 100..=10000"),
-        ));
-    }
-    let auto_offset_reset = a
-        .group_share_auto_offset_reset
-        .clone()
-        .unwrap_or_else(defaults::group_share_auto_offset_reset)
-        .parse()
-        .map_err(|reason| invalid("group_share_auto_offset_reset", reason))?;
-    Ok(crate::group::share::leader::ShareLeaderConfig {
-        partition: crate::group::share::partition::ShareConfig {
-            lock_duration_ms,
-            delivery_limit,
-            max_in_flight,
-        },
-        auto_offset_reset,
-        max_sessions: a
-            .group_share_max_share_sessions
-            .unwrap_or_else(defaults::group_share_max_share_sessions)
-            .max(1),
-    })
 }

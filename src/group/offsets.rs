@@ -22,11 +22,12 @@
 
 use std::collections::BTreeMap;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::group::consumer::records as consumer_records;
 use crate::group::share::records as share_records;
 use crate::log::records::BatchBuilder;
+use crate::wire::fields::{put_string, Reader};
 
 pub use crate::model::OFFSETS_TOPIC;
 
@@ -109,12 +110,6 @@ pub enum Change {
     },
 }
 
-pub(crate) fn put_string(out: &mut BytesMut, s: &str) {
-    let len = s.len().min(i16::MAX as usize);
-    out.put_i16(len as i16);
-    out.put_slice(&s.as_bytes()[..len]);
-}
-
 fn put_nullable_string(out: &mut BytesMut, s: Option<&str>) {
     match s {
         Some(s) => put_string(out, s),
@@ -178,51 +173,6 @@ fn encode_group(value: &GroupRecord) -> Vec<u8> {
         put_bytes(&mut out, &m.assignment);
     }
     out.to_vec()
-}
-
-/// A bounds-checked reader: every length is checked against what is left.
-pub(crate) struct Reader<'a>(pub(crate) &'a [u8]);
-
-impl Reader<'_> {
-    pub(crate) fn i8(&mut self) -> Option<i8> {
-        (self.0.remaining() >= 1).then(|| self.0.get_i8())
-    }
-    pub(crate) fn i16(&mut self) -> Option<i16> {
-        (self.0.remaining() >= 2).then(|| self.0.get_i16())
-    }
-    pub(crate) fn i32(&mut self) -> Option<i32> {
-        (self.0.remaining() >= 4).then(|| self.0.get_i32())
-    }
-    pub(crate) fn i64(&mut self) -> Option<i64> {
-        (self.0.remaining() >= 8).then(|| self.0.get_i64())
-    }
-    pub(crate) fn take(&mut self, n: usize) -> Option<&[u8]> {
-        if self.0.len() < n {
-            return None;
-        }
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Some(head)
-    }
-    pub(crate) fn uuid(&mut self) -> Option<uuid::Uuid> {
-        let raw: [u8; 16] = self.take(16)?.try_into().ok()?;
-        Some(uuid::Uuid::from_bytes(raw))
-    }
-    pub(crate) fn nullable_string(&mut self) -> Option<Option<String>> {
-        let len = self.i16()?;
-        if len < 0 {
-            return Some(None);
-        }
-        let raw = self.take(len as usize)?;
-        Some(Some(String::from_utf8_lossy(raw).into_owned()))
-    }
-    pub(crate) fn string(&mut self) -> Option<String> {
-        self.nullable_string()?.or(Some(String::new()))
-    }
-    fn bytes(&mut self) -> Option<Bytes> {
-        let len = usize::try_from(self.i32()?).unwrap_or(0);
-        Some(Bytes::copy_from_slice(self.take(len)?))
-    }
 }
 
 fn decode_key(raw: &[u8]) -> Option<RecordKey> {

@@ -5,6 +5,7 @@
 //! tern's but `limits` and the allocation guard.
 
 mod chunked;
+pub mod fields;
 mod frame;
 
 pub use self::chunked::SHARE_MIN_BYTES;

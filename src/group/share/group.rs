@@ -12,7 +12,7 @@
 //! partition and partitions are shared as evenly as possible. Deterministic, so any
 //! coordinator computes the same.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use uuid::Uuid;
 
@@ -297,7 +297,7 @@ fn assign(
                 .entry(member.to_string())
                 .or_default()
                 .entry(*topic_id)
-                .or_insert_with(BTreeSet::new)
+                .or_default()
                 .insert(partition as i32);
         };
         if subscribers.len() <= count {
@@ -315,6 +315,8 @@ fn assign(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
 
     const CONFIG: ShareGroupConfig = ShareGroupConfig {
@@ -369,7 +371,8 @@ mod tests {
         assert_eq!(partitions(&a), vec![0, 1, 2, 3]);
         join(&mut group, "b", &image, 0);
         let a = beat(&mut group, "a", a.member_epoch, &image);
-        let b = beat(&mut group, "b", group.group_epoch(), &image);
+        let epoch = group.group_epoch();
+        let b = beat(&mut group, "b", epoch, &image);
         assert_eq!(partitions(&a), vec![0, 2]);
         assert_eq!(b.assignment, None, "b already has the current epoch");
         let assigned: BTreeSet<i32> = group

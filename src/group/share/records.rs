@@ -18,7 +18,7 @@ use bytes::{BufMut, BytesMut};
 use uuid::Uuid;
 
 use super::partition::{DeliveryState, Snapshot, StateBatch};
-use crate::group::offsets::{put_string, Reader};
+use crate::wire::fields::{put_string, Reader};
 
 /// The key version of a share-state record.
 pub const SHARE_STATE_KEY: i16 = 0x7E00;
