@@ -131,7 +131,7 @@ def test_openapi_document_is_served():
     doc = json.loads(OPENAPI_PATH.read_text())
     assert doc["openapi"] == "3.0.3"
     assert set(doc["paths"]) == {"/create_topic", "/topics/{name}", "/publish_message", "/message_status", "/subscribe",
-                                 "/unsubscribe", "/message", "/ack", "/stream", "/openapi.json"}
+                                 "/unsubscribe", "/message", "/ack", "/nack", "/stream", "/openapi.json"}
 
 
 def test_get_openapi_json_returns_the_document(hb):
@@ -927,3 +927,63 @@ def test_schemathesis_conforms(hb, tmp_path):
     out = p.stdout.decode(errors="replace") + p.stderr.decode(errors="replace")
     print(f"SCHEMATHESIS: rc={p.returncode} in {time.monotonic() - t:.1f}s\n{out[-4000:]}")
     assert p.returncode == 0, f"schemathesis failed (rc={p.returncode}):\n{out[-12000:]}"
+
+
+# ---------------------------------------------------------------------------- queue mode
+
+
+def test_queue_mode_acquires_acks_nacks_and_reports_delivery_state(hb, topic):
+    """`"mode": "queue"`: the consumer id's share group. Each message is acquired by one
+    call at a time (two callers with the same consumer id get distinct messages), accepted
+    by /ack, released by /nack (delivered again, count 2) or rejected (archived), and
+    message_status reports each one's delivery state and count."""
+    h = hb.http
+    tid = h.create_topic(topic, partitions=2)["topic_id"]
+    published_before = h.publish(tid, "before")
+    sub = h.ok(h.post("/subscribe", {"consumer_id": 7, "topic_id": tid, "mode": "queue"}))
+    assert sub["mode"] == "queue" and sub["group"] == "http-queue-7", sub
+    again = h.ok(h.post("/subscribe", {"consumer_id": 7, "topic_id": tid, "mode": "queue"}))
+    assert "subscribe_at" not in again, f"subscribing again keeps the queue: {again}"
+    sent = [h.publish(tid, f"q-{i}") for i in range(6)]
+
+    def take(max_: int) -> list[dict]:
+        doc = h.ok(h.get("/message", consumer_id=7, topic_id=tid, mode="queue", max=max_, wait_ms=2000))
+        assert doc["status"] == "ok", doc
+        return doc["messages"]
+
+    first, second = take(3), take(3)
+    ids = [m["message_id"] for m in first + second]
+    assert len(ids) == len(set(ids)) == 6, f"each message acquired once: {ids}"
+    assert {m["message_id"] for m in first + second} == {m["message_id"] for m in sent}
+    assert published_before["message_id"] not in ids, "the queue starts at the subscription"
+    assert all(m["delivery_count"] == 1 for m in first + second)
+    assert take(3) == [], "everything is locked to the consumer"
+
+    accepted, released, rejected = first[0], first[1], first[2]
+    body = {"consumer_id": 7, "topic_id": tid}
+    h.ok(h.post("/ack", {**body, "message_id": accepted["message_id"], "mode": "queue"}))
+    h.ok(h.post("/nack", {**body, "message_id": released["message_id"]}))
+    h.ok(h.post("/nack", {**body, "message_id": rejected["message_id"], "reject": True}))
+    again = take(3)
+    assert [(m["message_id"], m["delivery_count"]) for m in again] == [(released["message_id"], 2)], again
+
+    def state(m):
+        st = h.ok(h.get("/message_status", message_id=m["message_id"], mode="queue", consumer_id=7))
+        return st["delivery_state"], st["delivery_count"]
+
+    assert state(again[0]) == ("acquired", 2)
+    assert state(rejected) in (("archived", 1), ("finished", None)), state(rejected)
+    assert state(accepted) in (("acknowledged", 1), ("finished", None)), state(accepted)
+    assert state(second[0]) == ("acquired", 1)
+    # Acknowledging what this consumer was never given is refused.
+    unseen = h.publish(tid, "not taken yet")
+    r = h.post("/ack", {**body, "message_id": unseen["message_id"], "mode": "queue"})
+    assert r.status == 400, r
+    for m in second + again:
+        h.ok(h.post("/ack", {**body, "message_id": m["message_id"], "mode": "queue"}))
+    assert all(state(m)[0] in ("acknowledged", "finished") for m in sent if m["message_id"] != rejected["message_id"])
+    bad = h.post("/subscribe", {"consumer_id": 7, "topic_id": tid, "mode": "fifo"})
+    assert_error(bad, 400, "mode")
+    h.ok(h.post("/unsubscribe", {**body, "mode": "queue"}))
+    gone = h.get("/message", consumer_id=7, topic_id=tid, mode="queue", wait_ms=0)
+    assert gone.status == 404, gone

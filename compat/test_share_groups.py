@@ -257,3 +257,48 @@ def test_reset_offsets_and_delete_of_an_empty_share_group_with_the_cli(broker, t
     wait_until(lambda: tern("delete", group).returncode == 0, 15, interval=0.5, what="the group's deletion")
     listed = json.loads(tern("list", "--json").stdout)
     assert group not in {g["group"] for g in listed}
+
+
+@pytest.mark.timeout(240)
+def test_a_leader_kill9_in_a_cluster_loses_no_acknowledgement(tmp_path, topic):
+    from test_cluster import Cluster, offsets_partition_of  # noqa: PLC0415
+
+    cluster = Cluster(tmp_path, extra_args=list(SHARE_ARGS))
+    try:
+        cluster.start()
+        cluster.create_topic(topic, 1, replication_factor=3)
+        leader = cluster.leaders(topic)[0]
+        # A group coordinated by the partition's leader: the kill moves both the share-
+        # partition and the coordinator holding its state.
+        offsets_leaders = wait_until(lambda: cluster.leaders("__consumer_offsets") or None, 20,
+                                     what="offsets partitions placed")
+        group = next(g for g in (f"share-{uuid.uuid4().hex[:8]}" for _ in range(1000))
+                     if offsets_leaders[offsets_partition_of(g)] == leader)
+        total = 200
+        produce(cluster.bootstrap(), topic, total, 1)
+        c = share_consumer(cluster.bootstrap(), group, **{"max.poll.records": 25})
+        c.subscribe([topic])
+        accepted: set[int] = set()
+        deadline = time.monotonic() + 60
+        while len(accepted) < total // 2 and time.monotonic() < deadline:
+            batch = [m for m in c.poll(0.5) if not m.error()]
+            for m in batch:
+                c.acknowledge(m, AcknowledgeType.ACCEPT)
+            results = c.commit_sync(30)
+            if all(e is None for e in results.values()):
+                accepted |= {m.offset() for m in batch}
+        assert len(accepted) >= total // 2, len(accepted)
+        c.close()
+        cluster.brokers[leader].kill9()
+        wait_until(lambda: cluster.leaders(topic).get(0, -1) not in (-1, leader), 20,
+                   what="a new leader")
+        after = share_consumer(cluster.bootstrap(), group)
+        after.subscribe([topic])
+        seen = consume(after, lambda s: len({o for (_p, o, _n, _k) in s} | accepted) >= total, 90)
+        after.close()
+        again = sorted({o for (_p, o, _n, _k) in seen} & accepted)
+        assert again == [], f"{len(again)} accepted records delivered again, e.g. {again[:5]}"
+        assert {o for (_p, o, _n, _k) in seen} | accepted == set(range(total))
+        print(f"leader {leader} killed after {len(accepted)} accepted; the rest delivered once")
+    finally:
+        cluster.stop()

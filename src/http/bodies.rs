@@ -83,6 +83,11 @@ pub struct ConsumerTopic {
 }
 
 impl ConsumerTopic {
+    /// Only the `consumer_id` (a queue message status names the consumer).
+    pub fn parse_consumer(fields: &Fields<'_>) -> Result<i64, ApiError> {
+        fields.int("consumer_id")
+    }
+
     pub fn parse(fields: &Fields<'_>) -> Result<Self, ApiError> {
         Ok(Self {
             consumer_id: fields.int("consumer_id")?,
@@ -156,6 +161,56 @@ pub(super) async fn json_body(body: Body) -> Result<Value, ApiError> {
             transient: false,
         })?;
     json_object(&bytes)
+}
+
+/// How a subscription delivers: `at_least_once` (the default: a consumer group per
+/// consumer, every subscriber gets every message) or `queue` (a share group per
+/// consumer: each message acquired by one caller at a time, acknowledged one by one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    AtLeastOnce,
+    Queue,
+}
+
+impl Mode {
+    pub fn parse(fields: &Fields<'_>) -> Result<Self, ApiError> {
+        match fields.opt_string("mode")?.as_deref() {
+            None | Some("at_least_once") => Ok(Mode::AtLeastOnce),
+            Some("queue") => Ok(Mode::Queue),
+            Some(other) => Err(ApiError::bad(
+                "mode",
+                format!("'mode' must be 'queue' or 'at_least_once', not '{other}'"),
+            )),
+        }
+    }
+}
+
+/// `POST /nack`: give a queue message back (for redelivery) or reject it.
+#[derive(Debug)]
+pub struct NackBody {
+    pub at: ConsumerTopic,
+    pub id: MessageId,
+    /// Archive it instead of redelivering it.
+    pub reject: bool,
+}
+
+impl NackBody {
+    pub fn parse(body: &Value) -> Result<Self, ApiError> {
+        let fields = Fields::Body(body);
+        let at = ConsumerTopic::parse(&fields)?;
+        let message_id = fields.int("message_id")?;
+        let id = MessageId::decode(message_id)
+            .ok_or_else(|| ApiError::bad("message_id", "not a message id"))?;
+        if id.topic_id != at.topic_id {
+            return Err(ApiError::bad("message_id", "not a message of this topic"));
+        }
+        let reject = match body.get("reject") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err(ApiError::bad("reject", "'reject' must be true or false")),
+        };
+        Ok(Self { at, id, reject })
+    }
 }
 
 /// A field of a JSON body or query, with errors that name it.

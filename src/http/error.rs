@@ -76,6 +76,9 @@ impl ApiError {
             10 | 18 => StatusCode::PAYLOAD_TOO_LARGE,
             // TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED
             29 | 30 => StatusCode::FORBIDDEN,
+            // INVALID_RECORD_STATE: a queue message the caller does not hold (never
+            // acquired, already settled, or its lock ran out and another took it).
+            121 => StatusCode::CONFLICT,
             _ if NOT_HERE_YET.contains(&code) => return Self::transient(message),
             _ => StatusCode::SERVICE_UNAVAILABLE,
         };

@@ -5,6 +5,8 @@
 //! - `publish.rs`: `create_topic`, `topics/{name}`, `publish_message`, `message_status`.
 //! - `subscribe.rs`: `subscribe`, `unsubscribe`, `message` (long poll), `ack`, `stream`
 //!   (Server-Sent Events).
+//! - `queue.rs`: the same calls with `"mode": "queue"`, and `nack`: a consumer id's
+//!   share group, each message acquired by one caller and acknowledged one by one.
 //! - `place/`: where a partition (`partitions.rs`) or a subscription's group
 //!   (`groups.rs`) is served, and reaching it there (directly here, over Kafka
 //!   requests elsewhere).
@@ -14,7 +16,8 @@
 //! ([`MessageId`]); a subscription is the consumer group `http-<consumer_id>` with a
 //! committed offset per partition (its commit metadata remembers when it subscribed).
 //! Delivery is at-least-once: what `GET /message` returned is committed when the same
-//! consumer asks again for that topic, or on `POST /ack`.
+//! consumer asks again for that topic, or on `POST /ack`. A queue subscription is the
+//! share group `http-queue-<consumer_id>` instead.
 //!
 //! In a cluster any broker answers every call: what another broker leads or
 //! coordinates is asked of it over Kafka (`place/`).
@@ -31,6 +34,7 @@ pub mod listener;
 mod passwords;
 mod place;
 mod publish;
+mod queue;
 mod state;
 mod subscribe;
 
@@ -66,6 +70,7 @@ pub fn router(api: Arc<HttpApi>) -> Router {
         .route("/unsubscribe", post(subscribe::unsubscribe))
         .route("/message", get(subscribe::message))
         .route("/ack", post(subscribe::ack))
+        .route("/nack", post(queue::nack))
         .route("/stream", get(subscribe::stream))
         .route("/openapi.json", get(openapi))
         .fallback(not_found)

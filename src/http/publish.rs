@@ -8,10 +8,10 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::auth::Caller;
-use super::bodies::{json_body, MessageId};
+use super::bodies::{json_body, Fields, MessageId, Mode};
 use super::bodies::{status_query, CreateTopicBody, PublishBody};
 use super::error::{params, ApiError, ApiResult, Params};
 use super::state::{ApiState, HttpApi};
@@ -226,6 +226,12 @@ pub async fn message_status(
     });
     if let Some(archive) = archived {
         answer["archive"] = archive;
+    }
+    if Mode::parse(&Fields::Query(&query))? == Mode::Queue {
+        let queue = super::queue::status(&api, &caller, &Fields::Query(&query), id, &topic).await?;
+        if let (Some(answer), Value::Object(queue)) = (answer.as_object_mut(), queue) {
+            answer.extend(queue);
+        }
     }
     Ok(Json(answer))
 }

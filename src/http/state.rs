@@ -32,6 +32,8 @@ pub struct HttpApi {
     pub(super) require_auth: bool,
     /// HTTP Basic passwords already checked.
     pub(super) verified: VerifiedPasswords,
+    /// Orders this broker's share-session exchanges with other leaders (queue mode).
+    pub(super) queue_sessions: tokio::sync::Mutex<()>,
 }
 
 pub(super) type ApiState = State<Arc<HttpApi>>;
@@ -49,6 +51,7 @@ impl HttpApi {
             shutdown,
             require_auth,
             verified: VerifiedPasswords::default(),
+            queue_sessions: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -73,6 +76,11 @@ impl HttpApi {
             .ok_or_else(unknown)?;
         Ok((spec, replicas))
     }
+}
+
+/// The share group of consumer `consumer_id`'s queue subscriptions.
+pub(super) fn queue_group_of(consumer_id: i64) -> String {
+    format!("http-queue-{consumer_id}")
 }
 
 /// The consumer group an HTTP consumer commits in.

@@ -6,6 +6,7 @@
 //! the committed offsets. `GET /message` remembers where what it returned ends and
 //! commits that when the same consumer asks again (or on `POST /ack`): at-least-once.
 //! `GET /stream` commits each message once the next one is asked of it.
+//! A subscription with `"mode": "queue"` is a share group instead (`super::queue`).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
@@ -23,7 +24,7 @@ use tokio::sync::watch;
 
 use super::auth::Caller;
 use super::bodies::{json_body, Fields, MessageId};
-use super::bodies::{AckBody, ConsumerTopic, MessageQuery};
+use super::bodies::{AckBody, ConsumerTopic, MessageQuery, Mode};
 use super::error::{params, ApiError, ApiResult, Params};
 use super::state::{group_of, Advances, ApiState, HttpApi};
 use crate::cluster::TopicSpec;
@@ -378,10 +379,14 @@ pub async fn subscribe(
     body: Body,
 ) -> ApiResult {
     let body = json_body(body).await?;
+    let at = ConsumerTopic::parse(&Fields::Body(&body))?;
+    if Mode::parse(&Fields::Body(&body))? == Mode::Queue {
+        return super::queue::subscribe(&api, &caller, at).await;
+    }
     let ConsumerTopic {
         consumer_id,
         topic_id,
-    } = ConsumerTopic::parse(&Fields::Body(&body))?;
+    } = at;
     let (spec, topic) = api.topic_for(&caller, topic_id, AclOperation::Read).await?;
     let group = api.group_for(&caller, consumer_id)?;
     if let Some(positions) = api.positions(consumer_id, &spec).await? {
@@ -414,10 +419,14 @@ pub async fn unsubscribe(
     body: Body,
 ) -> ApiResult {
     let body = json_body(body).await?;
+    let at = ConsumerTopic::parse(&Fields::Body(&body))?;
+    if Mode::parse(&Fields::Body(&body))? == Mode::Queue {
+        return super::queue::unsubscribe(&api, &caller, at).await;
+    }
     let ConsumerTopic {
         consumer_id,
         topic_id,
-    } = ConsumerTopic::parse(&Fields::Body(&body))?;
+    } = at;
     let (spec, _) = api.topic_for(&caller, topic_id, AclOperation::Read).await?;
     let group = api.group_for(&caller, consumer_id)?;
     let positions = api.subscribed(consumer_id, &spec).await?;
@@ -433,6 +442,11 @@ pub async fn message(
     Extension(caller): Extension<Caller>,
     query: Params,
 ) -> ApiResult {
+    let query = params(query)?;
+    let parsed = MessageQuery::parse(&query)?;
+    if Mode::parse(&Fields::Query(&query))? == Mode::Queue {
+        return super::queue::message(&api, &caller, parsed).await;
+    }
     let MessageQuery {
         at: ConsumerTopic {
             consumer_id,
@@ -440,7 +454,7 @@ pub async fn message(
         },
         wait_ms,
         max,
-    } = MessageQuery::parse(&params(query)?)?;
+    } = parsed;
     let (spec, topic) = api.topic_for(&caller, topic_id, AclOperation::Read).await?;
     api.group_for(&caller, consumer_id)?;
     api.commit_delivered(consumer_id, &spec).await?;
@@ -481,6 +495,11 @@ pub async fn ack(
     Extension(caller): Extension<Caller>,
     body: Body,
 ) -> ApiResult {
+    let body = json_body(body).await?;
+    let parsed = AckBody::parse(&body)?;
+    if Mode::parse(&Fields::Body(&body))? == Mode::Queue {
+        return super::queue::ack(&api, &caller, parsed).await;
+    }
     let AckBody {
         at: ConsumerTopic {
             consumer_id,
@@ -488,7 +507,7 @@ pub async fn ack(
         },
         id,
         ..
-    } = AckBody::parse(&json_body(body).await?)?;
+    } = parsed;
     let (spec, _) = api.topic_for(&caller, topic_id, AclOperation::Read).await?;
     api.group_for(&caller, consumer_id)?;
     api.subscribed(consumer_id, &spec).await?;

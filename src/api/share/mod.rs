@@ -111,12 +111,8 @@ async fn acknowledge(
         .await
         .map_err(|e| persist_error(&e))?;
     let before = held.partition().stats;
-    let now = crate::model::monotonic_ms() as i64;
     let outcome = held
-        .change(&key, &persister, |p| {
-            p.expire_locks(now);
-            p.acknowledge(member_id, &batches)
-        })
+        .acknowledge(&key, &persister, member_id, &batches)
         .await;
     count(group_id, &topic, before, held.partition().stats);
     match outcome {

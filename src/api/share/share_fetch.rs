@@ -31,8 +31,6 @@ use super::{acknowledge, count, led_partition, persist_error, persister, WireBat
 use crate::group::share::partition::Acquired;
 use crate::group::share::session::{self, SessionRequest, FINAL_EPOCH, OPEN_EPOCH};
 use crate::group::share::ShareKey;
-use crate::log::batch;
-use crate::model::{Isolation, Offset};
 use crate::security::acl::AclOperation;
 
 /// `max_records` when the client names none.
@@ -247,59 +245,16 @@ impl Fetch<'_> {
             .hold_checked(&key, &partition, &persister, self.verify)
             .await
             .map_err(|e| persist_error(&e))?;
-        let share = held.partition();
-        let before = share.stats;
-        let now = crate::model::monotonic_ms() as i64;
-        share.expire_locks(now);
-        let fetchable_end = partition.offsets().high_watermark().0;
-        let next = share.next_fetch_offset();
+        let before = held.partition().stats;
         let mut data = entry(index);
-        if records_left > 0 && bytes_left > 0 && next < fetchable_end {
-            // A read past the log (its end moved under us) is simply nothing now.
-            if let Ok(read) = partition.read_for_consumer(
-                Offset(next),
-                bytes_left,
-                true,
-                Isolation::ReadUncommitted,
-            ) {
-                let records = read.records.unwrap_or_default();
-                let data_end = batch::end_offset(&records).unwrap_or(next);
-                let acquired = share.acquire(
-                    self.member_id,
-                    now,
-                    fetchable_end.min(data_end),
-                    records_left,
-                );
-                data = data
-                    .with_records(Some(holding(&records, &acquired)))
-                    .with_acquired_records(acquired.iter().map(wire_range).collect());
-            }
+        if records_left > 0 && bytes_left > 0 {
+            let taken = held.acquire(&partition, self.member_id, records_left, bytes_left);
+            data = data
+                .with_records(Some(taken.records))
+                .with_acquired_records(taken.ranges.iter().map(wire_range).collect());
         }
-        let after = share.stats;
-        count(self.group_id, &topic, before, after);
+        count(self.group_id, &topic, before, held.partition().stats);
         Ok(data)
-    }
-}
-
-/// The batches of `records` that hold an acquired offset (the client keeps only
-/// those offsets anyway).
-fn holding(records: &Bytes, acquired: &[Acquired]) -> Bytes {
-    let (Some(first), Some(last)) = (acquired.first(), acquired.last()) else {
-        return Bytes::new();
-    };
-    let (mut start, mut end, mut position) = (None, 0usize, 0usize);
-    for header in batch::batches(records) {
-        let Ok(header) = header else { break };
-        let size = header.total_bytes();
-        if header.last_offset() >= first.first && header.base_offset() <= last.last {
-            start.get_or_insert(position);
-            end = position + size;
-        }
-        position += size;
-    }
-    match start {
-        Some(start) => records.slice(start..end),
-        None => Bytes::new(),
     }
 }
 

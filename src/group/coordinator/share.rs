@@ -83,7 +83,8 @@ impl GroupCoordinator {
     }
 
     /// The stored state of a share-partition, for its leader `leader_epoch` taking it
-    /// over; from then on writes of older leaders are fenced.
+    /// over; from then on writes of older leaders are fenced. A negative epoch only
+    /// looks.
     pub fn read_share_state(
         &self,
         key: &ShareKey,
@@ -97,6 +98,10 @@ impl GroupCoordinator {
         };
         let slot = (key.topic_id, key.partition);
         let stored = entry.share_states.get(&slot).cloned();
+        if leader_epoch < 0 {
+            // An observer (the HTTP API's message status): no leader takes it over.
+            return Ok(stored);
+        }
         let seen = stored
             .as_ref()
             .map_or(leader_epoch, |s| s.leader_epoch)

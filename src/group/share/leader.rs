@@ -18,10 +18,16 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use tokio::sync::OwnedMutexGuard;
 
-use super::partition::{ShareConfig, SharePartition, ShareStats, Snapshot};
+use bytes::Bytes;
+
+use super::partition::{
+    AckBatch, AckError, Acquired, OffsetStatus, ShareConfig, SharePartition, ShareStats, Snapshot,
+};
 use super::persister::Persister;
 use super::session::ShareSessions;
 use super::{PersistError, ShareKey, ShareState};
+use crate::log::batch;
+use crate::model::{Isolation, Offset};
 use crate::replication::Partition;
 
 /// Where a share-partition with no stored state starts (`share.auto.offset.reset`).
@@ -77,7 +83,67 @@ pub struct Held {
     guard: OwnedMutexGuard<Slot>,
 }
 
+/// What one acquisition took: the whole log batches holding the records, and the
+/// acquired offset ranges with their delivery counts (the client keeps only those).
+#[derive(Debug, Default)]
+pub struct Acquisition {
+    pub records: Bytes,
+    pub ranges: Vec<Acquired>,
+}
+
 impl Held {
+    /// Acquires for `member` up to `max_records` records of `replica` (its leader's
+    /// log, below the high watermark), reading at most about `max_bytes`: first records
+    /// whose locks ran out or that were released, then new ones.
+    pub fn acquire(
+        &mut self,
+        replica: &Partition,
+        member: &str,
+        max_records: usize,
+        max_bytes: u64,
+    ) -> Acquisition {
+        let share = self.partition();
+        let now = crate::model::monotonic_ms() as i64;
+        share.expire_locks(now);
+        let fetchable_end = replica.offsets().high_watermark().0;
+        let next = share.next_fetch_offset();
+        if max_records == 0 || next >= fetchable_end {
+            return Acquisition::default();
+        }
+        // A read past the log (its end moved under us) is simply nothing now.
+        let Ok(read) = replica.read_for_consumer(
+            Offset(next),
+            max_bytes.max(1),
+            true,
+            Isolation::ReadUncommitted,
+        ) else {
+            return Acquisition::default();
+        };
+        let records = read.records.unwrap_or_default();
+        let data_end = batch::end_offset(&records).unwrap_or(next);
+        let ranges = share.acquire(member, now, fetchable_end.min(data_end), max_records);
+        Acquisition {
+            records: holding(&records, &ranges),
+            ranges,
+        }
+    }
+
+    /// Applies `member`'s acknowledgements and stores the result (see [`Self::change`]).
+    pub async fn acknowledge(
+        &mut self,
+        key: &ShareKey,
+        persister: &Persister<'_>,
+        member: &str,
+        batches: &[AckBatch],
+    ) -> Result<Result<(), AckError>, PersistError> {
+        let now = crate::model::monotonic_ms() as i64;
+        self.change(key, persister, |p| {
+            p.expire_locks(now);
+            p.acknowledge(member, batches)
+        })
+        .await
+    }
+
     pub fn partition(&mut self) -> &mut SharePartition {
         match self.guard.loaded.as_mut() {
             Some(loaded) => &mut loaded.partition,
@@ -266,6 +332,14 @@ impl SharePartitions {
         ))
     }
 
+    /// Where `offset` of a share-partition loaded here stands (acquisitions included);
+    /// `None` when it is not loaded here or busy.
+    pub fn status_of(&self, key: &ShareKey, offset: i64) -> Option<OffsetStatus> {
+        let slot = Arc::clone(self.slots.lock().get(key)?);
+        let guard = slot.try_lock().ok()?;
+        Some(guard.loaded.as_ref()?.partition.state_of(offset))
+    }
+
     /// Forgets share-partitions of partitions this broker no longer leads.
     pub fn retain(&self, mut led: impl FnMut(&ShareKey) -> bool) {
         self.slots.lock().retain(|key, _| led(key));
@@ -285,4 +359,25 @@ fn durable_view(snapshot: &Snapshot) -> (i64, Vec<(i64, i64, i8, i16)>) {
         .map(|b| (b.first, b.last, b.state.id(), b.delivery_count))
         .collect();
     (snapshot.start_offset, runs)
+}
+
+/// The batches of `records` that hold an acquired offset.
+fn holding(records: &Bytes, acquired: &[Acquired]) -> Bytes {
+    let (Some(first), Some(last)) = (acquired.first(), acquired.last()) else {
+        return Bytes::new();
+    };
+    let (mut start, mut end, mut position) = (None, 0usize, 0usize);
+    for header in batch::batches(records) {
+        let Ok(header) = header else { break };
+        let size = header.total_bytes();
+        if header.last_offset() >= first.first && header.base_offset() <= last.last {
+            start.get_or_insert(position);
+            end = position + size;
+        }
+        position += size;
+    }
+    match start {
+        Some(start) => records.slice(start..end),
+        None => Bytes::new(),
+    }
 }

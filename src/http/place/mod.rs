@@ -13,9 +13,11 @@
 //!
 //! - `partitions.rs`: reading and appending to a partition wherever it is led.
 //! - `groups.rs`: a subscription's committed offsets wherever its group is coordinated.
+//! - `shares.rs`: a queue subscription's records and start offsets wherever they live.
 
 mod groups;
 mod partitions;
+mod shares;
 
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
