@@ -27,6 +27,11 @@ TERN_BIN="$TERN" "$PY" bench/txn_bench.py --transactions 200 --per-txn 500 --siz
 echo "== Group rebalance time, single broker (bench/group_bench.py)"
 TERN_BIN="$TERN" "$PY" bench/group_bench.py --sizes 10,100 --timeout 120
 
+# Share groups (KIP-932): records acknowledged per second by 1, 4 and 16 share consumers
+# on one partition (bench/share_bench.py).
+echo "== Share-group throughput, one partition, single broker (bench/share_bench.py)"
+TERN_BIN="$TERN" "$PY" bench/share_bench.py --records 200000 --consumers 1,4,16
+
 # Replication: three brokers, RF=3, acks=all (bench/replication.sh).
 bash bench/replication.sh "$TERN"
 BENCH_REPL_FLUSH_MESSAGES=1 bash bench/replication.sh "$TERN"
