@@ -723,6 +723,21 @@ fn sample(services: &Services, data_dir: &std::path::Path) {
                 metrics::gauge!(m::CONSUMER_GROUP_LAG, &labels).set(lag as f64);
             }
         }
+        for (topic_id, partition, start) in lag.share_starts {
+            let Some(topic) = services.replicas.topic_by_id(topic_id) else {
+                continue;
+            };
+            let name = topic.spec.name.clone();
+            if let Some(high_watermark) = high_watermarks.get(&(name.clone(), partition)) {
+                let labels = [
+                    ("group", group.clone()),
+                    ("topic", name),
+                    ("partition", partition.to_string()),
+                ];
+                let lag = (high_watermark - start).max(0);
+                metrics::gauge!(m::SHARE_GROUP_LAG, &labels).set(lag as f64);
+            }
+        }
     }
     if let Some((used, free)) = m::filesystem_usage(data_dir) {
         metrics::gauge!(m::DATA_DIR_USED_BYTES).set(used as f64);

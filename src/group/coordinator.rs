@@ -98,10 +98,12 @@ pub struct GroupDescription {
 #[derive(Debug, Clone)]
 pub struct GroupLag {
     pub group: String,
-    /// `classic` or `consumer`.
+    /// `classic`, `consumer` or `share`.
     pub kind: &'static str,
     pub members: usize,
     pub committed: Vec<(String, i32, i64)>,
+    /// A share group's start offsets, by topic id and partition.
+    pub share_starts: Vec<(uuid::Uuid, i32, i64)>,
 }
 
 /// What a commit request carries for one partition.
@@ -866,6 +868,11 @@ impl GroupCoordinator {
                     .offsets
                     .iter()
                     .map(|((t, p), o)| (t.clone(), *p, o.offset))
+                    .collect(),
+                share_starts: e
+                    .share_states
+                    .iter()
+                    .map(|((t, p), state)| (*t, *p, state.snapshot.start_offset))
                     .collect(),
             })
             .collect()

@@ -6,6 +6,7 @@
 //! `group::share` and `group::GroupCoordinator`.
 
 pub mod alter_share_group_offsets;
+pub mod persister;
 pub mod delete_share_group_offsets;
 pub mod describe_share_group_offsets;
 pub mod read_share_group_state;
@@ -23,10 +24,10 @@ use uuid::Uuid;
 use super::context::RequestContext;
 use super::errors;
 use crate::group::share::partition::{AckBatch, AckError, AckType, ShareStats};
-use crate::group::share::persister::{self, Persister};
 use crate::group::share::ShareKey;
 use crate::replication::Partition;
 use crate::security::acl::AclOperation;
+use persister::Persister;
 
 /// How this broker reaches the coordinators of share groups.
 fn persister(ctx: &RequestContext) -> Persister<'_> {

@@ -10,7 +10,7 @@ use kafka_protocol::messages::{ReadShareGroupStateRequest, ReadShareGroupStateRe
 use kafka_protocol::ResponseError;
 
 use super::super::context::RequestContext;
-use crate::group::share::persister::{error_code, NO_STATE};
+use super::persister::{error_code, NO_STATE};
 use crate::group::share::ShareKey;
 use crate::security::acl::AclOperation;
 

@@ -10,8 +10,8 @@ use kafka_protocol::messages::{WriteShareGroupStateRequest, WriteShareGroupState
 use kafka_protocol::ResponseError;
 
 use super::super::context::RequestContext;
+use super::persister::error_code;
 use crate::group::share::partition::{DeliveryState, Snapshot, StateBatch};
-use crate::group::share::persister::error_code;
 use crate::group::share::{ShareKey, ShareState};
 use crate::security::acl::AclOperation;
 

@@ -5,9 +5,10 @@
 //! loaded from the group's coordinator the first time it is used under a leader
 //! epoch (a new leader starts from what the last one stored, so acknowledged records
 //! stay acknowledged and acquired ones come back), and stored there after every
-//! change an acknowledgement, release or lock timeout makes, before the request is
-//! answered. Acquisitions are not stored, as in Kafka: after a failover a record
-//! that was acquired but not acknowledged is delivered again.
+//! change an acknowledgement or a release makes, before the request is answered (a
+//! lock timeout's change goes with the next one). Acquisitions are not stored, as in
+//! Kafka: after a failover a record that was acquired but not acknowledged is
+//! delivered again.
 //!
 //! One async lock per share-partition orders everything done to it, including the
 //! store's write, so two writes of the same share-partition never cross.
@@ -23,9 +24,8 @@ use bytes::Bytes;
 use super::partition::{
     AckBatch, AckError, Acquired, OffsetStatus, ShareConfig, SharePartition, ShareStats, Snapshot,
 };
-use super::persister::Persister;
 use super::session::ShareSessions;
-use super::{PersistError, ShareKey, ShareState};
+use super::{PersistError, ShareKey, ShareState, StateStore};
 use crate::log::batch;
 use crate::model::{Isolation, Offset};
 use crate::replication::Partition;
@@ -132,7 +132,7 @@ impl Held {
     pub async fn acknowledge(
         &mut self,
         key: &ShareKey,
-        persister: &Persister<'_>,
+        persister: &dyn StateStore,
         member: &str,
         batches: &[AckBatch],
     ) -> Result<Result<(), AckError>, PersistError> {
@@ -158,7 +158,7 @@ impl Held {
     pub async fn change<T>(
         &mut self,
         key: &ShareKey,
-        persister: &Persister<'_>,
+        persister: &dyn StateStore,
         change: impl FnOnce(&mut SharePartition) -> T,
     ) -> Result<T, PersistError> {
         let Some(loaded) = self.guard.loaded.as_mut() else {
@@ -236,7 +236,7 @@ impl SharePartitions {
         &self,
         key: &ShareKey,
         replica: &Partition,
-        persister: &Persister<'_>,
+        persister: &dyn StateStore,
     ) -> Result<Held, PersistError> {
         self.hold_checked(key, replica, persister, false).await
     }
@@ -248,7 +248,7 @@ impl SharePartitions {
         &self,
         key: &ShareKey,
         replica: &Partition,
-        persister: &Persister<'_>,
+        persister: &dyn StateStore,
         verify: bool,
     ) -> Result<Held, PersistError> {
         let slot = Arc::clone(self.slots.lock().entry(key.clone()).or_default());
@@ -282,7 +282,7 @@ impl SharePartitions {
         key: &ShareKey,
         replica: &Partition,
         leader_epoch: i32,
-        persister: &Persister<'_>,
+        persister: &dyn StateStore,
     ) -> Result<Loaded, PersistError> {
         if let Some(stored) = persister.read(key, leader_epoch).await? {
             let partition = SharePartition::restore(&stored.snapshot, self.config.partition);

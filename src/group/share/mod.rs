@@ -9,12 +9,12 @@
 //!   partition.
 //! - [`leader`]: the share-partitions this broker leads: loads their state from the
 //!   group's coordinator on first use or a leader change, and stores it there after
-//!   every acknowledgement before answering ([`persister`] carries it).
+//!   every acknowledgement before answering, through a [`StateStore`]
+//!   (`api::share::persister` carries it, over Kafka when the coordinator is elsewhere).
 
 pub mod group;
 pub mod leader;
 pub mod partition;
-pub mod persister;
 pub mod records;
 pub mod session;
 
@@ -34,4 +34,19 @@ pub enum PersistError {
     Storage(String),
     #[error("the group's coordinator could not be asked: {0}")]
     Unreachable(String),
+}
+
+/// Where share-partition states are kept: the group's coordinator, here or elsewhere.
+#[async_trait::async_trait]
+pub trait StateStore: Send + Sync {
+    /// The stored state of `key`, taken over by its leader at `leader_epoch` (older
+    /// leaders are fenced from then on); a negative epoch only looks.
+    async fn read(
+        &self,
+        key: &ShareKey,
+        leader_epoch: i32,
+    ) -> Result<Option<ShareState>, PersistError>;
+
+    /// Stores `state` of `key`; `Ok` once it is durable.
+    async fn write(&self, key: &ShareKey, state: ShareState) -> Result<(), PersistError>;
 }

@@ -19,11 +19,11 @@ use uuid::Uuid;
 
 use super::super::subscribe::{parse_messages, Stored};
 use super::{remote_error, topic_name, Owner};
+use crate::api::share::persister::Persister;
 use crate::cluster::TopicSpec;
 use crate::group::offsets;
 use crate::group::share::partition::{AckBatch, AckError, AckType, OffsetStatus};
-use crate::group::share::persister::Persister;
-use crate::group::share::{PersistError, ShareKey};
+use crate::group::share::{PersistError, ShareKey, StateStore};
 use crate::http::{ApiError, HttpApi};
 use crate::replication::TopicReplicas;
 

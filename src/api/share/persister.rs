@@ -1,7 +1,8 @@
 //! Carries share-partition state between a partition's leader and its group's
-//! coordinator: a direct call when this broker coordinates the group, else
-//! ReadShareGroupState / WriteShareGroupState to the coordinator (Kafka's inter-broker
-//! share-state APIs, v0), over the broker's peer connections.
+//! coordinator (`group::share::StateStore`): a direct call when this broker
+//! coordinates the group, else ReadShareGroupState / WriteShareGroupState to the
+//! coordinator (Kafka's inter-broker share-state APIs, v0), over the broker's peer
+//! connections. It lives with the APIs because it speaks Kafka; `group/` does not.
 
 use kafka_protocol::messages::{
     read_share_group_state_request, write_share_group_state_request, ReadShareGroupStateRequest,
@@ -10,12 +11,12 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::partition::{DeliveryState, Snapshot, StateBatch};
-use super::{PersistError, ShareKey, ShareState};
 use crate::cluster::peers::Peers;
 use crate::cluster::MetadataStore;
 use crate::group::coordinator::GroupCoordinator;
 use crate::group::offsets;
+use crate::group::share::partition::{DeliveryState, Snapshot, StateBatch};
+use crate::group::share::{PersistError, ShareKey, ShareState, StateStore};
 
 /// The start offset a read answers for a share-partition with no stored state.
 pub const NO_STATE: i64 = -1;
@@ -29,9 +30,10 @@ pub struct Persister<'a> {
     pub store: &'a dyn MetadataStore,
 }
 
-impl Persister<'_> {
+#[async_trait::async_trait]
+impl StateStore for Persister<'_> {
     /// The stored state of `key`, taken over by its leader at `leader_epoch`.
-    pub async fn read(
+    async fn read(
         &self,
         key: &ShareKey,
         leader_epoch: i32,
@@ -88,7 +90,7 @@ impl Persister<'_> {
     }
 
     /// Stores `state` of `key`; `Ok` once it is durable at the coordinator.
-    pub async fn write(&self, key: &ShareKey, state: ShareState) -> Result<(), PersistError> {
+    async fn write(&self, key: &ShareKey, state: ShareState) -> Result<(), PersistError> {
         let coordinator = self.coordinator(&key.group).await?;
         if coordinator == self.node_id {
             return self.groups.write_share_state(key, state).await;
@@ -133,7 +135,9 @@ impl Persister<'_> {
             .ok_or_else(|| PersistError::Unreachable("an empty answer".into()))?;
         refusal(code)
     }
+}
 
+impl Persister<'_> {
     async fn coordinator(&self, group: &str) -> Result<i32, PersistError> {
         offsets::coordinator_of(self.store, group)
             .await
