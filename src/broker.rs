@@ -739,6 +739,14 @@ fn sample(services: &Services, data_dir: &std::path::Path) {
             }
         }
     }
+    // Share-partitions of partitions led elsewhere now: their state is the new
+    // leader's to load.
+    services.shares.retain(|key| {
+        services
+            .replicas
+            .topic_by_id(key.topic_id)
+            .is_some_and(|t| t.partition(key.partition).is_ok())
+    });
     if let Some((used, free)) = m::filesystem_usage(data_dir) {
         metrics::gauge!(m::DATA_DIR_USED_BYTES).set(used as f64);
         metrics::gauge!(m::DATA_DIR_FREE_BYTES).set(free as f64);

@@ -402,11 +402,17 @@ const PER_ARCHIVED_TOPIC_COUNTERS: &[&str] = &[
 
 /// Counters with a label whose values are not known in advance, so no series exists
 /// before the first event: a partition error's `error` (any Kafka error code), an
-/// HTTP call's `status`, a group's name. Alerts on them use `or vector(0)`.
+/// HTTP call's `status`, a group's name (the share-group counters too). Alerts on them
+/// use `or vector(0)`.
 pub const EVENT_LABELLED_COUNTERS: &[&str] = &[
     PARTITION_ERRORS_TOTAL,
     HTTP_REQUESTS_TOTAL,
     GROUP_REBALANCES_TOTAL,
+    SHARE_RECORDS_ACQUIRED_TOTAL,
+    SHARE_RECORDS_ACKNOWLEDGED_TOTAL,
+    SHARE_RECORDS_REDELIVERED_TOTAL,
+    SHARE_RECORDS_ARCHIVED_TOTAL,
+    SHARE_LOCK_TIMEOUTS_TOTAL,
 ];
 
 /// Creates, at 0, every counter series whose labels the broker knows at start-up.
