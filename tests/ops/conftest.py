@@ -16,6 +16,10 @@ known traffic, shared by the whole session:
   refused with NOT_ENOUGH_REPLICAS (19), and the partition counts as under min ISR.
 - TXN: one committed and one aborted transaction (transactional id "ops-txn"), for the
   transaction metrics.
+- SHARE: five records through share group SHARE_GROUP (confluent-kafka's ShareConsumer):
+  accepted, rejected and released; the released one released again at the delivery limit
+  (2, archived); three more acquired by a second consumer whose 1 s locks run out, then
+  accepted by the first (the share-group metrics and lag).
 - A fetch far past the end of ORDERS partition 0: OFFSET_OUT_OF_RANGE (1).
 - RAW_CONNECTIONS plain TCP connections held open until the connection gauge shows them.
 - HTTP API: topic HTTP_TOPIC created over HTTP, one subscriber, HTTP_MESSAGES published and
@@ -58,12 +62,18 @@ HTTP_MESSAGES = 5
 ARCHIVED = "ops-archived"
 ARCHIVE_BLOCKED = "ops-archive-blocked"
 TXN = "ops-txn"
+SHARE = "ops-share"
+SHARE_GROUP = "ops-share-group"
 N_EXPIRED = 20
 
 BROKER_ARGS = (*tern_harness.GROUP_ARGS, "--offsets-topic-num-partitions", str(OFFSETS_PARTITIONS),
                "--transaction-state-log-num-partitions", str(OFFSETS_PARTITIONS),
                "--log-cleaner-backoff-ms", "200",
-               "--archive-interval-ms", "200", "--log-retention-check-interval-ms", "200")
+               "--archive-interval-ms", "200", "--log-retention-check-interval-ms", "200",
+               # Share groups: records' locks run out and the delivery limit is reached
+               # within the traffic's few seconds.
+               "--group-share-auto-offset-reset", "earliest", "--group-share-record-lock-duration-ms", "1000",
+               "--group-share-delivery-count-limit", "2")
 # Requests whose non-waiting time exceeds 1 ms count as slow (tern_slow_requests_total),
 # so that series exists under the test's traffic. Only where the broker has the option.
 SLOW_REQUEST_ARGS = ("--slow-request-ms", "1")
@@ -156,6 +166,54 @@ def metric_sum(samples, name: str, **labels) -> float:
     return sum(v for n, l, v in samples if n == name and all(l.get(k) == str(x) for k, x in labels.items()))
 
 
+def share_traffic(bootstrap: str) -> dict:
+    from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(SHARE, 1, 1)])[SHARE].result(20)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(5):
+        producer.produce(SHARE, value=f"share-{i}".encode())
+    assert producer.flush(20) == 0
+
+    def consumer():
+        c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": SHARE_GROUP,
+                           "share.acknowledgement.mode": "explicit", "log_level": 3})
+        c.subscribe([SHARE])
+        return c
+
+    def take(c, until, decide):
+        seen, deadline = [], time.monotonic() + 20
+        while time.monotonic() < deadline and not until(seen):
+            for m in c.poll(0.5):
+                if not m.error():
+                    c.acknowledge(m, decide(m))
+                    seen.append((m.offset(), m.delivery_count()))
+        c.commit_sync(20)
+        return seen
+
+    first = consumer()
+    kinds = {1: AcknowledgeType.REJECT, 2: AcknowledgeType.RELEASE}
+    taken = take(first, lambda seen: len(seen) >= 5, lambda m: kinds.get(m.offset(), AcknowledgeType.ACCEPT))
+    assert sorted(o for o, _ in taken) == list(range(5)), taken
+    again = take(first, lambda seen: any(o == 2 for o, _ in seen), lambda m: AcknowledgeType.RELEASE)
+    assert (2, 2) in again, again
+    for i in range(5, 8):
+        producer.produce(SHARE, value=f"share-{i}".encode())
+    assert producer.flush(20) == 0
+    holder = consumer()
+    held, deadline = [], time.monotonic() + 20
+    while not held and time.monotonic() < deadline:
+        held = [m.offset() for m in holder.poll(0.5) if not m.error()]
+    assert held, "the second consumer acquired nothing"
+    time.sleep(1.5)  # its locks run out
+    later = take(first, lambda seen: set(held) <= {o for o, _ in seen}, lambda m: AcknowledgeType.ACCEPT)
+    first.close()
+    holder.close()
+    return {"taken": taken, "again": again, "held": held, "later": later}
+
+
 @pytest.fixture(scope="session")
 def traffic(broker, prometheus):
     """Runs the traffic described in the module docstring once; returns what it measured."""
@@ -226,6 +284,11 @@ def traffic(broker, prometheus):
     facts["txn_markers"] = tern_harness.wait_until(
         lambda: metric_sum(broker_metrics(broker), "tern_txn_aborts_total") or None,
         timeout=10, what="the aborted transaction's markers")
+
+    # SHARE: a share group (KIP-932) accepts, rejects and releases records; a released
+    # record comes back and, released again at the delivery limit (2), is archived; a
+    # second consumer's lock runs out (1 s) and its records go to the first.
+    facts["share"] = share_traffic(b)
 
     # A fetch past the end: OFFSET_OUT_OF_RANGE, then the consumer resets and reaches the end.
     kcat(["-b", b, "-C", "-t", ORDERS, "-p", "0", "-o", "1000000", "-e", "-q", "-X", "auto.offset.reset=earliest"],

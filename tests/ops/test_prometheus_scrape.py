@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import (GROUP, MINISR, N_FIRST, N_LATER, N_SEGMENTS, OFFSETS_PARTITIONS, ORDERS, ORDERS_PARTITIONS,
+from conftest import (GROUP, SHARE_GROUP, MINISR, N_FIRST, N_LATER, N_SEGMENTS, OFFSETS_PARTITIONS, ORDERS, ORDERS_PARTITIONS,
                       PAYLOAD, RAW_CONNECTIONS, SEGMENTS)
 from opslib import finite, metric_constants
 
@@ -111,8 +111,9 @@ def test_replication_health_gauges(prometheus, traffic):
     assert prometheus.value("tern_offline_partitions") == 0
     assert prometheus.value("tern_controller_active") == 1
     # + ops-segments, ops-minisr, ops-compacted, ops-http, ops-archived, ops-archive-blocked,
-    # ops-txn (1 partition each); __transaction_state has as many partitions as the offsets topic.
-    led = 2 * OFFSETS_PARTITIONS + ORDERS_PARTITIONS + 7
+    # ops-txn, ops-share (1 partition each); __transaction_state has as many partitions as the
+    # offsets topic.
+    led = 2 * OFFSETS_PARTITIONS + ORDERS_PARTITIONS + 8
     assert prometheus.wait_value("tern_leader_partitions", lambda v: v == led, timeout=SAMPLE_WAIT) == led
 
 
@@ -184,3 +185,16 @@ def test_bytes_out_labelled_with_topic_for_modern_fetch(broker, prometheus, traf
         raise AssertionError(f"bytes read by a Fetch v13+ client are not counted under topic={MODERN_TOPIC!r} "
                              f"({e}); series with an empty topic label: {unnamed}") from None
     assert not prometheus.query('tern_topic_bytes_out_total{topic=""}'), "bytes out counted under topic=\"\""
+
+
+def test_share_group_counters_follow_the_share_traffic(prometheus, traffic):
+    """Five records and three more through SHARE_GROUP (conftest): one rejected, one released
+    twice (archived at the limit of 2), three whose locks ran out and were redelivered."""
+    group = f'group="{SHARE_GROUP}"'
+    assert prometheus.value(f'sum(tern_share_records_acquired_total{{{group}}})') >= 8 + 1 + 3
+    assert prometheus.value(f'sum(tern_share_records_acknowledged_total{{{group}, type="reject"}})') >= 1
+    assert prometheus.value(f'sum(tern_share_records_acknowledged_total{{{group}, type="release"}})') >= 2
+    assert prometheus.value(f'sum(tern_share_records_archived_total{{{group}}})') >= 1
+    assert prometheus.value(f'sum(tern_share_lock_timeouts_total{{{group}}})') >= len(traffic["share"]["held"])
+    assert prometheus.value(f'sum(tern_share_records_redelivered_total{{{group}}})') >= 1 + len(traffic["share"]["held"])
+    assert prometheus.wait_value(f'sum(tern_share_group_lag{{{group}}})', lambda v: v == 0, timeout=SAMPLE_WAIT) == 0
