@@ -20,7 +20,7 @@ import pytest
 from confluent_kafka import (OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer,
                              TopicPartition)
 
-from test_cluster import FAILOVER_BOUND_S, Cluster, java_hash
+from test_cluster import FAILOVER_BOUND_S, Cluster, offsets_partition_of
 from tern_harness import wait_until
 
 TXN_PARTITIONS = 6
@@ -71,9 +71,15 @@ def read_committed(cluster: Cluster, topic: str, timeout: float = 30.0) -> list[
         c.close()
 
 
+def txn_partition_of(txn_id: str) -> int:
+    """The id's __transaction_state partition: abs(hashCode) % partitions, as Kafka and
+    tern place it (a negative hash taken modulo without abs lands elsewhere)."""
+    return offsets_partition_of(txn_id, TXN_PARTITIONS)
+
+
 def coordinator_of(cluster: Cluster, txn_id: str) -> int:
     """The broker leading the transactional id's __transaction_state partition."""
-    index = java_hash(txn_id) % TXN_PARTITIONS
+    index = txn_partition_of(txn_id)
     return cluster.leaders("__transaction_state")[index]
 
 
@@ -210,12 +216,12 @@ def hanging_in_prepare_commit(cluster: Cluster, topic: str) -> None:
 
     def outsider(txn_id: str) -> int | None:
         """The one broker outside the id's __transaction_state replicas, if it leads data."""
-        replicas = state_partitions[java_hash(txn_id) % TXN_PARTITIONS].replicas
+        replicas = state_partitions[txn_partition_of(txn_id)].replicas
         out = [n for n in cluster.brokers if n not in replicas]
         return out[0] if len(out) == 1 and out[0] in data_leaders else None
 
     txn_id = next(t for t in (f"{topic}-id-{k}" for k in range(100)) if outsider(t) is not None)
-    coordinator = cluster.brokers[state_partitions[java_hash(txn_id) % TXN_PARTITIONS].leader]
+    coordinator = cluster.brokers[state_partitions[txn_partition_of(txn_id)].leader]
     data_leader = cluster.brokers[outsider(txn_id)]
     p = producer(txn_id)
     p.begin_transaction()

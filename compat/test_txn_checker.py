@@ -10,16 +10,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tern_harness import tern_bin
 
 CHECKER = Path(__file__).resolve().parent.parent / "tools" / "txn_check.py"
 
 
+@pytest.mark.timeout(420)
 def test_the_copier_processes_every_input_exactly_once_through_faults():
+    # Typically under a minute; the bound is the run's own: 120 s of faults at most, 180 s
+    # to finish the copy, the stability wait and the audit.
     out = subprocess.run(
         [sys.executable, str(CHECKER), "--messages", "6000", "--faults", "8", "--seconds", "120",
          "--finish-seconds", "180", "--binary", str(tern_bin())],
-        capture_output=True, timeout=600)
+        capture_output=True, timeout=400)
     lines = [x for x in out.stdout.decode().splitlines() if x.startswith("{")]
     assert lines, f"no verdict (rc={out.returncode}):\n{out.stdout.decode()[-3000:]}\n{out.stderr.decode()[-3000:]}"
     verdict = json.loads(lines[-1])

@@ -113,6 +113,10 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
+def log_err(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
 def java_hash(s: str) -> int:
     h = 0
     for ch in s.encode("utf-16-be").decode("utf-16-be"):
@@ -133,10 +137,40 @@ def copier(args) -> int:
                          "isolation.level": "read_committed", "enable.auto.commit": False,
                          "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
                          "heartbeat.interval.ms": 1000, "max.poll.interval.ms": 60000})
-    producer = Producer({"bootstrap.servers": args.bootstrap, "transactional.id": args.id,
-                         "transaction.timeout.ms": TXN_TIMEOUT_MS, "linger.ms": 5,
-                         "message.timeout.ms": TXN_TIMEOUT_MS, "socket.timeout.ms": 5000})
-    producer.init_transactions(60)
+    producer_config = {"bootstrap.servers": args.bootstrap, "transactional.id": args.id,
+                       "transaction.timeout.ms": TXN_TIMEOUT_MS, "linger.ms": 5,
+                       "message.timeout.ms": TXN_TIMEOUT_MS, "socket.timeout.ms": 5000}
+    if os.environ.get("TXN_CHECK_CLIENT_DEBUG"):
+        producer_config["debug"] = os.environ["TXN_CHECK_CLIENT_DEBUG"]
+    producer = Producer(producer_config)
+
+    def stuck(what: str) -> None:
+        print(json.dumps({"copier": args.id, "stuck": what}), flush=True)
+        os._exit(5)
+
+    def call(what: str, fn, *fn_args, limit_s: float = 60):
+        """One transactional call, told on stderr when it fails or is slow: a copier that
+        stalls says where (the work dir is kept when a run fails). A call still running
+        15 s past its own timeout ends the copier, which is restarted as after a kill:
+        librdkafka's send_offsets_to_transaction can wait forever for a group coordinator
+        that left the metadata (librdkafka issues 5456 and 5511; Kafka too lists only live
+        brokers), and the group would otherwise wait max.poll.interval.ms for the copier."""
+        began = time.monotonic()
+        watchdog = threading.Timer(limit_s + 15, stuck, args=(what,))
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            result = fn(*fn_args)
+        except KafkaException as e:
+            log_err(f"{args.id} {what} failed after {time.monotonic() - began:.1f} s: {e.args[0]}")
+            raise
+        finally:
+            watchdog.cancel()
+        if time.monotonic() - began > 2:
+            log_err(f"{args.id} {what} took {time.monotonic() - began:.1f} s")
+        return result
+
+    call("init_transactions", producer.init_transactions, 60)
     consumer.subscribe([INPUT])
     committed = aborted = 0
 
@@ -163,9 +197,9 @@ def copier(args) -> int:
         for _ in range(10):
             try:
                 if commit:
-                    producer.commit_transaction(60)
+                    call("commit_transaction", producer.commit_transaction, 60)
                 else:
-                    producer.abort_transaction(60)
+                    call("abort_transaction", producer.abort_transaction, 60)
                 return
             except KafkaException as e:
                 if not e.args[0].retriable():
@@ -178,12 +212,13 @@ def copier(args) -> int:
             continue
         on_purpose = rng.random() < 0.1
         try:
-            producer.begin_transaction()
+            call("begin_transaction", producer.begin_transaction)
             for m in records:
                 value = (b"x" if on_purpose else b"") + m.value()
                 producer.produce(OUTPUT, value=value, partition=m.partition())
-            producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
-                                                 consumer.consumer_group_metadata(), 30)
+            call("send_offsets_to_transaction", producer.send_offsets_to_transaction,
+                 consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), 20,
+                 limit_s=20)
             if on_purpose:
                 producer.flush(30)
             finish(commit=not on_purpose)
@@ -543,13 +578,14 @@ def run(args) -> int:
                 if path.exists() and "panicked" in path.read_text(errors="replace"):
                     panics.append(str(path))
         transactions = {"committed": 0, "aborted": 0}
-        copier_errors = []  # why copiers gave up (fatal client errors, failed aborts)
+        copier_errors = []  # why copiers gave up (fatal client errors, failed aborts, stuck calls)
         for name in r.copiers:
             for line in (work / f"{name}.out").read_text().splitlines():
                 stats = json.loads(line)
                 transactions["committed"] += stats.get("committed", 0)
                 transactions["aborted"] += stats.get("aborted", 0)
-                copier_errors += [f"{name}: {k} {stats[k]}" for k in ("fatal", "abort_failed") if k in stats]
+                copier_errors += [f"{name}: {k} {stats[k]}" for k in ("fatal", "abort_failed", "stuck")
+                               if k in stats]
         facts = {"seed": seed, "messages": args.messages, "faults": faults, "fault_kinds": r.faults,
                  "copied": copied, "copy_seconds": round(time.monotonic() - started, 1),
                  "after_faults_seconds": round(time.monotonic() - fault_end, 1),
