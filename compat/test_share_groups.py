@@ -13,7 +13,9 @@ acknowledged one by one:
   group) loses no acknowledgement: nothing accepted before is delivered again, and every
   record is accepted in the end;
 - the admin view: ListGroups lists the group as type "share", and a classic consumer
-  cannot join it.
+  cannot join it;
+- group configs: one group's share.auto.offset.reset and share.record.lock.duration.ms
+  (IncrementalAlterConfigs of a GROUP resource) override the broker's for that group.
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import (AcknowledgeType, Consumer, KafkaException, Producer, ShareConsumer)
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import (AcknowledgeType, Consumer, KafkaError, KafkaException, Producer, ShareConsumer)
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewTopic,
+                                  ResourceType)
 
 from tern_harness import JsonLinesProcess, tern_bin, wait_until
 
@@ -168,6 +171,58 @@ def test_a_killed_consumers_records_are_redelivered_after_the_lock(broker, topic
     assert set(redelivered) == held, f"missing {sorted(held - set(redelivered))[:5]}"
     assert all(n >= 2 for n in redelivered.values()), redelivered
     print(f"redelivered {len(held)} records {time.monotonic() - killed_at:.1f} s after the kill")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.broker_args("--group-share-heartbeat-interval-ms", "500")
+def test_group_configs_set_where_a_share_group_starts_and_how_long_its_locks_last(broker, topic, tmp_path):
+    """GROUP config resources (IncrementalAlterConfigs, DescribeConfigs) override the
+    broker's share settings for one group: with the broker's defaults (start at latest,
+    30 s locks) a group configured with share.auto.offset.reset=earliest reads records
+    produced before it existed, and share.record.lock.duration.ms=2000 brings a killed
+    consumer's records back long before the broker's 30 s; a group without configs
+    still starts at latest."""
+    group, other = f"share-{uuid.uuid4().hex[:8]}", f"share-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.address, topic, 1)
+    produce(broker.address, topic, 20, 1)
+    admin = AdminClient({"bootstrap.servers": broker.address})
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("share.record.lock.duration.ms", "2000", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(15)
+    refused = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.record.lock.duration.ms", "10", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException) as error:
+        admin.incremental_alter_configs([refused])[refused].result(15)
+    assert error.value.args[0].code() == KafkaError.INVALID_CONFIG
+    described = ConfigResource(ResourceType.GROUP, group)
+    configs = admin.describe_configs([described])[described].result(15)
+    assert configs["share.auto.offset.reset"].value == "earliest"
+    assert configs["share.auto.offset.reset"].source == ConfigSource.GROUP_CONFIG.value
+    assert configs["share.record.lock.duration.ms"].value == "2000"
+    assert configs["share.session.timeout.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+    cli = subprocess.run([str(tern_bin()), "group", "configs", group, "-b", broker.address, "--json"],
+                         capture_output=True, timeout=30)
+    assert cli.returncode == 0, cli.stderr.decode()
+    shown = {c["name"]: (c["value"], c["source"]) for c in json.loads(cli.stdout)["configs"]}
+    assert shown["share.record.lock.duration.ms"] == ("2000", "group"), shown
+    assert shown["consumer.session.timeout.ms"][1] == "broker", shown
+
+    worker = JsonLinesProcess([sys.executable, WORKER, broker.address, topic, group, "20"],
+                              tmp_path / "worker.stderr")
+    wait_until(lambda: any("holding" in e for e in worker.events), 60, what="the worker to hold records")
+    held = {e["o"] for e in worker.events if "o" in e}
+    assert 0 in held, f"the group starts at the earliest record: {sorted(held)[:5]}"
+    killed_at = time.monotonic()
+    worker.kill9()
+    c = share_consumer(broker.address, group)
+    c.subscribe([topic])
+    got = consume(c, lambda seen: held <= {o for (_p, o, _n, _k) in seen}, 20)
+    c.close()
+    back_after = time.monotonic() - killed_at
+    assert held <= {o for (_p, o, _n, _k) in got}, f"not back within 20 s (the broker's lock is 30 s): {back_after:.1f}"
+    assert nothing_left(broker.address, other, topic) == [], "a group without configs starts at latest"
+    print(f"redelivered {len(held)} records {back_after:.1f} s after the kill")
 
 
 @pytest.mark.timeout(90)

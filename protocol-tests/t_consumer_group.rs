@@ -275,3 +275,176 @@ fn consumer_group_heartbeat_assigns_reconciles_and_fences() {
         assert_eq!((a.epoch, partitions(&a)), (3, 4), "v{v}: a after b left");
     }
 }
+
+const RESOURCE_GROUP: i8 = 32;
+const SOURCE_DYNAMIC_GROUP_CONFIG: i8 = 8;
+const OP_APPEND: i8 = 2;
+
+/// One group config's (value, source), through the newest DescribeConfigs.
+fn group_config(ctx: &Ctx, c: &mut Client, group: &str, key: &str) -> (String, i8) {
+    let v = ctx.max_version(ApiKey::DescribeConfigs);
+    let res = describe_configs(c, v, RESOURCE_GROUP, group, Some(&[key]), true);
+    assert_code!(res.error_code, NONE, "DescribeConfigs v{v} group {group}");
+    let cfg = find_config(&res, key).unwrap_or_else(|| panic!("group {group} has no {key}"));
+    if v >= 1 {
+        assert_eq!(
+            cfg.synonyms.first().map(|s| s.source),
+            Some(cfg.config_source),
+            "{key}: the first synonym is where the value comes from"
+        );
+    }
+    (
+        cfg.value
+            .as_ref()
+            .map(|s| s.to_string())
+            .unwrap_or_default(),
+        cfg.config_source,
+    )
+}
+
+#[test]
+fn group_configs_are_described_altered_and_told_on_the_next_heartbeat() {
+    let ctx = Ctx::with_args(&["--group-consumer-heartbeat-interval-ms", "250"]);
+    let t = ctx.topic("gcfg", 2, &[]);
+    let mut c = ctx.client();
+    let group = unique_group("gcfg");
+    // Every group config of a group that does not exist yet: the broker's settings.
+    for v in ctx.versions_req(ApiKey::DescribeConfigs, 0, 4) {
+        let res = describe_configs(&mut c, v, RESOURCE_GROUP, &group, None, v >= 1);
+        assert_code!(res.error_code, NONE, "DescribeConfigs v{v}");
+        for name in [
+            "consumer.session.timeout.ms",
+            "consumer.heartbeat.interval.ms",
+            "share.session.timeout.ms",
+            "share.heartbeat.interval.ms",
+            "share.record.lock.duration.ms",
+            "share.auto.offset.reset",
+        ] {
+            let cfg = find_config(&res, name).unwrap_or_else(|| panic!("v{v}: no {name}"));
+            assert_eq!(cfg.config_source, SOURCE_DEFAULT_CONFIG, "v{v} {name}");
+            assert!(!cfg.read_only, "v{v} {name} is dynamic");
+        }
+        let res = describe_configs(&mut c, v, RESOURCE_GROUP, "", None, false);
+        assert_code!(
+            res.error_code,
+            INVALID_REQUEST,
+            "v{v}: a group needs a name"
+        );
+    }
+    assert_eq!(
+        group_config(&ctx, &mut c, &group, "consumer.heartbeat.interval.ms"),
+        ("250".to_string(), SOURCE_DEFAULT_CONFIG)
+    );
+    for v in ctx.versions_req(ApiKey::IncrementalAlterConfigs, 0, 1) {
+        // Refused as a whole with INVALID_CONFIG, nothing stored: an unknown name, a
+        // value that does not parse, one out of bounds, a session not longer than its
+        // heartbeat interval, APPEND on a config that is not a list.
+        let refused: [&[(&str, i8, Option<&str>)]; 5] = [
+            &[("consumer.heartbeat.intervals", OP_SET, Some("1000"))],
+            &[("share.auto.offset.reset", OP_SET, Some("none"))],
+            &[("share.record.lock.duration.ms", OP_SET, Some("999"))],
+            &[
+                ("consumer.session.timeout.ms", OP_SET, Some("6000")),
+                ("consumer.heartbeat.interval.ms", OP_SET, Some("6000")),
+            ],
+            &[("consumer.heartbeat.interval.ms", OP_APPEND, Some("1"))],
+        ];
+        for (i, ops) in refused.iter().enumerate() {
+            let (code, message) = incremental_alter(&mut c, v, RESOURCE_GROUP, &group, ops, false);
+            assert_code!(code, INVALID_CONFIG, "v{v} refused #{i}");
+            assert!(message.is_some(), "v{v} #{i}: the refusal says why");
+        }
+        let (code, _) = incremental_alter(
+            &mut c,
+            v,
+            RESOURCE_GROUP,
+            "",
+            &[("consumer.heartbeat.interval.ms", OP_SET, Some("1000"))],
+            false,
+        );
+        assert_code!(code, INVALID_REQUEST, "v{v}: no default group resource");
+        let (code, _) = incremental_alter(
+            &mut c,
+            v,
+            RESOURCE_GROUP,
+            &group,
+            &[("consumer.heartbeat.interval.ms", OP_SET, Some("1500"))],
+            true,
+        );
+        assert_code!(code, NONE, "v{v} validate only");
+        assert_eq!(
+            group_config(&ctx, &mut c, &group, "consumer.heartbeat.interval.ms").1,
+            SOURCE_DEFAULT_CONFIG,
+            "v{v}: validate_only stores nothing"
+        );
+    }
+    let v = ctx.max_version(ApiKey::IncrementalAlterConfigs);
+    let (code, _) = incremental_alter(
+        &mut c,
+        v,
+        RESOURCE_GROUP,
+        &group,
+        &[("consumer.heartbeat.interval.ms", OP_SET, Some("1500"))],
+        false,
+    );
+    assert_code!(code, NONE, "set the group's heartbeat interval");
+    assert_eq!(
+        group_config(&ctx, &mut c, &group, "consumer.heartbeat.interval.ms"),
+        ("1500".to_string(), SOURCE_DYNAMIC_GROUP_CONFIG)
+    );
+    // A member joining is told the group's interval, and the broker's once it is gone.
+    let hv = ctx.max_version(ApiKey::ConsumerGroupHeartbeat);
+    wait_coordinator(&ctx, &mut c, &group);
+    let r = c.call(hv, &join_request(&group, "m", &[&t.name]));
+    assert_code!(r.error_code, NONE, "join");
+    assert_eq!(r.heartbeat_interval_ms, 1500, "the group's own interval");
+    let mut m = Member {
+        group: group.clone(),
+        id: r
+            .member_id
+            .as_ref()
+            .map(|s| s.to_string())
+            .unwrap_or_default(),
+        epoch: r.member_epoch,
+        owned: Vec::new(),
+    };
+    let (code, _) = incremental_alter(
+        &mut c,
+        v,
+        RESOURCE_GROUP,
+        &group,
+        &[("consumer.heartbeat.interval.ms", OP_DELETE, None)],
+        false,
+    );
+    assert_code!(code, NONE, "delete the override");
+    let r = heartbeat(&mut c, hv, &mut m);
+    assert_code!(r.error_code, NONE, "heartbeat");
+    assert_eq!(
+        r.heartbeat_interval_ms, 250,
+        "back to the broker's interval"
+    );
+    // The legacy AlterConfigs replaces the whole set.
+    let av = ctx.max_version(ApiKey::AlterConfigs);
+    let (code, _) = alter_configs(
+        &mut c,
+        av,
+        RESOURCE_GROUP,
+        &group,
+        &[("share.auto.offset.reset", "earliest")],
+        false,
+    );
+    assert_code!(code, NONE, "AlterConfigs v{av}");
+    assert_eq!(
+        group_config(&ctx, &mut c, &group, "share.auto.offset.reset"),
+        ("earliest".to_string(), SOURCE_DYNAMIC_GROUP_CONFIG)
+    );
+    let (code, _) = alter_configs(
+        &mut c,
+        av,
+        RESOURCE_GROUP,
+        &group,
+        &[("consumer.session.timeout.ms", "5")],
+        false,
+    );
+    assert_code!(code, INVALID_CONFIG, "AlterConfigs v{av}: out of bounds");
+}

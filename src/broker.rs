@@ -97,6 +97,30 @@ fn peer_security(server: &ServerConfig) -> Result<ClientSecurity, BrokerError> {
     })
 }
 
+/// The broker's group settings, with each group's own configs from the store over them.
+fn group_configs(
+    config: &Config,
+    store: Arc<dyn MetadataStore>,
+) -> crate::group::config::GroupConfigs {
+    use crate::group::config::{GroupConfigs, GroupSettings, StoredGroupConfigs};
+    let groups = &config.groups.coordinator;
+    GroupConfigs::fixed(
+        GroupSettings {
+            consumer_session_timeout_ms: groups.consumer.session_timeout_ms,
+            consumer_heartbeat_interval_ms: groups.consumer.heartbeat_interval_ms,
+            share_session_timeout_ms: groups.share.session_timeout_ms,
+            share_heartbeat_interval_ms: groups.share.heartbeat_interval_ms,
+            share_record_lock_duration_ms: config.shares.partition.lock_duration_ms,
+            share_auto_offset_reset: config.shares.auto_offset_reset,
+        },
+        (
+            groups.limits.min_session_timeout_ms,
+            groups.limits.max_session_timeout_ms,
+        ),
+    )
+    .with_source(Arc::new(StoredGroupConfigs(store)))
+}
+
 /// Takes an exclusive `flock` on `<data-dir>/.lock` so two brokers never share logs.
 fn lock_data_dir(config: &Config) -> Result<File, BrokerError> {
     std::fs::create_dir_all(&config.data_dir)?;
@@ -256,9 +280,11 @@ impl Broker {
             )
             .await?;
         let peer_security = peer_security(&server)?;
+        let group_configs = group_configs(&config, Arc::clone(&store));
         let groups = Arc::new(
             GroupCoordinator::new(offsets_topic.spec.partitions, config.groups.coordinator)
-                .with_session(Arc::clone(&store)),
+                .with_session(Arc::clone(&store))
+                .with_group_configs(group_configs.clone()),
         );
         groups.follow_leadership(&offsets_topic);
         let producer_ids = Arc::new(ProducerIdAllocator::new(Arc::clone(&store)));
@@ -295,7 +321,8 @@ impl Broker {
             producer_ids,
             txn: Arc::clone(&txn),
             groups: Arc::clone(&groups),
-            shares: crate::group::share::leader::SharePartitions::new(config.shares),
+            shares: crate::group::share::leader::SharePartitions::new(config.shares)
+                .with_group_configs(group_configs),
             peers: Peers::new(Arc::clone(&store), peer_security.clone()),
             store,
             replicas: Arc::clone(&replicas),

@@ -599,6 +599,43 @@ async fn dynamic_configs_are_set_read_and_deleted(h: &Harness) {
     );
 }
 
+async fn group_configs_are_kept_per_group_and_deleted(h: &Harness) {
+    let store = &*h.store;
+    let orders = BTreeMap::from([
+        (
+            "consumer.heartbeat.interval.ms".to_string(),
+            "2000".to_string(),
+        ),
+        (
+            "share.auto.offset.reset".to_string(),
+            "earliest".to_string(),
+        ),
+    ]);
+    // A group id is any string: one with a slash and a percent sign keeps its own key.
+    let odd = BTreeMap::from([(
+        "share.record.lock.duration.ms".to_string(),
+        "15000".to_string(),
+    )]);
+    store
+        .set_group_configs("orders", orders.clone())
+        .await
+        .expect("set");
+    store
+        .set_group_configs("a/b%2F", odd.clone())
+        .await
+        .expect("set");
+    assert_eq!(store.group_configs("orders"), orders);
+    assert_eq!(store.group_configs("a/b%2F"), odd);
+    assert!(store.group_configs("a").is_empty());
+    assert!(store.group_configs("a/b/").is_empty());
+    store
+        .set_group_configs("orders", BTreeMap::new())
+        .await
+        .expect("deleted");
+    assert!(store.group_configs("orders").is_empty());
+    assert_eq!(store.group_configs("a/b%2F"), odd, "groups are separate");
+}
+
 fn binding(resource: &str, principal: &str) -> AclBinding {
     AclBinding {
         resource_type: ResourceType::Topic,
@@ -825,6 +862,7 @@ contract!(
     a_stale_isr_change_is_refused,
     producer_ids_never_repeat,
     dynamic_configs_are_set_read_and_deleted,
+    group_configs_are_kept_per_group_and_deleted,
     acls_are_a_set_created_listed_and_deleted,
     scram_credentials_are_set_and_deleted,
     this_broker_is_registered_and_a_controller_is_elected,

@@ -147,6 +147,17 @@ pub enum GroupCommand {
     Describe { group: String },
     /// Delete an empty group with its offsets (DeleteGroups)
     Delete { group: String },
+    /// A group's configs (consumer.session.timeout.ms, share.record.lock.duration.ms, …)
+    /// with their values and where each comes from
+    Configs { group: String },
+    /// Change a group's configs: --set KEY=VALUE, --delete KEY (repeatable)
+    AlterConfig {
+        group: String,
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        #[arg(long = "delete", value_name = "KEY")]
+        delete: Vec<String>,
+    },
     /// Move an empty group's offsets on a topic (a share group's start offsets)
     ResetOffsets {
         group: String,

@@ -1,4 +1,4 @@
-//! `tern group list|describe|delete|reset-offsets`: groups from every broker (classic,
+//! `tern group list|describe|configs|alter-config|delete|reset-offsets`: groups from every broker (classic,
 //! KIP-848 consumer and KIP-932 share groups), and a group's members, assignments,
 //! committed offsets and lag (log end offset minus committed offset; for a share group
 //! its start offsets). A group is described with ConsumerGroupDescribe first, as
@@ -8,12 +8,13 @@ use std::collections::BTreeMap;
 
 use anyhow::Context;
 use bytes::Buf;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup;
 use kafka_protocol::messages::{
     AlterShareGroupOffsetsRequest, ConsumerGroupDescribeRequest, DeleteGroupsRequest,
-    DescribeGroupsRequest, DescribeShareGroupOffsetsRequest, FindCoordinatorRequest, GroupId,
-    ListGroupsRequest, OffsetCommitRequest, OffsetFetchRequest, ShareGroupDescribeRequest,
-    TopicName,
+    DescribeConfigsRequest, DescribeGroupsRequest, DescribeShareGroupOffsetsRequest,
+    FindCoordinatorRequest, GroupId, ListGroupsRequest, OffsetCommitRequest, OffsetFetchRequest,
+    ShareGroupDescribeRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -31,6 +32,18 @@ pub async fn run(connection: &Connection, command: GroupCommand) -> anyhow::Resu
         GroupCommand::List => list(&mut client, connection.json).await,
         GroupCommand::Describe { group } => describe(&mut client, &group, connection.json).await,
         GroupCommand::Delete { group } => delete(&mut client, &group).await,
+        GroupCommand::Configs { group } => configs(&mut client, &group, connection.json).await,
+        GroupCommand::AlterConfig { group, set, delete } => {
+            topic::alter_configs(
+                &mut client,
+                topic::RESOURCE_GROUP,
+                &group,
+                &set,
+                &delete,
+                connection.json,
+            )
+            .await
+        }
         GroupCommand::ResetOffsets {
             group,
             topic,
@@ -48,6 +61,58 @@ pub async fn run(connection: &Connection, command: GroupCommand) -> anyhow::Resu
         }
     }
 }
+
+/// Every config of a group (DescribeConfigs of its GROUP resource): value, and whether
+/// the group sets it or runs with the broker's.
+async fn configs(client: &mut Client, group: &str, as_json: bool) -> anyhow::Result<()> {
+    let request =
+        DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(topic::RESOURCE_GROUP)
+            .with_resource_name(StrBytes::from_string(group.to_string()))
+            .with_configuration_keys(None)]);
+    let (_, response) = client.send(request, 4).await?;
+    let result = response
+        .results
+        .first()
+        .context("empty DescribeConfigs response")?;
+    check(
+        result.error_code,
+        result.error_message.as_deref(),
+        &format!("describing the configs of '{group}'"),
+    )?;
+    let rows: Vec<(String, String, &str)> = result
+        .configs
+        .iter()
+        .map(|c| {
+            let source = if c.config_source == GROUP_CONFIG_SOURCE {
+                "group"
+            } else {
+                "broker"
+            };
+            (
+                c.name.to_string(),
+                c.value.as_ref().map(|v| v.to_string()).unwrap_or_default(),
+                source,
+            )
+        })
+        .collect();
+    if as_json {
+        let configs: Vec<_> = rows
+            .iter()
+            .map(|(name, value, source)| json!({"name": name, "value": value, "source": source}))
+            .collect();
+        return output::json(&json!({"group": group, "configs": configs}));
+    }
+    let table: Vec<Vec<String>> = rows
+        .into_iter()
+        .map(|(name, value, source)| vec![name, value, source.to_string()])
+        .collect();
+    output::table(&["CONFIG", "VALUE", "SET BY"], &table);
+    Ok(())
+}
+
+/// DescribeConfigs' source of a value the group itself sets (DYNAMIC_GROUP_CONFIG).
+const GROUP_CONFIG_SOURCE: i8 = 8;
 
 /// One partition's row in `group describe`.
 struct OffsetRow {

@@ -49,7 +49,15 @@ pub async fn run(connection: &Connection, command: TopicCommand) -> anyhow::Resu
         }
         TopicCommand::Delete { name } => delete(&mut client, &name, connection.json).await,
         TopicCommand::AlterConfig { name, set, delete } => {
-            alter(&mut client, &name, &set, &delete, connection.json).await
+            alter_configs(
+                &mut client,
+                RESOURCE_TOPIC,
+                &name,
+                &set,
+                &delete,
+                connection.json,
+            )
+            .await
         }
     }
 }
@@ -128,7 +136,7 @@ async fn describe(client: &mut Client, topic: &str, as_json: bool) -> anyhow::Re
     let offsets = offsets(client, topic, &partition_ids).await?;
     let configs_request =
         DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
-            .with_resource_type(2)
+            .with_resource_type(RESOURCE_TOPIC)
             .with_resource_name(StrBytes::from_string(topic.to_string()))
             .with_configuration_keys(None)]);
     let (_, configs) = client.send(configs_request, 4).await?;
@@ -288,9 +296,16 @@ async fn delete(client: &mut Client, topic: &str, as_json: bool) -> anyhow::Resu
     Ok(())
 }
 
-async fn alter(
+/// DescribeConfigs/IncrementalAlterConfigs resource types.
+pub(super) const RESOURCE_TOPIC: i8 = 2;
+pub(super) const RESOURCE_GROUP: i8 = 32;
+
+/// Sets and deletes configs of one resource (a topic or a group) with
+/// IncrementalAlterConfigs.
+pub(super) async fn alter_configs(
     client: &mut Client,
-    topic: &str,
+    resource_type: i8,
+    resource: &str,
     set: &[String],
     delete: &[String],
     as_json: bool,
@@ -314,8 +329,8 @@ async fn alter(
     }
     let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
         AlterConfigsResource::default()
-            .with_resource_type(2)
-            .with_resource_name(StrBytes::from_string(topic.to_string()))
+            .with_resource_type(resource_type)
+            .with_resource_name(StrBytes::from_string(resource.to_string()))
             .with_configs(configs),
     ]);
     let (_, response) = client.send(request, 1).await?;
@@ -326,11 +341,11 @@ async fn alter(
     check(
         result.error_code,
         result.error_message.as_deref(),
-        &format!("altering '{topic}'"),
+        &format!("altering '{resource}'"),
     )?;
     if as_json {
-        return output::json(&json!({"name": topic, "altered": true}));
+        return output::json(&json!({"name": resource, "altered": true}));
     }
-    println!("Altered configs of {topic}");
+    println!("Altered configs of {resource}");
     Ok(())
 }

@@ -30,6 +30,8 @@ pub struct Snapshot {
     pub controller: Option<ControllerTerm>,
     /// Dynamic broker configs by level (`None`: the cluster-wide default).
     pub broker_configs: BTreeMap<Option<i32>, BTreeMap<String, String>>,
+    /// Dynamic group configs (GROUP resources) by group id.
+    pub group_configs: BTreeMap<String, BTreeMap<String, String>>,
     pub users: UserCredentials,
     /// ACL bindings by their storage key (`AclBinding::storage_key`).
     pub acls: BTreeMap<String, AclBinding>,
@@ -115,6 +117,16 @@ impl MetadataCache {
             .read()
             .broker_configs
             .get(&broker)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// A group's dynamic configs; empty when none are set.
+    pub fn group_configs(&self, group: &str) -> BTreeMap<String, String> {
+        self.snapshot
+            .read()
+            .group_configs
+            .get(group)
             .cloned()
             .unwrap_or_default()
     }

@@ -33,6 +33,9 @@ struct State {
     /// `/configs/brokers/<...>`). Absent from files written before they existed.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// Dynamic group configs by group id. Absent from files written before they existed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    group_configs: BTreeMap<String, BTreeMap<String, String>>,
     /// SCRAM credentials by user and mechanism.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     users: UserCredentials,
@@ -78,6 +81,7 @@ impl State {
                 .iter()
                 .filter_map(|(key, configs)| Some((broker_configs_level(key)?, configs.clone())))
                 .collect(),
+            group_configs: self.group_configs.clone(),
             users: self.users.clone(),
             acls: self
                 .acls
@@ -141,6 +145,7 @@ impl EmbeddedStore {
                     next_producer_id: 1000,
                     next_topic_numeric_id: 1,
                     broker_configs: BTreeMap::new(),
+                    group_configs: BTreeMap::new(),
                     users: BTreeMap::new(),
                     acls: Default::default(),
                 };
@@ -349,6 +354,25 @@ impl MetadataStore for EmbeddedStore {
         })?;
         self.publish(MetadataEvent::BrokerConfigsChanged(broker));
         Ok(())
+    }
+
+    fn group_configs(&self, group: &str) -> BTreeMap<String, String> {
+        self.cache.group_configs(group)
+    }
+
+    async fn set_group_configs(
+        &self,
+        group: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), MetadataError> {
+        self.update(|state| {
+            if configs.is_empty() {
+                state.group_configs.remove(group);
+            } else {
+                state.group_configs.insert(group.to_string(), configs);
+            }
+            Ok(())
+        })
     }
 
     async fn allocate_producer_ids(&self, count: i64) -> Result<i64, MetadataError> {

@@ -419,6 +419,17 @@ pub trait MetadataStore: Send + Sync + Debug + 'static {
         broker: Option<i32>,
         configs: BTreeMap<String, String>,
     ) -> Result<(), MetadataError>;
+    /// A group's dynamic configs (GROUP config resources: `consumer.session.timeout.ms`,
+    /// `share.record.lock.duration.ms`, …), from the local copy: cheap, for the request
+    /// path (a group reads them on every heartbeat). Empty when none are set.
+    fn group_configs(&self, group: &str) -> BTreeMap<String, String>;
+    /// Replaces a group's dynamic configs (an empty map removes them). The group need
+    /// not exist: as in Kafka, configs are kept apart from the group's own state.
+    async fn set_group_configs(
+        &self,
+        group: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), MetadataError>;
     /// Every ACL binding of the cluster, from the local copy: cheap, for rebuilding the
     /// authorizer on `AclsChanged`.
     fn acls(&self) -> Vec<AclBinding>;

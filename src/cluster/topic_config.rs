@@ -33,6 +33,8 @@ pub enum ConfigSource {
     DynamicDefaultBroker = 3,
     StaticBroker = 4,
     Default = 5,
+    /// A group's own config (GROUP resources, `configs/groups/<id>`).
+    DynamicGroup = 8,
 }
 
 /// One topic config and the broker config that supplies its default.

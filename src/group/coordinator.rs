@@ -17,6 +17,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
+use super::config::{GroupConfigs, GroupSettings};
 use super::consumer::{
     ConsumerGroup, ConsumerGroupConfig, Heartbeat, HeartbeatAnswer, PartitionRacks, TopicsImage,
 };
@@ -135,6 +136,8 @@ pub struct GroupCoordinator {
     /// The offsets partitions this broker leads, indexed by partition number.
     partitions: parking_lot::RwLock<Vec<Option<Arc<Partition>>>>,
     config: CoordinatorConfig,
+    /// Each group's settings: the broker's, with the group's own configs over them.
+    configs: GroupConfigs,
     /// The cluster session: when it has lapsed (by this broker's clock) another broker
     /// may already coordinate these groups, so every group request is refused.
     session: Option<Arc<dyn crate::cluster::MetadataStore>>,
@@ -149,8 +152,54 @@ impl GroupCoordinator {
             persist_lock: tokio::sync::Mutex::new(()),
             partition_count: count,
             partitions: parking_lot::RwLock::new(vec![None; count]),
+            configs: GroupConfigs::fixed(
+                GroupSettings {
+                    consumer_session_timeout_ms: config.consumer.session_timeout_ms,
+                    consumer_heartbeat_interval_ms: config.consumer.heartbeat_interval_ms,
+                    share_session_timeout_ms: config.share.session_timeout_ms,
+                    share_heartbeat_interval_ms: config.share.heartbeat_interval_ms,
+                    share_record_lock_duration_ms: super::share::partition::ShareConfig::default()
+                        .lock_duration_ms,
+                    share_auto_offset_reset: super::config::AutoOffsetReset::Latest,
+                },
+                (
+                    config.limits.min_session_timeout_ms,
+                    config.limits.max_session_timeout_ms,
+                ),
+            ),
             config,
             session: None,
+        }
+    }
+
+    /// Groups run with `configs` (the broker's settings and each group's own).
+    pub fn with_group_configs(mut self, configs: GroupConfigs) -> Self {
+        self.configs = configs;
+        self
+    }
+
+    /// The group configs: what each group runs with, and the check of new ones.
+    pub fn group_configs(&self) -> &GroupConfigs {
+        &self.configs
+    }
+
+    /// What KIP-848 consumer group `group_id` runs with now.
+    fn consumer_config(&self, group_id: &str) -> ConsumerGroupConfig {
+        let settings = self.configs.settings(group_id);
+        ConsumerGroupConfig {
+            session_timeout_ms: settings.consumer_session_timeout_ms,
+            heartbeat_interval_ms: settings.consumer_heartbeat_interval_ms,
+            ..self.config.consumer
+        }
+    }
+
+    /// What share group `group_id` runs with now.
+    fn share_config(&self, group_id: &str) -> super::share::ShareGroupConfig {
+        let settings = self.configs.settings(group_id);
+        super::share::ShareGroupConfig {
+            session_timeout_ms: settings.share_session_timeout_ms,
+            heartbeat_interval_ms: settings.share_heartbeat_interval_ms,
+            ..self.config.share
         }
     }
 
@@ -758,6 +807,7 @@ impl GroupCoordinator {
         racks: PartitionRacks,
     ) -> Result<(Result<HeartbeatAnswer, GroupError>, Vec<Change>), GroupError> {
         let joining = request.member_epoch == super::consumer::JOIN_EPOCH;
+        let config = self.consumer_config(group_id);
         let mut groups = self.groups.lock();
         let limits = self.config.limits;
         let entry = entry_or_create(
@@ -774,12 +824,13 @@ impl GroupCoordinator {
             if !joining {
                 return Err(GroupError::UnknownMemberId);
             }
-            entry.consumer = Some(ConsumerGroup::new(self.config.consumer));
+            entry.consumer = Some(ConsumerGroup::new(config));
         }
         let consumer = entry
             .consumer
             .as_mut()
             .ok_or(GroupError::CoordinatorNotAvailable)?;
+        consumer.set_config(config);
         let before = consumer.image();
         consumer.set_partition_racks(racks);
         let answer = consumer.heartbeat(request, topics, monotonic_ms());

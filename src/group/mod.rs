@@ -1,7 +1,8 @@
 //! Consumer groups: classic membership (`state`), KIP-848 consumer groups
-//! (`consumer`), KIP-932 share groups (`share`), committed offsets (`offsets`) and
-//! the coordinator that drives them (`coordinator`).
+//! (`consumer`), KIP-932 share groups (`share`), committed offsets (`offsets`), the
+//! per-group configs (`config`) and the coordinator that drives them (`coordinator`).
 
+pub mod config;
 pub mod consumer;
 pub mod coordinator;
 pub mod offsets;

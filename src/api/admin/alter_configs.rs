@@ -1,6 +1,6 @@
-//! AlterConfigs (key 33, v0–2): replace the whole set of explicit configs of a topic, or
-//! of one level of dynamic broker configs (resource name `""`: the cluster-wide default;
-//! this broker's id: its own). Configs a broker has but cannot change at run time, and
+//! AlterConfigs (key 33, v0–2): replace the whole set of explicit configs of a topic,
+//! of a group, or of one level of dynamic broker configs (resource name `""`: the
+//! cluster-wide default; this broker's id: its own). Configs a broker has but cannot change at run time, and
 //! another broker's id, are refused with INVALID_REQUEST as Kafka does. With an authorizer a
 //! topic needs ALTER_CONFIGS on it, a broker ALTER_CONFIGS on the cluster; a refused
 //! resource answers TOPIC_ or CLUSTER_AUTHORIZATION_FAILED with a null message, as
@@ -15,7 +15,10 @@ use kafka_protocol::ResponseError;
 
 use super::super::context::RequestContext;
 use super::super::{errors, str_bytes};
-use super::{config_resource_refusal, read_only_broker_config, RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::{
+    config_resource_refusal, group_configs, read_only_broker_config, RESOURCE_BROKER,
+    RESOURCE_GROUP, RESOURCE_TOPIC,
+};
 use crate::cluster::broker_config::{self, BrokerConfigError};
 use crate::security::acl::AclOperation;
 
@@ -50,6 +53,15 @@ pub async fn handle(ctx: &RequestContext, request: AlterConfigsRequest) -> Alter
                     .map_err(|e| (errors::topic_error(&e), e.to_string())),
                 RESOURCE_BROKER => {
                     alter_broker(ctx, resource, configs, request.validate_only).await
+                }
+                RESOURCE_GROUP => {
+                    group_configs::replace(
+                        ctx,
+                        &resource.resource_name,
+                        configs,
+                        request.validate_only,
+                    )
+                    .await
                 }
                 other => Err((
                     ResponseError::InvalidRequest,

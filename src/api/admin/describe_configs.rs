@@ -1,11 +1,12 @@
 //! DescribeConfigs (key 32, v0–4; v0 through `server::legacy`): every config of a topic
 //! with its effective value and source (never an empty list), every config of this broker (read-only ones and the
 //! dynamic ones, with the level each value comes from), or, for the resource name `""`,
-//! the cluster-wide dynamic defaults that are set. Synonyms (v1+) list every level that
+//! the cluster-wide dynamic defaults that are set, or every config of a group. Synonyms (v1+) list every level that
 //! has a value, most specific first: topic override, dynamic per-broker, dynamic
 //! default, static, default (Kafka's `ConfigHelper`).
-//! With an authorizer a topic needs DESCRIBE_CONFIGS on it, a broker DESCRIBE_CONFIGS on
-//! the cluster; a refused resource answers TOPIC_ or CLUSTER_AUTHORIZATION_FAILED with
+//! With an authorizer a topic or group needs DESCRIBE_CONFIGS on it, a broker
+//! DESCRIBE_CONFIGS on the cluster; a refused resource answers TOPIC_, GROUP_ or
+//! CLUSTER_AUTHORIZATION_FAILED with
 //! Kafka's default message and no configs, the others are described as usual.
 
 use std::collections::BTreeMap;
@@ -18,9 +19,10 @@ use kafka_protocol::ResponseError;
 
 use super::super::context::RequestContext;
 use super::super::str_bytes;
-use super::{config_resource_refusal, RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::{config_resource_refusal, RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC};
 use crate::cluster::broker_config;
 use crate::cluster::topic_config::{self, ConfigSource, ConfigType, Synonym, TOPIC_CONFIGS};
+use crate::group::config::{GroupConfigKind, GROUP_CONFIGS};
 use crate::security::acl::AclOperation;
 
 pub async fn handle(
@@ -77,6 +79,11 @@ pub async fn handle(
                     format!("Broker id must be an integer, but it is: {name}"),
                 )),
             },
+            RESOURCE_GROUP if name.is_empty() => Err((
+                ResponseError::InvalidRequest,
+                "Group name must not be empty".to_string(),
+            )),
+            RESOURCE_GROUP => Ok(group_configs(ctx, &request, &name, &wanted)),
             other => Err((
                 ResponseError::InvalidRequest,
                 format!("resource type {other} is not supported"),
@@ -160,6 +167,45 @@ fn topic_configs(
                 read_only: false,
                 documentation: def.documentation,
                 synonyms: levels,
+            };
+            Some(entry.into_result(request))
+        })
+        .collect()
+}
+
+/// Every config of a group (it need not exist): its own value where it has one
+/// (DYNAMIC_GROUP_CONFIG), else the broker's setting (DEFAULT_CONFIG), as Kafka's
+/// `ConfigHelper.createGroupConfigEntry` describes them.
+fn group_configs(
+    ctx: &RequestContext,
+    request: &DescribeConfigsRequest,
+    group: &str,
+    wanted: &dyn Fn(&str) -> bool,
+) -> Vec<DescribeConfigsResourceResult> {
+    let configs = ctx.services.groups.group_configs();
+    let overrides = configs.overrides(group);
+    let settings = configs.settings(group);
+    GROUP_CONFIGS
+        .iter()
+        .filter(|def| wanted(def.name))
+        .filter_map(|def| {
+            let value = settings.value_of(def.name)?;
+            let source = if overrides.contains_key(def.name) {
+                ConfigSource::DynamicGroup
+            } else {
+                ConfigSource::Default
+            };
+            let entry = ConfigEntry {
+                name: def.name,
+                value: &value,
+                source,
+                kind: match def.kind {
+                    GroupConfigKind::Int => ConfigType::Int,
+                    GroupConfigKind::String => ConfigType::String,
+                },
+                read_only: false,
+                documentation: def.documentation,
+                synonyms: vec![synonym(def.name, &value, source)],
             };
             Some(entry.into_result(request))
         })

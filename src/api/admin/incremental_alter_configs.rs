@@ -1,5 +1,5 @@
 //! IncrementalAlterConfigs (key 44, v0–1): SET, DELETE, APPEND and SUBTRACT (the last
-//! two for list configs) applied to a topic's explicit configs, or to one level of
+//! two for list configs) applied to a topic's explicit configs, a group's configs, or to one level of
 //! dynamic broker configs (resource name `""`: the cluster-wide default; this broker's
 //! id: its own), checked as a whole afterwards. With an authorizer a topic needs
 //! ALTER_CONFIGS on it, a broker or broker logger ALTER_CONFIGS on the cluster; a
@@ -15,7 +15,10 @@ use kafka_protocol::ResponseError;
 
 use super::super::context::RequestContext;
 use super::super::{errors, str_bytes};
-use super::{config_resource_refusal, read_only_broker_config, RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::{
+    config_resource_refusal, group_configs, read_only_broker_config, RESOURCE_BROKER,
+    RESOURCE_GROUP, RESOURCE_TOPIC,
+};
 use crate::cluster::broker_config;
 use crate::cluster::topic_config::{self, ConfigType};
 use crate::security::acl::AclOperation;
@@ -56,6 +59,7 @@ pub async fn handle(
             )),
             RESOURCE_TOPIC => alter_topic(ctx, resource, request.validate_only).await,
             RESOURCE_BROKER => alter_broker(ctx, resource, request.validate_only).await,
+            RESOURCE_GROUP => alter_group(ctx, resource, request.validate_only).await,
             other => Err((
                 ResponseError::InvalidRequest,
                 format!("resource type {other} is not supported"),
@@ -120,6 +124,19 @@ async fn alter_broker(
         .set_broker_configs(level, configs, &read_only, validate_only)
         .await
         .map_err(|e| (errors::topic_error(&e), e.to_string()))
+}
+
+async fn alter_group(
+    ctx: &RequestContext,
+    resource: &AlterConfigsResource,
+    validate_only: bool,
+) -> Result<(), (ResponseError, String)> {
+    let group = resource.resource_name.as_str();
+    // No group config is a list: APPEND and SUBTRACT are refused by `apply`.
+    let kind_of = |name: &str| group_configs::known(name).map(|()| None);
+    let current = ctx.services.groups.group_configs().overrides(group);
+    let configs = apply(current, resource, &kind_of)?;
+    group_configs::replace(ctx, group, configs, validate_only).await
 }
 
 fn has_duplicates(resource: &AlterConfigsResource) -> bool {

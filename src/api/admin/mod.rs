@@ -12,6 +12,7 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_log_dirs;
 pub mod elect_leaders;
+pub mod group_configs;
 pub mod incremental_alter_configs;
 pub mod list_partition_reassignments;
 
@@ -42,13 +43,15 @@ pub(crate) fn acl_api_refusal(
 pub(crate) const RESOURCE_TOPIC: i8 = 2;
 pub(crate) const RESOURCE_BROKER: i8 = 4;
 pub(crate) const RESOURCE_BROKER_LOGGER: i8 = 8;
+pub(crate) const RESOURCE_GROUP: i8 = 32;
 
 /// What a config resource's ACL check is, as Kafka's `ConfigHelper` (DescribeConfigs),
 /// `ControllerApis.authorizeAlterResource` (AlterConfigs) and
 /// `processIncrementalAlterConfigsRequest` decide it: a topic is checked on itself and
-/// refused with TOPIC_AUTHORIZATION_FAILED; a broker (and, except for the legacy
-/// AlterConfigs, a broker logger) on the cluster, refused with
-/// CLUSTER_AUTHORIZATION_FAILED. `None` for other types: they are answered by the
+/// refused with TOPIC_AUTHORIZATION_FAILED; a group on itself, refused with
+/// GROUP_AUTHORIZATION_FAILED; a broker (and, except for the legacy AlterConfigs, a
+/// broker logger) on the cluster, refused with CLUSTER_AUTHORIZATION_FAILED. `None`
+/// for other types: they are answered by the
 /// handler's own "not supported" path, needing no permission.
 pub(crate) fn config_resource_acl(
     resource_type: i8,
@@ -76,6 +79,11 @@ pub(crate) fn config_resource_acl(
             ResourceType::Cluster,
             CLUSTER_NAME,
             ResponseError::ClusterAuthorizationFailed,
+        )),
+        RESOURCE_GROUP => Some((
+            ResourceType::Group,
+            name,
+            ResponseError::GroupAuthorizationFailed,
         )),
         _ => None,
     }
@@ -124,6 +132,20 @@ mod tests {
                 ResponseError::ClusterAuthorizationFailed
             ))
         );
+    }
+
+    #[test]
+    fn group_configs_are_checked_on_the_group() {
+        for broker_logger in [true, false] {
+            assert_eq!(
+                config_resource_acl(RESOURCE_GROUP, "orders", broker_logger),
+                Some((
+                    ResourceType::Group,
+                    "orders",
+                    ResponseError::GroupAuthorizationFailed
+                ))
+            );
+        }
     }
 
     #[test]

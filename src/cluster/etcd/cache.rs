@@ -80,6 +80,16 @@ pub(super) fn apply(
             }
             Some(MetadataEvent::BrokerConfigsChanged(level))
         }
+        Entry::GroupConfigs(group) => {
+            // Read by the group on its next heartbeat: nothing to announce.
+            if put {
+                let configs = parse::<BTreeMap<String, String>>(key, value)?;
+                cache.group_configs.insert(group, configs);
+            } else {
+                cache.group_configs.remove(&group);
+            }
+            None
+        }
         Entry::User(mechanism, user) => {
             let credential = match put {
                 true => Some(parse::<StoredScramCredential>(key, value)?),

@@ -62,6 +62,10 @@ impl Keys {
     pub(super) fn acl(&self, binding: &AclBinding) -> String {
         format!("{}acls/{}", self.prefix, binding.storage_key())
     }
+    /// `configs/groups/<group id, percent-encoded>`.
+    pub(super) fn group_configs(&self, group: &str) -> String {
+        format!("{}configs/groups/{}", self.prefix, encode_key_part(group))
+    }
     /// `configs/brokers/<id>`, or `configs/brokers/<default>` for the cluster default.
     pub(super) fn broker_configs(&self, broker: Option<i32>) -> String {
         match broker {
@@ -79,6 +83,8 @@ pub(super) enum Entry<'a> {
     Assignment(&'a str),
     /// Dynamic broker configs: `None` for `<default>`.
     BrokerConfigs(Option<i32>),
+    /// A group's dynamic configs, by group id.
+    GroupConfigs(String),
     /// A SCRAM credential: mechanism name and user.
     User(&'a str, String),
     /// An ACL binding, by its storage key.
@@ -135,6 +141,8 @@ pub(super) fn classify<'a>(prefix: &str, key: &'a str) -> Entry<'a> {
             .unwrap_or(Entry::Other)
     } else if let Some(binding) = rest.strip_prefix("acls/") {
         Entry::Acl(binding)
+    } else if let Some(group) = rest.strip_prefix("configs/groups/") {
+        decode_key_part(group).map_or(Entry::Other, Entry::GroupConfigs)
     } else if let Some(level) = rest.strip_prefix("configs/brokers/") {
         if level == "<default>" {
             Entry::BrokerConfigs(None)

@@ -205,6 +205,26 @@ impl MetadataStore for EtcdStore {
         Ok(())
     }
 
+    fn group_configs(&self, group: &str) -> BTreeMap<String, String> {
+        self.cache.group_configs(group)
+    }
+
+    async fn set_group_configs(
+        &self,
+        group: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), MetadataError> {
+        let key = self.keys.group_configs(group);
+        let operation = if configs.is_empty() {
+            TxnOp::delete(key, None)
+        } else {
+            let value = serde_json::to_vec(&configs).map_err(|e| corrupt(&key, e))?;
+            TxnOp::put(key, value, None)
+        };
+        self.txn_seen(Txn::new().and_then([operation])).await?;
+        Ok(())
+    }
+
     fn scram_credentials(&self) -> UserCredentials {
         self.cache.scram_credentials()
     }

@@ -29,6 +29,7 @@ impl GroupCoordinator {
     ) -> Result<ShareAnswer, GroupError> {
         self.check_coordinator(group_id)?;
         let joining = request.member_epoch == super::super::share::JOIN_EPOCH;
+        let config = self.share_config(group_id);
         let mut groups = self.groups.lock();
         let limits = self.config.limits;
         let entry = entry_or_create(
@@ -45,12 +46,13 @@ impl GroupCoordinator {
             if !joining {
                 return Err(GroupError::UnknownMemberId);
             }
-            entry.share = Some(ShareGroup::new(self.config.share));
+            entry.share = Some(ShareGroup::new(config));
         }
         let share = entry
             .share
             .as_mut()
             .ok_or(GroupError::CoordinatorNotAvailable)?;
+        share.set_config(config);
         let epoch_before = share.group_epoch();
         let answer = share.heartbeat(request, topics, monotonic_ms());
         if share.group_epoch() != epoch_before {

@@ -87,6 +87,12 @@ impl ShareGroup {
         }
     }
 
+    /// The group's settings from now on (its group configs may have changed): a
+    /// member's next heartbeat is told the new interval and given the new session.
+    pub fn set_config(&mut self, config: ShareGroupConfig) {
+        self.config = config;
+    }
+
     pub fn group_epoch(&self) -> i32 {
         self.group_epoch
     }

@@ -30,28 +30,7 @@ use crate::log::batch;
 use crate::model::{Isolation, Offset};
 use crate::replication::Partition;
 
-/// Where a share-partition with no stored state starts (`share.auto.offset.reset`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AutoOffsetReset {
-    /// At the log start.
-    Earliest,
-    /// At the high watermark when it is first used (Kafka's default).
-    Latest,
-}
-
-impl std::str::FromStr for AutoOffsetReset {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "earliest" => Ok(Self::Earliest),
-            "latest" => Ok(Self::Latest),
-            other => Err(format!(
-                "share auto offset reset must be earliest or latest, not '{other}'"
-            )),
-        }
-    }
-}
+pub use super::super::config::{AutoOffsetReset, GroupConfigs};
 
 /// Share-partition settings (broker-wide, `group.share.*`).
 #[derive(Debug, Clone, Copy)]
@@ -204,6 +183,8 @@ pub struct SharePartitions {
     slots: Mutex<HashMap<ShareKey, Arc<tokio::sync::Mutex<Slot>>>>,
     sessions: Mutex<ShareSessions>,
     config: ShareLeaderConfig,
+    /// Each group's lock duration and auto offset reset (its group configs).
+    groups: Option<GroupConfigs>,
 }
 
 /// A session idle this long may be evicted when the cache is full.
@@ -218,6 +199,31 @@ impl SharePartitions {
                 SESSION_IDLE_EVICTION_MS,
             )),
             config,
+            groups: None,
+        }
+    }
+
+    /// Each group's `share.record.lock.duration.ms` and `share.auto.offset.reset` come
+    /// from `groups` rather than from the broker-wide settings.
+    pub fn with_group_configs(mut self, groups: GroupConfigs) -> Self {
+        self.groups = Some(groups);
+        self
+    }
+
+    /// The lock duration and auto offset reset `group` runs with now.
+    fn group_settings(&self, group: &str) -> (i64, AutoOffsetReset) {
+        match &self.groups {
+            Some(groups) => {
+                let settings = groups.settings(group);
+                (
+                    settings.share_record_lock_duration_ms,
+                    settings.share_auto_offset_reset,
+                )
+            }
+            None => (
+                self.config.partition.lock_duration_ms,
+                self.config.auto_offset_reset,
+            ),
         }
     }
 
@@ -270,9 +276,11 @@ impl SharePartitions {
             guard.loaded = Some(self.load(key, replica, epoch, persister).await?);
         }
         let offsets = replica.offsets();
+        let (lock_duration_ms, _) = self.group_settings(&key.group);
         if let Some(loaded) = guard.loaded.as_mut() {
             // Retention or DeleteRecords removed records: they cannot be delivered.
             loaded.partition.move_start_to(offsets.log_start().0);
+            loaded.partition.set_lock_duration(lock_duration_ms);
         }
         Ok(Held { guard })
     }
@@ -296,7 +304,7 @@ impl SharePartitions {
         // First use: fix where the group starts, durably, so a new leader starts at
         // the same offset rather than at its own "latest".
         let offsets = replica.offsets();
-        let start = match self.config.auto_offset_reset {
+        let start = match self.group_settings(&key.group).1 {
             AutoOffsetReset::Earliest => offsets.log_start().0,
             AutoOffsetReset::Latest => offsets.high_watermark().0,
         };

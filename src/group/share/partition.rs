@@ -273,6 +273,12 @@ impl SharePartition {
         }
     }
 
+    /// Locks taken from now on last `lock_duration_ms` (the group's
+    /// `share.record.lock.duration.ms` changed); locks held keep their deadline.
+    pub fn set_lock_duration(&mut self, lock_duration_ms: i64) {
+        self.config.lock_duration_ms = lock_duration_ms;
+    }
+
     pub fn config(&self) -> &ShareConfig {
         &self.config
     }
