@@ -15,7 +15,9 @@ acknowledged one by one:
 - the admin view: ListGroups lists the group as type "share", and a classic consumer
   cannot join it;
 - group configs: one group's share.auto.offset.reset and share.record.lock.duration.ms
-  (IncrementalAlterConfigs of a GROUP resource) override the broker's for that group.
+  (IncrementalAlterConfigs of a GROUP resource) override the broker's for that group;
+- a read_committed group (share.isolation.level) never delivers aborted records, and
+  open transactions' records only once committed.
 """
 
 from __future__ import annotations
@@ -223,6 +225,65 @@ def test_group_configs_set_where_a_share_group_starts_and_how_long_its_locks_las
     assert held <= {o for (_p, o, _n, _k) in got}, f"not back within 20 s (the broker's lock is 30 s): {back_after:.1f}"
     assert nothing_left(broker.address, other, topic) == [], "a group without configs starts at latest"
     print(f"redelivered {len(held)} records {back_after:.1f} s after the kill")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.broker_args(*SHARE_ARGS)
+def test_a_read_committed_share_group_never_delivers_aborted_or_open_transactions(broker, topic):
+    """share.isolation.level=read_committed (a group config): records of an aborted
+    transaction are never delivered and those of an open one only once it commits; the
+    transaction markers are archived, so the group's start offset passes them. A
+    read_uncommitted group on the same partition gets every record."""
+    committed_group, uncommitted_group = f"share-{uuid.uuid4().hex[:8]}", f"share-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.address, topic, 1)
+    admin = AdminClient({"bootstrap.servers": broker.address})
+    resource = ConfigResource(ResourceType.GROUP, committed_group, incremental_configs=[
+        ConfigEntry("share.isolation.level", "read_committed", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(15)
+    producer = Producer({"bootstrap.servers": broker.address, "transactional.id": f"{topic}-tx", "linger.ms": 5})
+    producer.init_transactions(30)
+
+    def transaction(prefix: str, commit: bool | None) -> None:
+        producer.begin_transaction()
+        for i in range(5):
+            producer.produce(topic, value=f"{prefix}{i}".encode(), partition=0)
+        producer.flush(30)
+        if commit is True:
+            producer.commit_transaction(30)
+        elif commit is False:
+            producer.abort_transaction(30)
+
+    transaction("c", True)
+    transaction("a", False)
+    transaction("d", True)
+    transaction("o", None)  # left open
+
+    def values(group: str, want: int, deadline_s: float) -> list[str]:
+        c = share_consumer(broker.address, group)
+        c.subscribe([topic])
+        got = []
+        deadline = time.monotonic() + deadline_s
+        while time.monotonic() < deadline and len(got) < want:
+            for m in c.poll(0.5):
+                if not m.error():
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+                    got.append(m.value().decode())
+        c.commit_sync(30)
+        c.close()
+        return got
+
+    committed = values(committed_group, 10, 20)
+    assert sorted(committed) == sorted([f"c{i}" for i in range(5)] + [f"d{i}" for i in range(5)]), committed
+    assert values(committed_group, 1, 3) == [], "nothing of the aborted or the open transaction"
+    uncommitted = values(uncommitted_group, 20, 20)
+    assert {v[0] for v in uncommitted} == {"c", "a", "d", "o"}, uncommitted
+    producer.commit_transaction(30)
+    assert sorted(values(committed_group, 5, 20)) == [f"o{i}" for i in range(5)], "the open one once committed"
+    cli = subprocess.run([str(tern_bin()), "group", "describe", committed_group, "-b", broker.address, "--json"],
+                         capture_output=True, timeout=30)
+    assert cli.returncode == 0, cli.stderr.decode()
+    [row] = json.loads(cli.stdout)["offsets"]
+    assert row["committed_offset"] == row["log_end_offset"] == 24, f"markers archived, start at the end: {row}"
 
 
 @pytest.mark.timeout(90)

@@ -112,6 +112,7 @@ fn group_configs(
             share_heartbeat_interval_ms: groups.share.heartbeat_interval_ms,
             share_record_lock_duration_ms: config.shares.partition.lock_duration_ms,
             share_auto_offset_reset: config.shares.auto_offset_reset,
+            share_isolation_level: crate::model::Isolation::ReadUncommitted,
         },
         (
             groups.limits.min_session_timeout_ms,

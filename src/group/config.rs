@@ -2,7 +2,8 @@
 //! KIP-848 and KIP-932), set with IncrementalAlterConfigs and read with
 //! DescribeConfigs. Each overrides, for one group, a broker-wide `group.*` setting:
 //! the session timeout and heartbeat interval of consumer and share groups, and a
-//! share group's record lock duration and where it starts reading a partition.
+//! share group's record lock duration, where it starts reading a partition and whether
+//! it delivers records of transactions not committed.
 //!
 //! Overrides are kept in the metadata store (apart from the group's own state, so a
 //! group may be configured before it exists) and read on the request path: a member
@@ -18,12 +19,15 @@ use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::sync::Arc;
 
+use crate::model::Isolation;
+
 pub const CONSUMER_SESSION_TIMEOUT_MS: &str = "consumer.session.timeout.ms";
 pub const CONSUMER_HEARTBEAT_INTERVAL_MS: &str = "consumer.heartbeat.interval.ms";
 pub const SHARE_SESSION_TIMEOUT_MS: &str = "share.session.timeout.ms";
 pub const SHARE_HEARTBEAT_INTERVAL_MS: &str = "share.heartbeat.interval.ms";
 pub const SHARE_RECORD_LOCK_DURATION_MS: &str = "share.record.lock.duration.ms";
 pub const SHARE_AUTO_OFFSET_RESET: &str = "share.auto.offset.reset";
+pub const SHARE_ISOLATION_LEVEL: &str = "share.isolation.level";
 
 /// The shortest and longest record lock a group may ask for.
 const LOCK_DURATION_RANGE_MS: std::ops::RangeInclusive<i64> = 1_000..=3_600_000;
@@ -100,6 +104,11 @@ pub const GROUP_CONFIGS: &[GroupConfigDef] = &[
         documentation:
             "The strategy to initialize the share-partition start offset: earliest or latest.",
     },
+    GroupConfigDef {
+        name: SHARE_ISOLATION_LEVEL,
+        kind: GroupConfigKind::String,
+        documentation: "read_committed: only records of committed transactions are delivered (up to the last stable offset); read_uncommitted: every record.",
+    },
 ];
 
 /// What one group runs with: the broker's settings with the group's overrides.
@@ -111,6 +120,9 @@ pub struct GroupSettings {
     pub share_heartbeat_interval_ms: i32,
     pub share_record_lock_duration_ms: i64,
     pub share_auto_offset_reset: AutoOffsetReset,
+    /// What a share group delivers of transactional records (read_uncommitted unless
+    /// the group says otherwise, as in Kafka).
+    pub share_isolation_level: Isolation,
 }
 
 impl GroupSettings {
@@ -125,6 +137,10 @@ impl GroupSettings {
             SHARE_AUTO_OFFSET_RESET => match self.share_auto_offset_reset {
                 AutoOffsetReset::Earliest => "earliest".to_string(),
                 AutoOffsetReset::Latest => "latest".to_string(),
+            },
+            SHARE_ISOLATION_LEVEL => match self.share_isolation_level {
+                Isolation::ReadCommitted => "read_committed".to_string(),
+                Isolation::ReadUncommitted => "read_uncommitted".to_string(),
             },
             _ => return None,
         })
@@ -150,6 +166,17 @@ impl GroupSettings {
             SHARE_RECORD_LOCK_DURATION_MS => self.share_record_lock_duration_ms = i64::from(int()?),
             SHARE_AUTO_OFFSET_RESET => {
                 self.share_auto_offset_reset = value.trim().parse().map_err(invalid)?
+            }
+            SHARE_ISOLATION_LEVEL => {
+                self.share_isolation_level = match value.trim() {
+                    "read_committed" => Isolation::ReadCommitted,
+                    "read_uncommitted" => Isolation::ReadUncommitted,
+                    other => {
+                        return Err(invalid(format!(
+                            "must be read_committed or read_uncommitted, not '{other}'"
+                        )))
+                    }
+                }
             }
             _ => return Err(GroupConfigError::UnknownName(name.to_string())),
         }
@@ -308,6 +335,7 @@ mod tests {
             share_heartbeat_interval_ms: 5_000,
             share_record_lock_duration_ms: 30_000,
             share_auto_offset_reset: AutoOffsetReset::Latest,
+            share_isolation_level: Isolation::ReadUncommitted,
         }
     }
 
@@ -342,12 +370,14 @@ mod tests {
             (CONSUMER_HEARTBEAT_INTERVAL_MS, "2000"),
             (SHARE_RECORD_LOCK_DURATION_MS, "15000"),
             (SHARE_AUTO_OFFSET_RESET, "earliest"),
+            (SHARE_ISOLATION_LEVEL, "read_committed"),
         ]);
         let mine = configs.settings("configured");
         assert_eq!(mine.consumer_heartbeat_interval_ms, 2_000);
         assert_eq!(mine.consumer_session_timeout_ms, 45_000);
         assert_eq!(mine.share_record_lock_duration_ms, 15_000);
         assert_eq!(mine.share_auto_offset_reset, AutoOffsetReset::Earliest);
+        assert_eq!(mine.share_isolation_level, Isolation::ReadCommitted);
         assert_eq!(configs.settings("other"), defaults());
         assert_eq!(
             mine.value_of(SHARE_AUTO_OFFSET_RESET).as_deref(),
@@ -387,6 +417,7 @@ mod tests {
             (SHARE_RECORD_LOCK_DURATION_MS, "999"),
             (SHARE_RECORD_LOCK_DURATION_MS, "3600001"),
             (SHARE_AUTO_OFFSET_RESET, "none"),
+            (SHARE_ISOLATION_LEVEL, "serializable"),
         ] {
             assert!(
                 matches!(refused(&[(name, value)]), GroupConfigError::Invalid { name: n, .. } if n == name),

@@ -161,6 +161,7 @@ impl GroupCoordinator {
                     share_record_lock_duration_ms: super::share::partition::ShareConfig::default()
                         .lock_duration_ms,
                     share_auto_offset_reset: super::config::AutoOffsetReset::Latest,
+                    share_isolation_level: crate::model::Isolation::ReadUncommitted,
                 },
                 (
                     config.limits.min_session_timeout_ms,

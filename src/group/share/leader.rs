@@ -27,6 +27,7 @@ use super::partition::{
 use super::session::ShareSessions;
 use super::{PersistError, ShareKey, ShareState, StateStore};
 use crate::log::batch;
+use crate::log::txn::{AbortedTxn, CommittedFilter};
 use crate::model::{Isolation, Offset};
 use crate::replication::Partition;
 
@@ -50,6 +51,9 @@ pub struct Slot {
 #[derive(Debug)]
 struct Loaded {
     partition: SharePartition,
+    /// What the group delivers of transactional records (its `share.isolation.level`,
+    /// read again every time the partition is held).
+    isolation: Isolation,
     leader_epoch: i32,
     state_epoch: i32,
     /// What the coordinator holds now.
@@ -81,26 +85,41 @@ impl Held {
         max_records: usize,
         max_bytes: u64,
     ) -> Acquisition {
+        let isolation = self
+            .guard
+            .loaded
+            .as_ref()
+            .map_or(Isolation::ReadUncommitted, |l| l.isolation);
         let share = self.partition();
         let now = crate::model::monotonic_ms() as i64;
         share.expire_locks(now);
-        let fetchable_end = replica.offsets().high_watermark().0;
+        let offsets = replica.offsets();
+        let fetchable_end = match isolation {
+            Isolation::ReadCommitted => offsets.last_stable().0,
+            Isolation::ReadUncommitted => offsets.high_watermark().0,
+        };
         let next = share.next_fetch_offset();
         if max_records == 0 || next >= fetchable_end {
             return Acquisition::default();
         }
         // A read past the log (its end moved under us) is simply nothing now.
-        let Ok(read) = replica.read_for_consumer(
-            Offset(next),
-            max_bytes.max(1),
-            true,
-            Isolation::ReadUncommitted,
-        ) else {
+        let Ok(read) = replica.read_for_consumer(Offset(next), max_bytes.max(1), true, isolation)
+        else {
             return Acquisition::default();
         };
         let records = read.records.unwrap_or_default();
         let data_end = batch::end_offset(&records).unwrap_or(next);
-        let ranges = share.acquire(member, now, fetchable_end.min(data_end), max_records);
+        let undeliverable = match isolation {
+            Isolation::ReadCommitted => undeliverable(&records, read.aborted),
+            Isolation::ReadUncommitted => Vec::new(),
+        };
+        let ranges = share.acquire_skipping(
+            member,
+            now,
+            fetchable_end.min(data_end),
+            max_records,
+            &undeliverable,
+        );
         Acquisition {
             records: holding(&records, &ranges),
             ranges,
@@ -210,19 +229,21 @@ impl SharePartitions {
         self
     }
 
-    /// The lock duration and auto offset reset `group` runs with now.
-    fn group_settings(&self, group: &str) -> (i64, AutoOffsetReset) {
+    /// The lock duration, auto offset reset and isolation `group` runs with now.
+    fn group_settings(&self, group: &str) -> (i64, AutoOffsetReset, Isolation) {
         match &self.groups {
             Some(groups) => {
                 let settings = groups.settings(group);
                 (
                     settings.share_record_lock_duration_ms,
                     settings.share_auto_offset_reset,
+                    settings.share_isolation_level,
                 )
             }
             None => (
                 self.config.partition.lock_duration_ms,
                 self.config.auto_offset_reset,
+                Isolation::ReadUncommitted,
             ),
         }
     }
@@ -276,11 +297,12 @@ impl SharePartitions {
             guard.loaded = Some(self.load(key, replica, epoch, persister).await?);
         }
         let offsets = replica.offsets();
-        let (lock_duration_ms, _) = self.group_settings(&key.group);
+        let (lock_duration_ms, _, isolation) = self.group_settings(&key.group);
         if let Some(loaded) = guard.loaded.as_mut() {
             // Retention or DeleteRecords removed records: they cannot be delivered.
             loaded.partition.move_start_to(offsets.log_start().0);
             loaded.partition.set_lock_duration(lock_duration_ms);
+            loaded.isolation = isolation;
         }
         Ok(Held { guard })
     }
@@ -296,6 +318,7 @@ impl SharePartitions {
             let partition = SharePartition::restore(&stored.snapshot, self.config.partition);
             return Ok(Loaded {
                 partition,
+                isolation: Isolation::ReadUncommitted,
                 leader_epoch,
                 state_epoch: stored.state_epoch,
                 stored: stored.snapshot,
@@ -317,6 +340,7 @@ impl SharePartitions {
         persister.write(key, state.clone()).await?;
         Ok(Loaded {
             partition,
+            isolation: Isolation::ReadUncommitted,
             leader_epoch,
             state_epoch: 0,
             stored: state.snapshot,
@@ -367,6 +391,25 @@ fn durable_view(snapshot: &Snapshot) -> (i64, Vec<(i64, i64, i8, i16)>) {
         .map(|b| (b.first, b.last, b.state.id(), b.delivery_count))
         .collect();
     (snapshot.start_offset, runs)
+}
+
+/// For a read_committed group: the offset ranges of `records` never to be delivered,
+/// the batches of aborted transactions and every transaction marker (Kafka's share
+/// partitions archive them; a read_committed consumer would drop them).
+fn undeliverable(records: &Bytes, aborted: Vec<AbortedTxn>) -> Vec<(i64, i64)> {
+    let mut filter = CommittedFilter::new(aborted);
+    let mut ranges: Vec<(i64, i64)> = Vec::new();
+    for header in batch::batches(records).map_while(Result::ok) {
+        if filter.keep(&header) {
+            continue;
+        }
+        let (first, last) = (header.base_offset(), header.last_offset());
+        match ranges.last_mut() {
+            Some(run) if run.1 + 1 == first => run.1 = last,
+            _ => ranges.push((first, last)),
+        }
+    }
+    ranges
 }
 
 /// The batches of `records` that hold an acquired offset.

@@ -334,6 +334,21 @@ impl SharePartition {
         fetchable_end: i64,
         max_records: usize,
     ) -> Vec<Acquired> {
+        self.acquire_skipping(member, now_ms, fetchable_end, max_records, &[])
+    }
+
+    /// As [`Self::acquire`], but offsets inside `undeliverable` (inclusive ranges in
+    /// ascending order: a read_committed group's aborted records and transaction
+    /// markers) are archived on the way instead of delivered, and count against no
+    /// member's `max_records`.
+    pub fn acquire_skipping(
+        &mut self,
+        member: &str,
+        now_ms: i64,
+        fetchable_end: i64,
+        max_records: usize,
+        undeliverable: &[(i64, i64)],
+    ) -> Vec<Acquired> {
         let mut out: Vec<Acquired> = Vec::new();
         if max_records == 0 {
             return out;
@@ -343,11 +358,16 @@ impl SharePartition {
         let mut remaining = max_records;
 
         // Only below `fetchable_end`: the caller holds the log's records up to there.
+        let mut skipped = Ranges::new(undeliverable);
         for (&offset, entry) in self.in_flight.range_mut(..fetchable_end) {
             if remaining == 0 {
                 break;
             }
             if entry.slot != Slot::Available {
+                continue;
+            }
+            if skipped.contains(offset) {
+                entry.slot = Slot::Archived;
                 continue;
             }
             entry.delivery_count = entry.delivery_count.saturating_add(1);
@@ -363,12 +383,25 @@ impl SharePartition {
             remaining -= 1;
         }
 
-        let budget = i64::try_from(remaining).unwrap_or(i64::MAX);
-        let new_end = fetchable_end
-            .min(self.end.saturating_add(budget))
-            .min(self.start.saturating_add(self.config.max_in_flight));
-        while self.end < new_end {
+        let window_end = fetchable_end.min(self.start.saturating_add(self.config.max_in_flight));
+        let mut skipped = Ranges::new(undeliverable);
+        while self.end < window_end {
             let offset = self.end;
+            if skipped.contains(offset) {
+                self.in_flight.insert(
+                    offset,
+                    Entry {
+                        slot: Slot::Archived,
+                        delivery_count: 0,
+                    },
+                );
+                self.end += 1;
+                continue;
+            }
+            if remaining == 0 {
+                break;
+            }
+            remaining -= 1;
             self.in_flight.insert(
                 offset,
                 Entry {
@@ -383,6 +416,8 @@ impl SharePartition {
             push_merged(&mut out, offset, 1);
             self.end += 1;
         }
+        // Archived offsets at the start settle at once.
+        self.advance_start();
         out
     }
 
@@ -623,6 +658,30 @@ impl SharePartition {
     }
 }
 
+/// Membership in inclusive offset ranges given in ascending order, asked about
+/// ascending offsets: a cursor, so a walk over a window costs one pass.
+struct Ranges<'a> {
+    ranges: &'a [(i64, i64)],
+}
+
+impl<'a> Ranges<'a> {
+    fn new(ranges: &'a [(i64, i64)]) -> Self {
+        Self { ranges }
+    }
+
+    fn contains(&mut self, offset: i64) -> bool {
+        while let Some((&(_, last), rest)) = self.ranges.split_first() {
+            if last >= offset {
+                break;
+            }
+            self.ranges = rest;
+        }
+        self.ranges
+            .first()
+            .is_some_and(|&(first, last)| first <= offset && offset <= last)
+    }
+}
+
 /// Ack type for `offset` within a validated batch.
 fn ack_type_at(batch: &AckBatch, offset: i64) -> Option<AckType> {
     if batch.types.len() == 1 {
@@ -703,6 +762,33 @@ mod tests {
         }
         assert_eq!(DeliveryState::Archived.id(), 4);
         assert_eq!(DeliveryState::from_id(3), None);
+    }
+
+    #[test]
+    fn undeliverable_offsets_are_archived_never_delivered_and_cost_no_budget() {
+        let mut p = SharePartition::new(0, cfg());
+        // 0..=2 aborted, 3..=5 fine, 6 a marker, 7..=9 fine: three records asked for.
+        let skip = [(0, 2), (6, 6)];
+        let got = p.acquire_skipping("a", 0, 10, 3, &skip);
+        assert_eq!(flat(&got), vec![(3, 1), (4, 1), (5, 1)]);
+        assert_eq!(p.start_offset(), 3, "the archived prefix settles at once");
+        let got = p.acquire_skipping("a", 0, 10, 10, &skip);
+        assert_eq!(flat(&got), vec![(7, 1), (8, 1), (9, 1)]);
+        assert_eq!(p.end_offset(), 10);
+        assert_eq!(
+            p.state_of(6),
+            OffsetStatus::InFlight(DeliveryState::Archived, 0)
+        );
+        // Released records inside a range named later (the group switched to
+        // read_committed) are archived instead of delivered again.
+        p.acknowledge("a", &[batch(3, 5, AckType::Release)])
+            .expect("released");
+        let got = p.acquire_skipping("b", 0, 10, 10, &[(4, 4)]);
+        assert_eq!(flat(&got), vec![(3, 2), (5, 2)]);
+        assert_eq!(
+            p.state_of(4),
+            OffsetStatus::InFlight(DeliveryState::Archived, 1)
+        );
     }
 
     #[test]
