@@ -20,25 +20,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import socket
-import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
+from single_broker import single_broker
 
 class Member:
     def __init__(self, broker: str, group: str, topic: str, protocol: str):
@@ -119,35 +107,14 @@ def main() -> int:
     ap.add_argument("--protocols", default="classic-eager,classic-cooperative,consumer")
     ap.add_argument("--timeout", type=float, default=120)
     args = ap.parse_args()
-    tern = os.environ.get("TERN_BIN", str(ROOT / "target/release/tern"))
-    work = Path(tempfile.mkdtemp(prefix="tern-group-bench-"))
-    port = free_port()
-    log = open(work / "tern.log", "w")
-    proc = subprocess.Popen([tern, "serve", "--data-dir", str(work / "data"), "--listen", f"127.0.0.1:{port}",
-                             "--metrics", f"127.0.0.1:{free_port()}", "--http-enable", "false",
-                             "--group-initial-rebalance-delay-ms", "0",
-                             "--group-consumer-heartbeat-interval-ms", "1000"],
-                            stdout=log, stderr=subprocess.STDOUT)
-    broker = f"127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+    with single_broker(["--group-initial-rebalance-delay-ms", "0",
+                        "--group-consumer-heartbeat-interval-ms", "1000"], "group") as broker:
         print(f"{'protocol':<22}{'members':>8}{'form (s)':>12}{'join (s)':>12}")
         for n in (int(s) for s in args.sizes.split(",")):
             for protocol in args.protocols.split(","):
                 form, join = run(broker, protocol, n, args.timeout)
                 show = lambda v: "timeout" if v is None else f"{v:.2f}"  # noqa: E731
                 print(f"{protocol:<22}{n:>8}{show(form):>12}{show(join):>12}", flush=True)
-    finally:
-        proc.terminate()
-        proc.wait(30)
-        log.close()
-        shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

@@ -17,24 +17,12 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
-import shutil
-import socket
-import subprocess
-import tempfile
 import time
-from pathlib import Path
 
 from confluent_kafka import Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
+from single_broker import single_broker
 
 def consume(broker: str, group: str, topic: str, total: int, seen, offsets, done, deadline: float) -> None:
     consumer = ShareConsumer({"bootstrap.servers": broker, "group.id": group, "log_level": 3})
@@ -94,23 +82,7 @@ def main() -> int:
     ap.add_argument("--consumers", default="1,4,16")
     ap.add_argument("--timeout", type=float, default=120)
     args = ap.parse_args()
-    tern = os.environ.get("TERN_BIN", str(ROOT / "target/release/tern"))
-    work = Path(tempfile.mkdtemp(prefix="tern-share-bench-"))
-    port = free_port()
-    log = open(work / "tern.log", "w")
-    proc = subprocess.Popen([tern, "serve", "--data-dir", str(work / "data"), "--listen", f"127.0.0.1:{port}",
-                             "--metrics", f"127.0.0.1:{free_port()}", "--http-enable", "false",
-                             "--group-share-auto-offset-reset", "earliest"],
-                            stdout=log, stderr=subprocess.STDOUT)
-    broker = f"127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+    with single_broker(["--group-share-auto-offset-reset", "earliest"], "share") as broker:
         print(f"{'consumers':>10}{'records':>10}{'seconds':>10}{'records/s':>12}{'redelivered':>13}")
         for n in (int(s) for s in args.consumers.split(",")):
             topic = f"share-bench-{n}"
@@ -121,11 +93,6 @@ def main() -> int:
             rate = distinct / elapsed if elapsed > 0 else 0.0
             note = "" if distinct == args.records else f"  (only {distinct} of {args.records})"
             print(f"{n:>10}{distinct:>10}{elapsed:>10.2f}{rate:>12.0f}{again:>13}{note}", flush=True)
-    finally:
-        proc.terminate()
-        proc.wait(30)
-        log.close()
-        shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

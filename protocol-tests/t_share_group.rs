@@ -6,7 +6,7 @@
 //! records are locked to the member that acquired them (another member's
 //! acknowledgement is INVALID_RECORD_STATE), and closing a session releases what it
 //! held with a raised delivery count. Then the operator's view:
-//! ShareGroupDescribe and DescribeShareGroupOffsets.
+//! ShareGroupDescribe, DescribeShareGroupOffsets and DeleteShareGroupOffsets.
 
 use kafka_protocol::messages::share_acknowledge_request::{
     AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch as AckBatchAck,
@@ -15,9 +15,10 @@ use kafka_protocol::messages::share_fetch_request::{
     AcknowledgementBatch, FetchPartition, FetchTopic,
 };
 use kafka_protocol::messages::{
-    describe_share_group_offsets_request, ApiKey, DescribeShareGroupOffsetsRequest, GroupId,
-    OffsetCommitRequest, ShareAcknowledgeRequest, ShareFetchRequest, ShareFetchResponse,
-    ShareGroupDescribeRequest, ShareGroupHeartbeatRequest,
+    delete_share_group_offsets_request, describe_share_group_offsets_request, ApiKey,
+    DeleteShareGroupOffsetsRequest, DescribeShareGroupOffsetsRequest, GroupId, OffsetCommitRequest,
+    ShareAcknowledgeRequest, ShareFetchRequest, ShareFetchResponse, ShareGroupDescribeRequest,
+    ShareGroupHeartbeatRequest,
 };
 use uuid::Uuid;
 
@@ -339,4 +340,57 @@ fn share_fetch_sessions_locks_acknowledgements_and_release() {
     assert_eq!(d.groups[0].topics.len(), 1);
     assert_eq!(d.groups[0].topics[0].topic_id, t.id);
     assert_eq!(d.groups[0].topics[0].partitions[0].start_offset, 2);
+
+    // DeleteShareGroupOffsets: the topic's state goes (the group starts it afresh); a
+    // topic that does not exist, or that the group holds no state for, is
+    // UNKNOWN_TOPIC_OR_PARTITION (the latter with Kafka's message); the group must be a
+    // share group, and named.
+    let other = ctx.topic("sf-other", 1, &[]);
+    let delete = |group: &str, topics: &[&str]| {
+        DeleteShareGroupOffsetsRequest::default()
+            .with_group_id(GroupId(sb(group)))
+            .with_topics(
+                topics
+                    .iter()
+                    .map(|name| {
+                        delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic::default()
+                            .with_topic_name(tn(name))
+                    })
+                    .collect(),
+            )
+    };
+    let r = c.call(
+        0,
+        &delete(&group, &[&t.name, "sf-no-such-topic", &other.name]),
+    );
+    assert_code!(r.error_code, NONE, "DeleteShareGroupOffsets");
+    let codes: Vec<(String, i16)> = r
+        .responses
+        .iter()
+        .map(|t| (t.topic_name.to_string(), t.error_code))
+        .collect();
+    assert_eq!(
+        codes,
+        vec![
+            (t.name.clone(), NONE),
+            ("sf-no-such-topic".to_string(), UNKNOWN_TOPIC_OR_PARTITION),
+            (other.name.clone(), UNKNOWN_TOPIC_OR_PARTITION),
+        ]
+    );
+    assert_eq!(r.responses[0].topic_id, t.id);
+    assert_eq!(
+        r.responses[2].error_message.as_deref(),
+        Some("There is no offset information to delete.")
+    );
+    let r = c.call(0, &delete(&unique_group("sf-none"), &[&t.name]));
+    assert_code!(r.error_code, GROUP_ID_NOT_FOUND, "not a share group");
+    let r = c.call(0, &delete("", &[&t.name]));
+    assert_code!(r.error_code, INVALID_GROUP_ID, "no group id");
+    // A new session starts the topic afresh at the earliest record.
+    let r = c.call(
+        1,
+        &fetch_request(&group, "member-c", 0).with_topics(partition_of(t.id, vec![])),
+    );
+    assert_code!(r.error_code, NONE, "c's fetch");
+    assert_eq!(acquired(&r), vec![(0, 4, 1)], "the state was deleted");
 }

@@ -130,19 +130,25 @@ pub struct AckBody {
 
 impl AckBody {
     pub fn parse(body: &Value) -> Result<Self, ApiError> {
-        let fields = Fields::Body(body);
-        let at = ConsumerTopic::parse(&fields)?;
-        let message_id = fields.int("message_id")?;
-        let id = MessageId::decode(message_id)
-            .ok_or_else(|| ApiError::bad("message_id", "not a message id"))?;
-        if id.topic_id != at.topic_id {
-            return Err(ApiError::bad(
-                "message_id",
-                format!("message {message_id} belongs to topic {}", id.topic_id),
-            ));
-        }
+        let (at, message_id, id) = message_of_topic(&Fields::Body(body))?;
         Ok(Self { at, message_id, id })
     }
+}
+
+/// The consumer, topic and `message_id` an `/ack` or `/nack` names; the message must
+/// be of that topic.
+fn message_of_topic(fields: &Fields<'_>) -> Result<(ConsumerTopic, i64, MessageId), ApiError> {
+    let at = ConsumerTopic::parse(fields)?;
+    let message_id = fields.int("message_id")?;
+    let id = MessageId::decode(message_id)
+        .ok_or_else(|| ApiError::bad("message_id", "not a message id"))?;
+    if id.topic_id != at.topic_id {
+        return Err(ApiError::bad(
+            "message_id",
+            format!("message {message_id} belongs to topic {}", id.topic_id),
+        ));
+    }
+    Ok((at, message_id, id))
 }
 
 /// `GET /message_status`.
@@ -196,14 +202,7 @@ pub struct NackBody {
 
 impl NackBody {
     pub fn parse(body: &Value) -> Result<Self, ApiError> {
-        let fields = Fields::Body(body);
-        let at = ConsumerTopic::parse(&fields)?;
-        let message_id = fields.int("message_id")?;
-        let id = MessageId::decode(message_id)
-            .ok_or_else(|| ApiError::bad("message_id", "not a message id"))?;
-        if id.topic_id != at.topic_id {
-            return Err(ApiError::bad("message_id", "not a message of this topic"));
-        }
+        let (at, _, id) = message_of_topic(&Fields::Body(body))?;
         let reject = match body.get("reject") {
             None | Some(Value::Null) => false,
             Some(Value::Bool(b)) => *b,

@@ -59,6 +59,15 @@ pub async fn handle(ctx: &RequestContext, request: ShareFetchRequest) -> ShareFe
     if !ctx.authorize_group(AclOperation::Read, &group_id) {
         return refused(answer, ResponseError::GroupAuthorizationFailed, "");
     }
+    // The lock this group's records get (its share.record.lock.duration.ms).
+    let lock_ms = ctx
+        .services
+        .groups
+        .group_configs()
+        .settings(&group_id)
+        .share_record_lock_duration_ms;
+    let answer =
+        answer.with_acquisition_lock_timeout_ms(i32::try_from(lock_ms).unwrap_or(i32::MAX));
     let (named, acks) = merged(&request);
     let epoch = request.share_session_epoch;
     if epoch == OPEN_EPOCH && !acks.is_empty() {
