@@ -192,17 +192,8 @@ impl MetadataStore for EtcdStore {
         broker: Option<i32>,
         configs: BTreeMap<String, String>,
     ) -> Result<(), MetadataError> {
-        // The whole level is replaced, as both AlterConfigs APIs compute it: last writer
-        // wins, like Kafka's own config writes.
-        let key = self.keys.broker_configs(broker);
-        let operation = if configs.is_empty() {
-            TxnOp::delete(key, None)
-        } else {
-            let value = serde_json::to_vec(&configs).map_err(|e| corrupt(&key, e))?;
-            TxnOp::put(key, value, None)
-        };
-        self.txn_seen(Txn::new().and_then([operation])).await?;
-        Ok(())
+        self.replace_configs(self.keys.broker_configs(broker), &configs)
+            .await
     }
 
     fn group_configs(&self, group: &str) -> BTreeMap<String, String> {
@@ -214,15 +205,8 @@ impl MetadataStore for EtcdStore {
         group: &str,
         configs: BTreeMap<String, String>,
     ) -> Result<(), MetadataError> {
-        let key = self.keys.group_configs(group);
-        let operation = if configs.is_empty() {
-            TxnOp::delete(key, None)
-        } else {
-            let value = serde_json::to_vec(&configs).map_err(|e| corrupt(&key, e))?;
-            TxnOp::put(key, value, None)
-        };
-        self.txn_seen(Txn::new().and_then([operation])).await?;
-        Ok(())
+        self.replace_configs(self.keys.group_configs(group), &configs)
+            .await
     }
 
     fn scram_credentials(&self) -> UserCredentials {

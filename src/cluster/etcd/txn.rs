@@ -17,6 +17,23 @@ impl EtcdStore {
         self.client.clone().txn(txn).await.map_err(etcd_error)
     }
 
+    /// Replaces a whole config map at `key` (a broker level's or a group's; an empty
+    /// map deletes the key): last writer wins, like Kafka's own config writes.
+    pub(super) async fn replace_configs(
+        &self,
+        key: String,
+        configs: &BTreeMap<String, String>,
+    ) -> Result<(), MetadataError> {
+        let operation = if configs.is_empty() {
+            TxnOp::delete(key, None)
+        } else {
+            let value = serde_json::to_vec(configs).map_err(|e| corrupt(&key, e))?;
+            TxnOp::put(key, value, None)
+        };
+        self.txn_seen(Txn::new().and_then([operation])).await?;
+        Ok(())
+    }
+
     /// Runs `txn`; when it succeeded, returns only once this broker's cache has it
     /// (read-your-writes).
     pub(super) async fn txn_seen(&self, txn: Txn) -> Result<TxnResponse, MetadataError> {
