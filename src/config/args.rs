@@ -170,6 +170,8 @@ serve_args! {
     group_consumer_heartbeat_interval_ms: i32 = 5_000, "TERN_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS";
     /// Most members in one KIP-848 consumer group (group.consumer.max.size; Kafka's default is unbounded, tern's bounds the memory one group may take, as --group-max-size does for classic groups) [default: 1000]
     group_consumer_max_size: usize = 1000, "TERN_GROUP_CONSUMER_MAX_SIZE";
+    /// Which way a live group may change kind when its members change protocol: bidirectional, upgrade (classic to consumer), downgrade (consumer to classic) or disabled (group.consumer.migration.policy) [default: bidirectional]
+    group_consumer_migration_policy: String = "bidirectional".to_string(), "TERN_GROUP_CONSUMER_MIGRATION_POLICY";
     /// A share-group member that has not heartbeated for this long is removed, ms (group.share.session.timeout.ms) [default: 45000]
     group_share_session_timeout_ms: i32 = 45_000, "TERN_GROUP_SHARE_SESSION_TIMEOUT_MS";
     /// How often share-group members are told to heartbeat, ms (group.share.heartbeat.interval.ms) [default: 5000]

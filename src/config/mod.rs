@@ -342,6 +342,15 @@ impl Config {
                             .group_consumer_max_size
                             .unwrap_or_else(defaults::group_consumer_max_size),
                     },
+                    migration: a
+                        .group_consumer_migration_policy
+                        .clone()
+                        .unwrap_or_else(defaults::group_consumer_migration_policy)
+                        .parse()
+                        .map_err(|reason| ConfigError::Invalid {
+                            name: "group_consumer_migration_policy",
+                            reason,
+                        })?,
                     share: crate::group::share::ShareGroupConfig {
                         session_timeout_ms: positive(
                             "group_share_session_timeout_ms",

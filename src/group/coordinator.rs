@@ -33,6 +33,7 @@ use crate::replication::{Acks, Partition, PartitionError, TopicReplicas};
 
 use crate::limits::OFFSET_COMMIT_TIMEOUT;
 
+mod migration;
 mod share;
 
 /// Coordinator settings (from the broker config).
@@ -43,6 +44,8 @@ pub struct CoordinatorConfig {
     pub consumer: ConsumerGroupConfig,
     /// KIP-932 share groups' settings.
     pub share: super::share::ShareGroupConfig,
+    /// Whether a live group changes kind when its members change protocol.
+    pub migration: super::consumer::classic::MigrationPolicy,
     /// Offsets of empty groups expire after this long (`offsets.retention.minutes`).
     pub offsets_retention_ms: i64,
 }
@@ -352,8 +355,8 @@ impl GroupCoordinator {
             let entry = groups
                 .entry(group_id.to_string())
                 .or_insert_with(|| new_entry(Group::new(group_id, limits)));
-            // An empty consumer group becomes classic again; a live one is not joined
-            // (online migration is not served).
+            // An empty consumer group becomes classic again; a live one serves its
+            // classic members (`classic_join_to_consumer`, which the handler calls).
             if entry.share.is_some() {
                 return JoinResult::error(
                     GroupError::InconsistentGroupProtocol,
@@ -362,10 +365,8 @@ impl GroupCoordinator {
             }
             match &entry.consumer {
                 Some(consumer) if !consumer.is_empty() => {
-                    return JoinResult::error(
-                        GroupError::InconsistentGroupProtocol,
-                        &request.member_id,
-                    );
+                    // It became a consumer group since the handler looked: join again.
+                    return rebalancing(&request.member_id);
                 }
                 Some(_) => entry.consumer = None,
                 None => {}
@@ -429,6 +430,15 @@ impl GroupCoordinator {
             let Some(entry) = groups.get_mut(group_id) else {
                 return sync_error(GroupError::UnknownMemberId);
             };
+            if let Some(answer) = Self::classic_sync_to_consumer(
+                entry,
+                member_id,
+                instance_id,
+                generation_id,
+                protocol,
+            ) {
+                return answer;
+            }
             if let Err(error) =
                 entry
                     .group
@@ -480,9 +490,14 @@ impl GroupCoordinator {
         let entry = groups
             .get_mut(group_id)
             .ok_or(GroupError::UnknownMemberId)?;
-        let result = entry
-            .group
-            .heartbeat(member_id, instance_id, generation_id, monotonic_ms());
+        let result = match entry.consumer.as_mut() {
+            Some(consumer) => {
+                consumer.classic_heartbeat(member_id, instance_id, generation_id, monotonic_ms())
+            }
+            None => entry
+                .group
+                .heartbeat(member_id, instance_id, generation_id, monotonic_ms()),
+        };
         if result.is_err() {
             tracing::debug!(
                 group = group_id,
@@ -503,6 +518,14 @@ impl GroupCoordinator {
     ) -> Vec<Result<(), GroupError>> {
         if let Err(error) = self.check_coordinator(group_id) {
             return members.iter().map(|_| Err(error)).collect();
+        }
+        let consumer_group = self
+            .groups
+            .lock()
+            .get(group_id)
+            .is_some_and(|entry| entry.consumer.is_some());
+        if consumer_group {
+            return self.classic_leave_consumer(group_id, members).await;
         }
         let results = {
             let mut groups = self.groups.lock();
@@ -818,33 +841,36 @@ impl GroupCoordinator {
             joining,
             GroupError::UnknownMemberId,
         )?;
+        let mut changes = Vec::new();
+        let mut before = None;
         if entry.consumer.is_none() {
-            if !entry.group.is_empty() || entry.share.is_some() {
+            if entry.share.is_some() || (!entry.group.is_empty() && !joining) {
                 return Err(GroupError::GroupIdNotFound);
             }
             if !joining {
                 return Err(GroupError::UnknownMemberId);
             }
-            entry.consumer = Some(ConsumerGroup::new(config));
+            if entry.group.is_empty() {
+                entry.consumer = Some(ConsumerGroup::new(config));
+            } else {
+                // Online upgrade: every record of the new group is written.
+                changes.push(self.upgrade(group_id, entry, topics, config)?);
+                before = Some(super::consumer::records::Image::default());
+            }
         }
         let consumer = entry
             .consumer
             .as_mut()
             .ok_or(GroupError::CoordinatorNotAvailable)?;
         consumer.set_config(config);
-        let before = consumer.image();
+        let before = before.unwrap_or_else(|| consumer.image());
         consumer.set_partition_racks(racks);
         let answer = consumer.heartbeat(request, topics, monotonic_ms());
         let after = consumer.image();
-        if after.epoch != before.epoch {
-            let labels = [
-                ("group", group_id.to_string()),
-                ("type", "consumer".to_string()),
-            ];
-            metrics::counter!(crate::metrics::GROUP_REBALANCES_TOTAL, &labels).increment(1);
-        }
+        migration::count_rebalance(group_id, &before, &after);
         entry.note_emptiness();
-        Ok((answer, consumer_changes(group_id, &before, &after)))
+        changes.extend(consumer_changes(group_id, &before, &after));
+        Ok((answer, changes))
     }
 
     /// Removes consumer-group members whose session or revocation timed out, and
@@ -995,7 +1021,11 @@ impl GroupCoordinator {
                     .group
                     .member_metadata()
                     .iter()
-                    .flat_map(|m| offsets::subscribed_topics(m))
+                    .flat_map(|m| {
+                        super::consumer::embedded::decode_subscription(m)
+                            .map(|s| s.topics)
+                            .unwrap_or_default()
+                    })
                     .collect(),
             };
             let mut changes = Vec::new();
@@ -1335,6 +1365,7 @@ mod tests {
                 initial_rebalance_delay_ms: 0,
                 max_size: 100,
             },
+            migration: crate::group::consumer::classic::MigrationPolicy::Bidirectional,
             consumer: ConsumerGroupConfig {
                 session_timeout_ms: 10_000,
                 heartbeat_interval_ms: 500,

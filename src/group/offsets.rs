@@ -456,35 +456,6 @@ pub fn partition_for(group_id: &str, partitions: i32) -> i32 {
     crate::model::coordinator_partition(group_id, partitions)
 }
 
-/// Topics a consumer-protocol member subscribes to, read from its JoinGroup metadata
-/// (`ConsumerProtocolSubscription`: version i16, then an array of topic strings).
-pub fn subscribed_topics(metadata: &[u8]) -> Vec<String> {
-    let mut topics = Vec::new();
-    let Some(count) = metadata
-        .get(2..6)
-        .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-    else {
-        return topics;
-    };
-    let mut at = 6usize;
-    for _ in 0..count.max(0) {
-        let Some(len) = metadata
-            .get(at..at + 2)
-            .map(|b| i16::from_be_bytes([b[0], b[1]]))
-        else {
-            break;
-        };
-        at += 2;
-        let Ok(len) = usize::try_from(len) else { break };
-        let Some(name) = metadata.get(at..at + len) else {
-            break;
-        };
-        topics.push(String::from_utf8_lossy(name).into_owned());
-        at += len;
-    }
-    topics
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -602,23 +573,5 @@ mod tests {
             .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32));
         assert_eq!(partition_for("my-group", 50), h.abs() % 50);
         assert!((0..50).contains(&partition_for("\u{1F600}", 50)));
-    }
-
-    #[test]
-    fn reads_subscriptions_from_consumer_metadata() {
-        let mut m = vec![0, 1, 0, 0, 0, 2];
-        for t in ["a", "orders"] {
-            m.extend_from_slice(&(t.len() as i16).to_be_bytes());
-            m.extend_from_slice(t.as_bytes());
-        }
-        m.extend_from_slice(&[0, 0, 0, 0]);
-        assert_eq!(
-            subscribed_topics(&m),
-            vec!["a".to_string(), "orders".to_string()]
-        );
-        assert!(
-            subscribed_topics(&[0, 1, 0x7f, 0xff, 0xff, 0xff]).is_empty(),
-            "hostile count stops at the data"
-        );
     }
 }

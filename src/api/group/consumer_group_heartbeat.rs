@@ -4,16 +4,13 @@
 //! checks it as Kafka's `throwIfConsumerGroupHeartbeatRequestIsInvalid` does, and
 //! authorizes READ on the group and DESCRIBE on every subscribed topic name.
 
-use std::collections::{BTreeSet, HashMap};
-
 use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment, TopicPartitions};
 use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
 use kafka_protocol::ResponseError;
 
 use super::super::context::RequestContext;
 use super::super::{errors, str_bytes};
-use crate::cluster::TopicSpec;
-use crate::group::consumer::{self, Heartbeat, PartitionRacks, TopicsImage};
+use crate::group::consumer::{self, Heartbeat};
 use crate::security::acl::{AclOperation, ResourceType};
 
 pub async fn handle(
@@ -35,12 +32,7 @@ pub async fn handle(
             return refused(ResponseError::TopicAuthorizationFailed, None);
         }
     }
-    let specs = ctx.services.store.topics().await;
-    let racks = partition_racks(ctx, &specs);
-    let topics: TopicsImage = specs
-        .into_iter()
-        .map(|t| (t.name, (t.topic_id, t.partitions)))
-        .collect();
+    let (topics, racks) = super::topics_image(ctx).await;
     // v0 lets the coordinator name a joining member.
     let member_id = match request.member_id.is_empty() {
         true => uuid::Uuid::new_v4().to_string(),
@@ -94,40 +86,6 @@ pub async fn handle(
             })),
         Err(error) => refused(errors::group_error(&error), Some(error.to_string())),
     }
-}
-
-/// Where each partition's replicas are, by rack; empty unless brokers name racks (the
-/// common case costs nothing).
-fn partition_racks(ctx: &RequestContext, specs: &[TopicSpec]) -> PartitionRacks {
-    let store = &ctx.services.store;
-    let rack_of: HashMap<i32, String> = store
-        .brokers()
-        .into_iter()
-        .filter_map(|b| Some((b.node_id, b.rack?)))
-        .collect();
-    if rack_of.is_empty() {
-        return PartitionRacks::new();
-    }
-    let mut racks = PartitionRacks::new();
-    for spec in specs
-        .iter()
-        .filter(|s| !crate::topics::is_internal(&s.name))
-    {
-        let Some(assignment) = store.assignment(spec) else {
-            continue;
-        };
-        for (index, partition) in assignment.partitions.iter().enumerate() {
-            let of_partition: BTreeSet<String> = partition
-                .replicas
-                .iter()
-                .filter_map(|b| rack_of.get(b).cloned())
-                .collect();
-            if !of_partition.is_empty() {
-                racks.insert((spec.topic_id, index as i32), of_partition);
-            }
-        }
-    }
-    racks
 }
 
 fn refused(error: ResponseError, message: Option<String>) -> ConsumerGroupHeartbeatResponse {

@@ -1,5 +1,7 @@
 //! JoinGroup (key 11, v0–9): waits until the group's rebalance completes. v4+ members
 //! without an id first get MEMBER_ID_REQUIRED (KIP-394); v5+ may be static members.
+//! A classic member of a live consumer group (online migration) is answered by the
+//! consumer group, which assigns.
 
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
@@ -46,7 +48,16 @@ pub async fn handle(ctx: &RequestContext, request: JoinGroupRequest) -> JoinGrou
         supports_skip_assignment: ctx.api_version >= 9,
     };
     let waiting = std::time::Instant::now();
-    let result = ctx.services.groups.join(&request.group_id, join).await;
+    let groups = &ctx.services.groups;
+    let result = if groups.is_live_consumer_group(&request.group_id) {
+        // A classic member of a consumer group (online migration): answered at once.
+        let (topics, racks) = super::topics_image(ctx).await;
+        groups
+            .classic_join_to_consumer(&request.group_id, join, &topics, racks)
+            .await
+    } else {
+        groups.join(&request.group_id, join).await
+    };
     // Joining is mostly waiting for the rebalance: count it as remote time.
     ctx.remote_wait_us.fetch_add(
         waiting.elapsed().as_micros() as u64,

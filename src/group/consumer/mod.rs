@@ -21,6 +21,8 @@
 //! (`group::coordinator`) does the I/O.
 
 pub mod assignor;
+pub mod classic;
+pub mod embedded;
 pub mod records;
 #[cfg(test)]
 mod tests;
@@ -72,9 +74,14 @@ pub struct ConsumerMember {
     pub assigned: Assignment,
     /// What it must release before advancing.
     pub pending_revocation: Assignment,
+    /// Set while it speaks the classic protocol (JoinGroup, SyncGroup, Heartbeat).
+    pub classic: Option<records::ClassicMemberMetadata>,
     session_deadline_ms: u64,
     /// Set while it must release partitions: by then, or it is removed.
     revocation_deadline_ms: Option<u64>,
+    /// A classic member told to rejoin, or that joined and must sync: by then, or it
+    /// is removed.
+    classic_deadline_ms: Option<u64>,
 }
 
 /// A ConsumerGroupHeartbeat, decoded. `None` fields are "unchanged since the last one".
@@ -186,7 +193,12 @@ impl ConsumerGroup {
                 .clone_from(&meta.subscribed_topic_regex);
             member.rebalance_timeout_ms = meta.rebalance_timeout_ms;
             member.server_assignor.clone_from(&meta.server_assignor);
-            member.session_deadline_ms = now_ms + config.session_timeout_ms.max(0) as u64;
+            member.classic.clone_from(&meta.classic);
+            let session_ms = meta
+                .classic
+                .as_ref()
+                .map_or(config.session_timeout_ms, |c| c.session_timeout_ms);
+            member.session_deadline_ms = now_ms + session_ms.max(0) as u64;
             if let Some(current) = image.current.get(id) {
                 member.member_epoch = current.member_epoch;
                 member.previous_member_epoch = current.previous_member_epoch;
@@ -235,6 +247,7 @@ impl ConsumerGroup {
                     subscribed_topic_regex: m.subscribed_topic_regex.clone(),
                     rebalance_timeout_ms: m.rebalance_timeout_ms,
                     server_assignor: m.server_assignor.clone(),
+                    classic: m.classic.clone(),
                 },
             );
             image.current.insert(
@@ -360,17 +373,13 @@ impl ConsumerGroup {
             || member.subscribed_topic_regex != before.subscribed_topic_regex
             || member.server_assignor != before.server_assignor;
         self.members.insert(member_id.clone(), member);
-        let subscribed = self.resolve_subscriptions(topics);
-        let adopted = std::mem::take(&mut self.restored);
-        if subscription_changed || (subscribed != self.subscribed && !adopted) {
-            self.group_epoch += 1;
-        }
-        self.subscribed = subscribed;
-        if self.group_epoch > self.assignment_epoch {
-            self.compute_target(topics);
-        }
-        self.reconcile(&member_id, request.owned.as_ref(), now_ms);
-        self.forget_unused_regexes();
+        self.settle(
+            &member_id,
+            subscription_changed,
+            request.owned.as_ref(),
+            topics,
+            now_ms,
+        );
         let member = self
             .members
             .get(&member_id)
@@ -382,6 +391,48 @@ impl ConsumerGroup {
             heartbeat_interval_ms: self.config.heartbeat_interval_ms,
             assignment: (full || changed).then(|| member.assigned.clone()),
         })
+    }
+
+    /// After a member changed: bumps the group epoch if what the group subscribes to
+    /// changed, computes the target for a new epoch, and moves the member towards it.
+    fn settle(
+        &mut self,
+        member_id: &str,
+        subscription_changed: bool,
+        owned: Option<&Assignment>,
+        topics: &TopicsImage,
+        now_ms: u64,
+    ) {
+        let subscribed = self.resolve_subscriptions(topics);
+        // Rebuilt from records, the group adopts the topics as they are now; but if
+        // they changed while it was down (a topic grew), its target no longer
+        // covers them and must be computed again.
+        let adopted = std::mem::take(&mut self.restored);
+        let stale = adopted && !self.target_covers(&subscribed);
+        if subscription_changed || (subscribed != self.subscribed && !adopted) || stale {
+            self.group_epoch += 1;
+        }
+        self.subscribed = subscribed;
+        if self.group_epoch > self.assignment_epoch {
+            self.compute_target(topics);
+        }
+        self.reconcile(member_id, owned, now_ms);
+        self.forget_unused_regexes();
+    }
+
+    /// Whether the target assignment gives out exactly the partitions of `subscribed`
+    /// (it always does once computed: every subscribed topic has a subscriber).
+    fn target_covers(&self, subscribed: &BTreeMap<Uuid, (String, i32)>) -> bool {
+        let given: BTreeSet<(Uuid, i32)> = self
+            .target
+            .values()
+            .flat_map(|a| a.iter().flat_map(|(t, ps)| ps.iter().map(|p| (*t, *p))))
+            .collect();
+        let wanted: BTreeSet<(Uuid, i32)> = subscribed
+            .iter()
+            .flat_map(|(id, (_, n))| (0..*n).map(|p| (*id, p)))
+            .collect();
+        given == wanted
     }
 
     /// Finds or creates the heartbeat's member, checking its epoch; returns its id.
@@ -424,6 +475,14 @@ impl ConsumerGroup {
         member.member_id = new.to_string();
         member.member_epoch = member.previous_member_epoch;
         member.session_deadline_ms = now_ms + self.config.session_timeout_ms.max(0) as u64;
+        self.rename(old, member);
+        Ok(new.to_string())
+    }
+
+    /// Puts `member` (renamed) where the member `old` was: its partitions, target and
+    /// instance id follow it.
+    fn rename(&mut self, old: &str, member: ConsumerMember) {
+        let new = member.member_id.clone();
         for partitions in [&member.assigned, &member.pending_revocation] {
             for (topic, ps) in partitions {
                 for &p in ps {
@@ -439,7 +498,6 @@ impl ConsumerGroup {
                 .insert(instance.clone(), new.to_string());
         }
         self.members.insert(new.to_string(), member);
-        Ok(new.to_string())
     }
 
     fn leave(
@@ -508,6 +566,7 @@ impl ConsumerGroup {
             .filter(|m| {
                 m.session_deadline_ms <= now_ms
                     || m.revocation_deadline_ms.is_some_and(|d| d <= now_ms)
+                    || m.classic_deadline_ms.is_some_and(|d| d <= now_ms)
             })
             .map(|m| m.member_id.clone())
             .collect();
@@ -526,6 +585,14 @@ impl ConsumerGroup {
             return match self.members.is_empty() {
                 true => Ok(()),
                 false => Err(GroupError::UnknownMemberId),
+            };
+        }
+        if self.is_classic_member(member_id) {
+            // Kafka's `validateMemberEpoch` for a classic member: its generation.
+            let member = self.members.get(member_id);
+            return match member.is_some_and(|m| m.member_epoch == epoch) {
+                true => Ok(()),
+                false => Err(GroupError::IllegalGeneration),
             };
         }
         self.validate_fetch(member_id, epoch)
@@ -762,6 +829,8 @@ fn new_member(member_id: &str, now_ms: u64) -> ConsumerMember {
         pending_revocation: Assignment::new(),
         session_deadline_ms: now_ms,
         revocation_deadline_ms: None,
+        classic: None,
+        classic_deadline_ms: None,
     }
 }
 
@@ -789,6 +858,9 @@ fn update_member(member: &mut ConsumerMember, request: &Heartbeat) {
     }
     member.client_id.clone_from(&request.client_id);
     member.client_host.clone_from(&request.client_host);
+    // It speaks the consumer protocol now.
+    member.classic = None;
+    member.classic_deadline_ms = None;
 }
 
 /// Kafka's `throwIfConsumerGroupMemberEpochIsInvalid`: an epoch ahead of the member's

@@ -61,6 +61,17 @@ pub struct MemberMetadata {
     pub subscribed_topic_regex: Option<String>,
     pub rebalance_timeout_ms: i32,
     pub server_assignor: Option<String>,
+    /// Set while the member speaks the classic protocol (tagged field 0).
+    pub classic: Option<ClassicMemberMetadata>,
+}
+
+/// What a consumer group keeps of a member that joined with JoinGroup (Kafka's
+/// `ClassicMemberMetadata`): enough to keep answering it in the classic protocol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassicMemberMetadata {
+    pub session_timeout_ms: i32,
+    /// `(protocol name, metadata)`, in the member's order of preference.
+    pub protocols: Vec<(String, bytes::Bytes)>,
 }
 
 /// What a member's current-assignment record holds.
@@ -292,8 +303,56 @@ fn encode_member(m: &MemberMetadata) -> Vec<u8> {
     put_compact_string(&mut w, m.subscribed_topic_regex.as_deref());
     w.put_i32(m.rebalance_timeout_ms);
     put_compact_string(&mut w, m.server_assignor.as_deref());
+    match &m.classic {
+        None => w.put_u8(0),
+        Some(classic) => {
+            // One tagged field (tag 0), a nullable struct: its size counts the
+            // leading 1 that says "present".
+            let body = encode_classic(classic);
+            put_varint(&mut w, 1);
+            put_varint(&mut w, 0);
+            put_varint(&mut w, body.len() as u64 + 1);
+            put_varint(&mut w, 1);
+            w.put_slice(&body);
+        }
+    }
+    w.to_vec()
+}
+
+fn encode_classic(classic: &ClassicMemberMetadata) -> Vec<u8> {
+    let mut w = BytesMut::new();
+    w.put_i32(classic.session_timeout_ms);
+    put_varint(&mut w, classic.protocols.len() as u64 + 1);
+    for (name, metadata) in &classic.protocols {
+        put_compact_string(&mut w, Some(name));
+        put_varint(&mut w, metadata.len() as u64 + 1);
+        w.put_slice(metadata);
+        w.put_u8(0);
+    }
     w.put_u8(0);
     w.to_vec()
+}
+
+fn decode_classic(raw: &[u8]) -> Option<Option<ClassicMemberMetadata>> {
+    let mut r = Reader(raw);
+    if r.varint()? == 0 {
+        return Some(None);
+    }
+    let session_timeout_ms = r.i32()?;
+    let count = r.compact_len()?;
+    let mut protocols = Vec::with_capacity(count);
+    for _ in 0..count {
+        let name = r.compact_string()?.unwrap_or_default();
+        let len = r.compact_len()?;
+        let metadata = bytes::Bytes::copy_from_slice(r.take(len)?);
+        r.skip_tags()?;
+        protocols.push((name, metadata));
+    }
+    r.skip_tags()?;
+    Some(Some(ClassicMemberMetadata {
+        session_timeout_ms,
+        protocols,
+    }))
 }
 
 fn decode_member(raw: &[u8]) -> Option<MemberMetadata> {
@@ -310,7 +369,15 @@ fn decode_member(raw: &[u8]) -> Option<MemberMetadata> {
     let subscribed_topic_regex = r.compact_string()?;
     let rebalance_timeout_ms = r.i32()?;
     let server_assignor = r.compact_string()?;
-    r.skip_tags()?;
+    let mut classic = None;
+    for _ in 0..r.varint()? {
+        let tag = r.varint()?;
+        let size = usize::try_from(r.varint()?).ok()?;
+        let field = r.take(size)?;
+        if tag == 0 {
+            classic = decode_classic(field)?;
+        }
+    }
     Some(MemberMetadata {
         instance_id,
         rack_id,
@@ -320,6 +387,7 @@ fn decode_member(raw: &[u8]) -> Option<MemberMetadata> {
         subscribed_topic_regex,
         rebalance_timeout_ms,
         server_assignor,
+        classic,
     })
 }
 
@@ -483,6 +551,25 @@ mod tests {
                 ..MemberMetadata::default()
             },
         );
+        // A member still speaking the classic protocol keeps its protocols (tag 0).
+        after.members.insert(
+            "m2".into(),
+            MemberMetadata {
+                client_id: "old".into(),
+                subscribed_topic_names: vec!["orders".into()],
+                classic: Some(ClassicMemberMetadata {
+                    session_timeout_ms: 10_000,
+                    protocols: vec![
+                        (
+                            "cooperative-sticky".into(),
+                            bytes::Bytes::from_static(b"\x00\x01abc"),
+                        ),
+                        ("range".into(), bytes::Bytes::new()),
+                    ],
+                }),
+                ..MemberMetadata::default()
+            },
+        );
         after
             .targets
             .insert("m1".into(), [(topic, [0, 2].into())].into());
@@ -514,10 +601,12 @@ mod tests {
         }
         assert_eq!(replayed, gone);
         // Truncated values are refused, not misread.
-        let (key, value) = diff("g", &Image::default(), &after).remove(0);
-        let value = value.expect("value");
-        for cut in 0..value.len() {
-            assert!(!Image::default().apply(&decode_key(&key).expect("key"), Some(&value[..cut])));
+        for (key, value) in diff("g", &Image::default(), &after) {
+            let value = value.expect("value");
+            for cut in 0..value.len() {
+                let key = decode_key(&key).expect("key");
+                assert!(!Image::default().apply(&key, Some(&value[..cut])));
+            }
         }
     }
 }

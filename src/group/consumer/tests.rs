@@ -1,13 +1,16 @@
 //! The consumer-group state machine under randomized schedules, driven by simulated
 //! clients that behave as KIP-848 clients do (report what they own, drop what they are
-//! told to, rejoin with epoch 0 when fenced), with lost answers, members joining,
-//! leaving, timing out and changing subscriptions; and the assignors' properties.
+//! told to, rejoin with epoch 0 when fenced) or as classic clients inside a consumer
+//! group do (online migration: JoinGroup, SyncGroup, rejoin when a heartbeat says
+//! REBALANCE_IN_PROGRESS, eagerly or cooperatively), with lost answers, members
+//! joining, leaving, timing out and changing subscriptions; and the assignors' properties.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use uuid::Uuid;
 
 use super::assignor::{self, AssignMember, Assignment};
+use super::classic::{ClassicJoinAnswer, CONSUMER_PROTOCOL_TYPE};
 use super::*;
 use crate::replication::sim::Rng;
 
@@ -31,9 +34,23 @@ fn image(topics: &[(&str, i32)]) -> TopicsImage {
         .collect()
 }
 
+/// How a simulated client speaks to the group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Protocol {
+    /// ConsumerGroupHeartbeat (KIP-848).
+    Consumer,
+    /// JoinGroup/SyncGroup, revoking everything before it rejoins.
+    ClassicEager,
+    /// JoinGroup/SyncGroup, revoking only what the assignment drops, then rejoining.
+    ClassicCooperative,
+}
+
 /// A simulated client.
 #[derive(Debug, Clone)]
 struct Client {
+    protocol: Protocol,
+    /// A classic client told to rejoin (or that revoked and must).
+    rejoin: bool,
     id: String,
     epoch: i32,
     owned: Assignment,
@@ -49,6 +66,8 @@ struct Client {
 impl Client {
     fn new(id: String, topics: Vec<String>) -> Self {
         Self {
+            protocol: Protocol::Consumer,
+            rejoin: false,
             id,
             epoch: JOIN_EPOCH,
             owned: Assignment::new(),
@@ -73,8 +92,124 @@ impl Client {
         }
     }
 
-    /// One heartbeat; `lost`: the answer never arrives.
+    fn classic(topics: Vec<String>, protocol: Protocol) -> Self {
+        Self {
+            protocol,
+            ..Self::new(String::new(), topics)
+        }
+    }
+
+    /// Back to a new member, owning nothing (an expired or fenced classic member).
+    fn reset(&mut self) {
+        self.owned.clear();
+        self.epoch = JOIN_EPOCH;
+        self.rejoin = false;
+        if self.protocol != Protocol::Consumer {
+            self.id.clear();
+        }
+    }
+
+    /// One turn; `lost`: the (join or heartbeat) answer never arrives.
     fn heartbeat(&mut self, group: &mut ConsumerGroup, topics: &TopicsImage, now: u64, lost: bool) {
+        match self.protocol {
+            Protocol::Consumer => self.consumer_heartbeat(group, topics, now, lost),
+            _ if self.rejoin || self.id.is_empty() || self.epoch == JOIN_EPOCH => {
+                self.classic_join(group, topics, now, lost)
+            }
+            _ => match group.classic_heartbeat(&self.id, None, self.epoch, now) {
+                Ok(()) => {}
+                Err(GroupError::RebalanceInProgress) => self.rejoin = true,
+                Err(GroupError::IllegalGeneration | GroupError::UnknownMemberId) => self.reset(),
+                Err(other) => panic!("unexpected {other:?}"),
+            },
+        }
+    }
+
+    fn protocol_name(&self) -> &'static str {
+        match self.protocol {
+            Protocol::ClassicCooperative => "cooperative-sticky",
+            _ => "range",
+        }
+    }
+
+    /// JoinGroup then SyncGroup, as a classic client rejoins.
+    fn classic_join(
+        &mut self,
+        group: &mut ConsumerGroup,
+        topics: &TopicsImage,
+        now: u64,
+        lost: bool,
+    ) {
+        if self.protocol == Protocol::ClassicEager {
+            self.owned.clear();
+        }
+        let names: Vec<&str> = self.topics.iter().map(String::as_str).collect();
+        let metadata = embedded::encode_subscription(&names, &named(&self.owned, topics));
+        let join = crate::group::state::JoinRequest {
+            member_id: self.id.clone(),
+            group_instance_id: None,
+            client_id: "classic".into(),
+            client_host: "/127.0.0.1".into(),
+            session_timeout_ms: SESSION_MS as i32,
+            rebalance_timeout_ms: 5_000,
+            protocol_type: CONSUMER_PROTOCOL_TYPE.into(),
+            // Both kinds list both assignors (else they could not share a group), each
+            // its own first.
+            protocols: [self.protocol_name(), "range", "cooperative-sticky"]
+                .iter()
+                .enumerate()
+                .filter(|(i, name)| *i == 0 || **name != self.protocol_name())
+                .map(|(_, name)| (name.to_string(), bytes::Bytes::from(metadata.clone())))
+                .collect(),
+            require_known_member_id: true,
+            supports_skip_assignment: true,
+        };
+        let (member_id, generation) = match group.classic_join(join, topics, now) {
+            Ok(ClassicJoinAnswer::MemberIdRequired(id)) => {
+                self.id = id;
+                return;
+            }
+            Ok(_) if lost => {
+                self.rejoin = true;
+                return;
+            }
+            Ok(ClassicJoinAnswer::Joined {
+                member_id,
+                generation_id,
+                ..
+            }) => (member_id, generation_id),
+            Err(GroupError::UnknownMemberId) => return self.reset(),
+            Err(other) => panic!("unexpected {other:?}"),
+        };
+        self.id = member_id;
+        self.epoch = generation;
+        self.rejoin = false;
+        let protocol = (Some(CONSUMER_PROTOCOL_TYPE), Some(self.protocol_name()));
+        match group.classic_sync(&self.id, None, generation, protocol, now) {
+            Ok(answer) => {
+                let given = embedded::decode_assignment(&answer.assignment).expect("assignment");
+                let given = by_id(&given, topics);
+                // A cooperative client revokes what it lost, then rejoins.
+                self.rejoin = self.owned.iter().any(|(t, ps)| {
+                    ps.iter()
+                        .any(|p| !given.get(t).is_some_and(|g| g.contains(p)))
+                });
+                self.owned = given;
+            }
+            Err(GroupError::RebalanceInProgress) => self.rejoin = true,
+            Err(GroupError::IllegalGeneration | GroupError::UnknownMemberId) => self.reset(),
+            Err(other) => panic!("unexpected {other:?}"),
+        }
+    }
+
+    /// One ConsumerGroupHeartbeat.
+    fn consumer_heartbeat(
+        &mut self,
+        group: &mut ConsumerGroup,
+        topics: &TopicsImage,
+        now: u64,
+        lost: bool,
+    ) {
         let full = self.epoch == JOIN_EPOCH || self.resend_full;
         self.resend_full = lost;
         match group.heartbeat(self.request(full), topics, now) {
@@ -92,6 +227,23 @@ impl Client {
             Err(other) => panic!("unexpected {other:?}"),
         }
     }
+}
+
+fn named(assignment: &Assignment, topics: &TopicsImage) -> embedded::NamedPartitions {
+    assignment
+        .iter()
+        .filter_map(|(id, ps)| {
+            let name = topics.iter().find(|(_, (tid, _))| tid == id)?.0;
+            Some((name.clone(), ps.clone()))
+        })
+        .collect()
+}
+
+fn by_id(named: &embedded::NamedPartitions, topics: &TopicsImage) -> Assignment {
+    named
+        .iter()
+        .filter_map(|(name, ps)| Some((topics.get(name)?.0, ps.clone())))
+        .collect()
 }
 
 fn check_disjoint(clients: &[Client], group: &ConsumerGroup) {
@@ -173,7 +325,10 @@ fn check_settled(clients: &[Client], group: &ConsumerGroup, topics: &TopicsImage
                 .flat_map(|(t, ps)| ps.iter().map(|p| (*t, *p)))
         })
         .collect();
-    assert_eq!(owned, expected, "every subscribed partition is owned once");
+    assert_eq!(
+        owned, expected,
+        "every subscribed partition is owned once; group {group:#?}"
+    );
     let homogeneous = active
         .windows(2)
         .all(|w| w[0].topics == w[1].topics && w[0].regex == w[1].regex);
@@ -201,7 +356,13 @@ fn randomized_schedules_never_give_a_partition_to_two_members_and_always_settle(
         .and_then(|s| s.parse().ok())
         .unwrap_or(300);
     let names = ["orders", "payments", "audit", "logs-a", "logs-b"];
-    for seed in 1..=schedules {
+    let first: u64 = std::env::var("CONSUMER_FIRST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    for seed in first..first + schedules {
+        // Shown with a failure: rerun it alone with CONSUMER_FIRST_SEED.
+        eprintln!("seed {seed}");
         let mut rng = Rng::new(seed);
         let mut topics = image(&[("orders", 6), ("payments", 3), ("audit", 1), ("logs-a", 2)]);
         let mut group = ConsumerGroup::new(config());
@@ -231,11 +392,21 @@ fn randomized_schedules_never_give_a_partition_to_two_members_and_always_settle(
                         _ => vec![names[rng.below(names.len() as u64) as usize].to_string()],
                     };
                     let mut client = Client::new(format!("m{next_id}"), subscription);
-                    if rng.below(4) == 0 {
-                        client.regex = Some("logs-.*".to_string());
+                    match rng.below(6) {
+                        0 => client.protocol = Protocol::ClassicEager,
+                        1 => client.protocol = Protocol::ClassicCooperative,
+                        _ => {}
                     }
-                    if rng.below(4) == 0 {
-                        client.static_id = Some(format!("i{next_id}"));
+                    if client.protocol != Protocol::Consumer {
+                        // Named by the group, subscribed by names.
+                        client = Client::classic(client.topics, client.protocol);
+                    } else {
+                        if rng.below(4) == 0 {
+                            client.regex = Some("logs-.*".to_string());
+                        }
+                        if rng.below(4) == 0 {
+                            client.static_id = Some(format!("i{next_id}"));
+                        }
                     }
                     clients.push(client);
                 }
@@ -249,9 +420,13 @@ fn randomized_schedules_never_give_a_partition_to_two_members_and_always_settle(
                             true => STATIC_LEAVE_EPOCH,
                             false => LEAVE_EPOCH,
                         };
-                        let mut request = client.request(false);
-                        request.member_epoch = epoch;
-                        let _ = group.heartbeat(request, &topics, now);
+                        if client.protocol == Protocol::Consumer {
+                            let mut request = client.request(false);
+                            request.member_epoch = epoch;
+                            let _ = group.heartbeat(request, &topics, now);
+                        } else {
+                            let _ = group.classic_leave(&client.id, None);
+                        }
                         client.active = false;
                         client.owned.clear();
                         if epoch == STATIC_LEAVE_EPOCH && rng.below(2) == 0 {
@@ -270,8 +445,7 @@ fn randomized_schedules_never_give_a_partition_to_two_members_and_always_settle(
                     now += SESSION_MS / 2 + rng.below(SESSION_MS);
                     let expired = group.expire(now);
                     for client in clients.iter_mut().filter(|c| expired.contains(&c.id)) {
-                        client.owned.clear();
-                        client.epoch = JOIN_EPOCH;
+                        client.reset();
                     }
                 }
                 4 => {
@@ -281,17 +455,30 @@ fn randomized_schedules_never_give_a_partition_to_two_members_and_always_settle(
                         .entry(name.to_string())
                         .or_insert((Uuid::from_u128(u128::from(rng.next_u64())), 0));
                     entry.1 += 1 + rng.below(2) as i32;
+                    // A classic client watches its topics' partition counts and
+                    // rejoins when they change (Kafka's and librdkafka's do).
+                    for client in clients
+                        .iter_mut()
+                        .filter(|c| c.protocol != Protocol::Consumer)
+                    {
+                        client.rejoin |= client.topics.iter().any(|t| t == name);
+                    }
                 }
                 5 => {
                     let live: Vec<usize> =
                         (0..clients.len()).filter(|&i| clients[i].active).collect();
                     if let Some(&i) = live.get(rng.below(live.len() as u64) as usize) {
                         clients[i].topics = vec![names[rng.below(3) as usize].to_string()];
-                        // A subscription change goes out in a full heartbeat.
-                        let full = clients[i].request(true);
                         let lost = rng.below(4) == 0;
-                        clients[i].resend_full = lost;
-                        if let Ok(answer) = group.heartbeat(full, &topics, now) {
+                        if clients[i].protocol != Protocol::Consumer {
+                            // A classic client's subscription goes out in a JoinGroup.
+                            clients[i].rejoin = true;
+                            clients[i].heartbeat(&mut group, &topics, now, lost);
+                        } else if let Ok(answer) = {
+                            // A subscription change goes out in a full heartbeat.
+                            clients[i].resend_full = lost;
+                            group.heartbeat(clients[i].request(true), &topics, now)
+                        } {
                             if !lost {
                                 clients[i].epoch = answer.member_epoch;
                                 if let Some(a) = answer.assignment {
@@ -324,8 +511,7 @@ fn randomized_schedules_never_give_a_partition_to_two_members_and_always_settle(
         now += 1;
         let expired = group.expire(now);
         for client in clients.iter_mut().filter(|c| expired.contains(&c.id)) {
-            client.owned.clear();
-            client.epoch = JOIN_EPOCH;
+            client.reset();
         }
         settle(&mut clients, &mut group, &topics, &mut now);
         check_settled(&clients, &group, &topics);
@@ -692,4 +878,155 @@ fn uniform_places_new_partitions_in_their_members_racks_without_losing_balance()
     );
     assert_eq!(out["x"][&topic], [0, 2, 4].into());
     assert_eq!(out["y"][&topic], [1, 3, 5].into());
+}
+
+/// A live classic group of one cooperative member becomes a consumer group when a
+/// KIP-848 member joins; the classic member is told to rejoin, gives up half its
+/// partitions before the newcomer gets them, and is kept across a failover.
+#[test]
+fn a_live_classic_group_is_upgraded_and_its_classic_member_hands_over_partitions() {
+    use crate::group::state::{Group, GroupLimits, JoinRequest, Reply};
+    let topics = image(&[("orders", 4)]);
+    let orders = topics["orders"].0;
+    let all: embedded::NamedPartitions = [("orders".to_string(), (0..4).collect())].into();
+    let subscription = bytes::Bytes::from(embedded::encode_subscription(&["orders"], &all));
+    let join = |member_id: &str, subscription: bytes::Bytes| JoinRequest {
+        member_id: member_id.into(),
+        group_instance_id: None,
+        client_id: "old".into(),
+        client_host: "/127.0.0.1".into(),
+        session_timeout_ms: 10_000,
+        rebalance_timeout_ms: 30_000,
+        protocol_type: CONSUMER_PROTOCOL_TYPE.into(),
+        protocols: vec![("cooperative-sticky".into(), subscription)],
+        require_known_member_id: false,
+        supports_skip_assignment: true,
+    };
+    let limits = GroupLimits {
+        min_session_timeout_ms: 1_000,
+        max_session_timeout_ms: 60_000,
+        initial_rebalance_delay_ms: 0,
+        max_size: 10,
+    };
+    // The classic group: one member, stable at generation 1, owning orders 0-3.
+    let mut classic = Group::new("g", limits);
+    let (reply, _) = classic.join(join("", subscription.clone()), 0);
+    let Reply::Now(joined) = reply else {
+        panic!("a lone member is answered at once")
+    };
+    assert_eq!(joined.error, None);
+    let a = joined.member_id;
+    let assignment = bytes::Bytes::from(embedded::encode_assignment(&all, 1));
+    classic.sync(&a, None, 1, vec![(a.clone(), assignment)], 0);
+    assert_eq!(classic.generation_id(), 1);
+
+    let mut group = ConsumerGroup::from_classic(&classic, &topics, config(), 0).expect("upgrade");
+    assert_eq!(group.group_epoch(), 1);
+    assert!(group.is_classic_member(&a));
+    let owned_by_a: Assignment = [(orders, (0..4).collect())].into();
+    assert_eq!(
+        group.members().next().map(|m| &m.assigned),
+        Some(&owned_by_a)
+    );
+    assert_eq!(group.classic_heartbeat(&a, None, 1, 10), Ok(()));
+    assert_eq!(group.validate_commit(&a, 1), Ok(()));
+    assert_eq!(
+        group.validate_commit(&a, 2),
+        Err(GroupError::IllegalGeneration)
+    );
+
+    // A KIP-848 member joins: the epoch moves, it waits for partitions a still owns.
+    let mut b = Client::new("b".into(), vec!["orders".into()]);
+    b.heartbeat(&mut group, &topics, 20, false);
+    assert_eq!(group.group_epoch(), 2);
+    assert!(b.owned.is_empty(), "nothing is free yet");
+    assert_eq!(
+        group.classic_heartbeat(&a, None, 1, 30),
+        Err(GroupError::RebalanceInProgress)
+    );
+    // a rejoins still owning everything: it keeps its epoch and is given only half.
+    let answer = group.classic_join(join(&a, subscription), &topics, 40);
+    let Ok(ClassicJoinAnswer::Joined {
+        generation_id,
+        protocol_name,
+        ..
+    }) = answer
+    else {
+        panic!("rejoined: {answer:?}")
+    };
+    assert_eq!(
+        (generation_id, protocol_name.as_str()),
+        (1, "cooperative-sticky")
+    );
+    let protocol = (Some(CONSUMER_PROTOCOL_TYPE), Some("cooperative-sticky"));
+    let synced = group.classic_sync(&a, None, 1, protocol, 50).expect("sync");
+    let kept = embedded::decode_assignment(&synced.assignment).expect("assignment");
+    assert_eq!(kept["orders"].len(), 2);
+    b.heartbeat(&mut group, &topics, 60, false);
+    assert!(b.owned.is_empty(), "a has not revoked yet");
+    // Failover: the records restore the classic member, protocols and all.
+    group = ConsumerGroup::restore(&group.image(), config(), 70);
+    assert!(group.is_classic_member(&a));
+    // a revokes and rejoins with what it kept: it reaches epoch 2; b gets the rest.
+    let kept_sub = bytes::Bytes::from(embedded::encode_subscription(&["orders"], &kept));
+    let answer = group.classic_join(join(&a, kept_sub), &topics, 80);
+    assert!(
+        matches!(
+            answer,
+            Ok(ClassicJoinAnswer::Joined {
+                generation_id: 2,
+                ..
+            })
+        ),
+        "{answer:?}"
+    );
+    b.heartbeat(&mut group, &topics, 90, false);
+    assert_eq!(assignor::size(&b.owned), 2);
+    let a_now = group
+        .members()
+        .find(|m| m.member_id == a)
+        .map(|m| m.assigned.clone());
+    let overlap = a_now
+        .unwrap_or_default()
+        .get(&orders)
+        .is_some_and(|ps| ps.iter().any(|p| b.owned[&orders].contains(p)));
+    assert!(!overlap, "no partition owned twice");
+    assert_eq!(group.state(), ConsumerGroupState::Stable);
+    // A classic member's LeaveGroup removes it; a consumer member cannot leave that way.
+    assert_eq!(
+        group.classic_leave("b", None),
+        Err(GroupError::UnknownMemberId)
+    );
+    assert_eq!(group.classic_leave(&a, None), Ok(a.clone()));
+    assert_eq!(group.members().count(), 1);
+}
+
+#[test]
+fn a_classic_member_that_does_not_rejoin_in_time_is_removed() {
+    let topics = image(&[("orders", 2)]);
+    let mut group = ConsumerGroup::new(config());
+    let mut b = Client::new("b".into(), vec!["orders".into()]);
+    b.heartbeat(&mut group, &topics, 0, false);
+    let mut a = Client::classic(vec!["orders".into()], Protocol::ClassicCooperative);
+    a.heartbeat(&mut group, &topics, 0, false);
+    a.heartbeat(&mut group, &topics, 0, false);
+    assert!(group.is_classic_member(&a.id));
+    // A third member joins: a is told to rejoin, and never does.
+    let mut c = Client::new("c".into(), vec!["orders".into()]);
+    c.heartbeat(&mut group, &topics, 100, false);
+    assert_eq!(
+        group.classic_heartbeat(&a.id, None, a.epoch, 200),
+        Err(GroupError::RebalanceInProgress)
+    );
+    // It keeps heartbeating (its session lives) but never rejoins.
+    for now in (700..=5_200).step_by(500) {
+        let told = group.classic_heartbeat(&a.id, None, a.epoch, now);
+        assert_eq!(told, Err(GroupError::RebalanceInProgress));
+        b.heartbeat(&mut group, &topics, now, false);
+        c.heartbeat(&mut group, &topics, now, false);
+        if now < 5_200 {
+            assert!(group.expire(now).is_empty(), "within its rebalance timeout");
+        }
+    }
+    assert_eq!(group.expire(5_200), vec![a.id.clone()]);
 }
