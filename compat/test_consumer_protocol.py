@@ -11,8 +11,11 @@ in its own process, printing its assignment changes and records as JSON lines.
 - commits with member epochs (OffsetCommit v9) resume in the next member;
 - the admin view: ListGroups v5 type "consumer", ConsumerGroupDescribe with epochs and
   assignments; DescribeGroups does not describe a consumer group as classic;
-- a classic member cannot join a live consumer group (INCONSISTENT_GROUP_PROTOCOL), and an
-  empty classic group (offsets only) becomes a consumer group with its offsets.
+- a classic member joins a live consumer group and is assigned by the broker, and an empty
+  classic group (offsets only) becomes a consumer group with its offsets;
+- online migration: a live classic group whose members restart one by one with
+  `group.protocol=consumer` becomes a consumer group without a partition held twice or a
+  record lost, and resumes from the offsets its classic members committed.
 
 The broker heartbeats members every 300 ms (`--group-consumer-heartbeat-interval-ms`) and
 drops a silent one after 6 s.
@@ -165,9 +168,9 @@ def test_commits_carry_member_epochs_and_the_next_member_resumes(broker, topic, 
     assert len(seen | again) == 20
 
 
-@pytest.mark.timeout(90)
-def test_classic_and_consumer_members_do_not_mix_and_empty_groups_convert(broker, topic, tmp_path):
-    create_topic(broker.address, topic, 1)
+@pytest.mark.timeout(120)
+def test_a_classic_member_joins_a_live_consumer_group_and_empty_groups_convert(broker, topic, tmp_path):
+    create_topic(broker.address, topic, 2)
     produce_to_partitions(broker.address, topic, {0: [f"v{i}" for i in range(5)]})
     group = f"kip848-mix-{uuid.uuid4().hex[:6]}"
     # An empty classic group: committed offsets only.
@@ -175,26 +178,136 @@ def test_classic_and_consumer_members_do_not_mix_and_empty_groups_convert(broker
     admin_consumer.commit(offsets=[TopicPartition(topic, 0, 3)], asynchronous=False)
     admin_consumer.close()
     m = spawn("confluent-kafka", "member", member_args(broker, topic, group), tmp_path, "modern")
+    old = None
     try:
         wait_until(lambda: len(m.snapshot("msg")) >= 2, timeout=30, what="the consumer member's records")
         assert [e["o"] for e in m.snapshot("msg")][:2] == [3, 4], "the classic group's offsets were kept"
-        classic = Consumer({"bootstrap.servers": broker.address, "group.id": group,
-                            "session.timeout.ms": 6000, "auto.offset.reset": "earliest"})
-        errors = []
-        classic.subscribe([topic], on_assign=lambda *_: errors.append("assigned"))
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and not errors:
-            try:
-                msg = classic.poll(0.5)
-                if msg is not None and msg.error():
-                    errors.append(msg.error().str())
-            except KafkaException as e:
-                errors.append(str(e))
-        classic.close()
-        assert errors and "assigned" not in errors, errors
-        assert any("INCONSISTENT_GROUP_PROTOCOL" in e.upper() or "inconsistent" in e.lower() for e in errors), errors
+        # A classic member (JoinGroup) of the live consumer group is served by it: the
+        # broker assigns, one partition each.
+        old = spawn("confluent-kafka", "member", {**member_args(broker, topic, group), "group_protocol": "classic"},
+                    tmp_path, "classic")
+        try:
+            wait_until(lambda: [len(s) for s in shares([m, old])] == [1, 1], timeout=30,
+                       what="the consumer and the classic member to hold one partition each")
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{describe([m, old])}") from None
+        assert shares([m, old])[0] != shares([m, old])[1]
+        admin = AdminClient({"bootstrap.servers": broker.address})
+        desc = admin.describe_consumer_groups([group])[group].result(timeout=15)
+        assert desc.type == ConsumerGroupType.CONSUMER and len(desc.members) == 2, desc
     finally:
         m.finish()
+        if old is not None:
+            old.finish()
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
+def test_classic_to_consumer_migration_of_a_live_group(broker, topic, tmp_path, assignor):
+    """Online upgrade (KIP-848's migration path): three classic members (eager `range`
+    or incremental `cooperative-sticky`) share six partitions while a producer runs; they
+    are restarted one by one with `group.protocol=consumer`. The first one converts the
+    live group into a consumer group, whose remaining classic members are told to rejoin
+    and revoke through their heartbeats. At no sampled moment do two members hold the
+    same partition, every acknowledged record is consumed, the offsets the classic
+    members committed are where the new members resume, and a member restarted back with
+    the classic protocol is served by the consumer group."""
+    import threading
+
+    from confluent_kafka import Producer
+
+    n = 6
+    create_topic(broker.address, topic, n)
+    group = f"migrate-{uuid.uuid4().hex[:8]}"
+    logs = tmp_path / "members"
+    first = {p: [f"first-p{p}-{i}" for i in range(10)] for p in range(n)}
+    produce_to_partitions(broker.address, topic, first)
+    classic = {"broker": broker.address, "topic": topic, "group": group, "assignor": assignor,
+               "deadline_s": 240}
+    modern = member_args(broker, topic, group, deadline_s=240)
+    members = {name: spawn("confluent-kafka", "member", classic, logs, name) for name in "abc"}
+    everyone = list(members.values())
+    overlaps: list = []
+    acked: set = set()
+    stop = threading.Event()
+
+    def produce_while_migrating():
+        producer = Producer({"bootstrap.servers": broker.address, "acks": "all", "linger.ms": 5})
+
+        def delivered(err, msg):
+            if err is None:
+                acked.add((msg.partition(), msg.value().decode()))
+
+        for i in range(20_000):  # bounded: about 100 s at most
+            if stop.is_set():
+                break
+            producer.produce(topic, value=f"live-{i}".encode(), partition=i % n, on_delivery=delivered)
+            producer.poll(0)
+            time.sleep(0.005)
+        producer.flush(30)
+
+    def covered(live):
+        shares_now = [current_assignment(m)[0] for m in live if m.alive()]
+        for i, x in enumerate(shares_now):
+            for y in shares_now[i + 1:]:
+                if x & y:
+                    overlaps.append((sorted(x), sorted(y)))
+        flat = sorted(p for s in shares_now for p in s)
+        return flat == list(range(n)) and all(shares_now)
+
+    def settle(live, what):
+        try:
+            wait_until(lambda: covered(live), timeout=60, interval=0.05, what=what)
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{describe(everyone)}") from None
+
+    producer = threading.Thread(target=produce_while_migrating, daemon=True)
+    try:
+        live = list(members.values())
+        settle(live, "three classic members to share six partitions")
+        want_first = {(p, v) for p, vs in first.items() for v in vs}
+        wait_until(lambda: want_first <= set(consumed(everyone)), timeout=30, what="the first records consumed")
+        time.sleep(1.5)  # auto-commit (every second) stores what they consumed
+        producer.start()
+        admin = AdminClient({"bootstrap.servers": broker.address})
+        for step, name in enumerate("abc"):
+            members[name].finish()
+            live = [m for m in live if m is not members[name]]
+            if step == 0:
+                # The first conversion takes a stable group; the later ones, a group
+                # still rebalancing after a member left.
+                settle(live, "the two classic members left to share six partitions")
+            new = spawn("confluent-kafka", "member", modern, logs, f"{name}-consumer")
+            everyone.append(new)
+            live.append(new)
+            settle(live, f"the group to settle after {name} restarted with group.protocol=consumer")
+            desc = admin.describe_consumer_groups([group])[group].result(timeout=15)
+            assert desc.type == ConsumerGroupType.CONSUMER, (step, desc)
+            assert len(desc.members) == 3, (step, desc)
+        # The way back: one member restarted with the classic protocol again.
+        live[0].finish()
+        back = spawn("confluent-kafka", "member", classic, logs, "back-to-classic")
+        everyone.append(back)
+        live = live[1:] + [back]
+        settle(live, "the group to settle with a classic member back")
+        stop.set()
+        producer.join(timeout=60)
+        assert acked, "the producer's records were acknowledged"
+        try:
+            wait_until(lambda: acked <= set(consumed(everyone)), timeout=60, what="every acknowledged record consumed")
+        except AssertionError as e:
+            missing = sorted(acked - set(consumed(everyone)))
+            raise AssertionError(f"{e}: {len(missing)} missing, e.g. {missing[:5]}\n{describe(everyone)}") from None
+        assert not overlaps, f"a partition was held by two members at once: {overlaps[:3]}"
+        # The consumer-protocol members resumed from the classic members' commits.
+        reread = [(p, v) for (p, v), names in consumed(everyone).items()
+                  if (p, v) in want_first and any(name.endswith("-consumer") for name in names)]
+        assert not reread, f"records committed before the migration were read again: {reread[:5]}"
+        print(f"\nmigration ({assignor}): {len(acked)} records produced meanwhile, all consumed")
+    finally:
+        stop.set()
+        for m in everyone:
+            m.finish()
 
 
 @pytest.mark.timeout(180)
