@@ -15,7 +15,8 @@ in its own process, printing its assignment changes and records as JSON lines.
   classic group (offsets only) becomes a consumer group with its offsets;
 - online migration: a live classic group whose members restart one by one with
   `group.protocol=consumer` becomes a consumer group without a partition held twice or a
-  record lost, and resumes from the offsets its classic members committed.
+  record lost, and resumes from the offsets its classic members committed; restarted
+  back, it becomes a classic group again.
 
 The broker heartbeats members every 300 ms (`--group-consumer-heartbeat-interval-ms`) and
 drops a silent one after 6 s.
@@ -210,8 +211,9 @@ def test_classic_to_consumer_migration_of_a_live_group(broker, topic, tmp_path, 
     live group into a consumer group, whose remaining classic members are told to rejoin
     and revoke through their heartbeats. At no sampled moment do two members hold the
     same partition, every acknowledged record is consumed, the offsets the classic
-    members committed are where the new members resume, and a member restarted back with
-    the classic protocol is served by the consumer group."""
+    members committed are where the new members resume; restarted back with the classic
+    protocol, the members are served by the consumer group until the last
+    consumer-protocol member leaves, and the group is classic again."""
     import threading
 
     from confluent_kafka import Producer
@@ -284,12 +286,18 @@ def test_classic_to_consumer_migration_of_a_live_group(broker, topic, tmp_path, 
             desc = admin.describe_consumer_groups([group])[group].result(timeout=15)
             assert desc.type == ConsumerGroupType.CONSUMER, (step, desc)
             assert len(desc.members) == 3, (step, desc)
-        # The way back: one member restarted with the classic protocol again.
-        live[0].finish()
-        back = spawn("confluent-kafka", "member", classic, logs, "back-to-classic")
-        everyone.append(back)
-        live = live[1:] + [back]
-        settle(live, "the group to settle with a classic member back")
+        # The way back (policy bidirectional): the members restart with the classic
+        # protocol again; classic members are served by the consumer group until the
+        # last consumer-protocol member leaves, then the group is classic again.
+        for step in range(3):
+            live[0].finish()
+            back = spawn("confluent-kafka", "member", classic, logs, f"back-{step}")
+            everyone.append(back)
+            live = live[1:] + [back]
+            settle(live, f"the group to settle with {step + 1} classic members back")
+        desc = admin.describe_consumer_groups([group])[group].result(timeout=15)
+        assert desc.type == ConsumerGroupType.CLASSIC, desc
+        assert len(desc.members) == 3, desc
         stop.set()
         producer.join(timeout=60)
         assert acked, "the producer's records were acknowledged"

@@ -448,3 +448,129 @@ fn group_configs_are_described_altered_and_told_on_the_next_heartbeat() {
     );
     assert_code!(code, INVALID_CONFIG, "AlterConfigs v{av}: out of bounds");
 }
+
+/// The partitions of a `ConsumerProtocolAssignment` (version prefix, then the body).
+fn assigned_partitions(raw: &[u8]) -> Vec<i32> {
+    use kafka_protocol::protocol::Decodable;
+    let mut buf = bytes::Bytes::copy_from_slice(raw);
+    let version = bytes::Buf::get_i16(&mut buf);
+    let a = kafka_protocol::messages::ConsumerProtocolAssignment::decode(&mut buf, version.min(3))
+        .expect("a consumer protocol assignment");
+    let mut ps: Vec<i32> = a
+        .assigned_partitions
+        .iter()
+        .flat_map(|tp| tp.partitions.clone())
+        .collect();
+    ps.sort();
+    ps
+}
+
+/// Online migration on the wire (Kafka's `group.consumer.migration.policy`): a
+/// ConsumerGroupHeartbeat joining a live classic group converts it; the classic
+/// member's Heartbeat is then REBALANCE_IN_PROGRESS, its JoinGroup is answered at once
+/// with its member epoch as generation, protocol type `consumer` and no leader (the
+/// broker assigns), its SyncGroup carries the broker's assignment in the consumer
+/// protocol, and its LeaveGroup frees its partitions for the consumer member. With the
+/// policy `disabled` the heartbeat is GROUP_ID_NOT_FOUND, as Kafka answers.
+#[test]
+fn a_live_classic_group_migrates_when_a_consumer_member_joins() {
+    for policy in ["disabled", "bidirectional"] {
+        let ctx = group_ctx(&[
+            "--group-consumer-migration-policy",
+            policy,
+            "--group-consumer-heartbeat-interval-ms",
+            "250",
+        ]);
+        let t = ctx.topic("mig", 2, &[]);
+        let group = unique_group("mig");
+        let mut c = ctx.client();
+        wait_coordinator(&ctx, &mut c, &group);
+        let spec = JoinSpec::consumer(&group, &[&t.name]);
+        let mut old = stable_member(&ctx, &spec, assignment(&[(&t.name, &[0, 1])]));
+        let mut new = Member {
+            group: group.clone(),
+            id: Uuid::new_v4().to_string(),
+            epoch: 0,
+            owned: Vec::new(),
+        };
+        let r = c.call(1, &join_request(&group, &new.id, &[&t.name]));
+        if policy == "disabled" {
+            assert_code!(r.error_code, GROUP_ID_NOT_FOUND, "no online upgrade");
+            assert_code!(
+                crate::groups::heartbeat(&ctx, &mut old),
+                NONE,
+                "the classic group goes on"
+            );
+            continue;
+        }
+        assert_code!(
+            r.error_code,
+            NONE,
+            "the consumer member joins the live group"
+        );
+        new.epoch = r.member_epoch;
+        assert_eq!(
+            partitions(&new),
+            0,
+            "both partitions are still the classic member's"
+        );
+        assert_code!(
+            self::heartbeat(&mut c, 1, &mut new).error_code,
+            NONE,
+            "the consumer member heartbeats"
+        );
+        assert_code!(
+            crate::groups::heartbeat(&ctx, &mut old),
+            REBALANCE_IN_PROGRESS,
+            "the classic member is told to rejoin"
+        );
+        // It rejoins (eagerly: owning nothing) and is answered at once.
+        let r = rejoin(&ctx, &mut old);
+        assert_code!(r.error_code, NONE, "the classic member's JoinGroup");
+        assert_eq!(opt_s(&r.protocol_type).as_deref(), Some("consumer"));
+        assert_eq!(opt_s(&r.protocol_name).as_deref(), Some("range"));
+        assert!(
+            r.leader.is_empty() && r.members.is_empty(),
+            "nobody leads: {r:?}"
+        );
+        assert_eq!(
+            r.generation_id, new.epoch,
+            "its generation is its member epoch"
+        );
+        let s = sync_member(&ctx, &mut old, &[]);
+        assert_code!(s.error_code, NONE, "the classic member's SyncGroup");
+        let kept = assigned_partitions(&s.assignment);
+        assert_eq!(kept.len(), 1, "one partition each: {kept:?}");
+        assert_code!(crate::groups::heartbeat(&ctx, &mut old), NONE, "settled");
+        let r = self::heartbeat(&mut c, 1, &mut new);
+        assert_code!(r.error_code, NONE, "the consumer member heartbeats again");
+        let theirs: Vec<i32> = new.owned.iter().flat_map(|(_, ps)| ps.clone()).collect();
+        assert_eq!(theirs.len(), 1, "the released partition: {theirs:?}");
+        assert_ne!(theirs, kept, "never the same partition");
+        // A wrong generation is ILLEGAL_GENERATION, as for a classic group.
+        let v = ctx.max_version(ApiKey::Heartbeat);
+        let stale = heartbeat_v(
+            &mut old.c,
+            v,
+            &group,
+            old.generation - 1,
+            &old.member_id,
+            None,
+        );
+        assert_code!(stale, ILLEGAL_GENERATION, "a stale generation");
+        // The classic member leaves; the consumer member gets everything.
+        let v = ctx.max_version(ApiKey::LeaveGroup);
+        let r = leave(&mut old.c, v, &group, &[(&old.member_id, None)]);
+        assert_code!(r.error_code, NONE, "LeaveGroup");
+        let mut all = 0;
+        for _ in 0..20 {
+            self::heartbeat(&mut c, 1, &mut new);
+            all = partitions(&new);
+            if all == 2 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        assert_eq!(all, 2, "the consumer member holds both partitions");
+    }
+}

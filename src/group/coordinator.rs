@@ -868,8 +868,11 @@ impl GroupCoordinator {
         let answer = consumer.heartbeat(request, topics, monotonic_ms());
         let after = consumer.image();
         migration::count_rebalance(group_id, &before, &after);
-        entry.note_emptiness();
         changes.extend(consumer_changes(group_id, &before, &after));
+        if let Some(more) = self.downgrade(group_id, entry) {
+            changes.extend(more);
+        }
+        entry.note_emptiness();
         Ok((answer, changes))
     }
 
@@ -890,7 +893,10 @@ impl GroupCoordinator {
                         return None;
                     }
                     tracing::info!(group = %group_id, members = ?gone, "consumer group members removed: session or revocation timed out");
-                    let changes = consumer_changes(group_id, &before, &consumer.image());
+                    let mut changes = consumer_changes(group_id, &before, &consumer.image());
+                    if let Some(more) = self.downgrade(group_id, entry) {
+                        changes.extend(more);
+                    }
                     entry.note_emptiness();
                     Some((group_id.clone(), changes))
                 })

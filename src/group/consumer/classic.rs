@@ -20,6 +20,11 @@
 //!
 //! A member told to rejoin must do so within its rebalance timeout, and one that
 //! joined must sync within it, or it is removed ([`ConsumerGroup::expire`]).
+//!
+//! When the last member speaking the consumer protocol is gone and classic members
+//! remain, the group becomes classic again ([`ConsumerGroup::classic_record`], Kafka's
+//! `ClassicGroup.fromConsumerGroup`): each member keeps its assignment, encoded for the
+//! classic protocol, and a rebalance starts.
 
 use bytes::Bytes;
 use uuid::Uuid;
@@ -27,6 +32,7 @@ use uuid::Uuid;
 use super::embedded::{self, NamedPartitions};
 use super::records::ClassicMemberMetadata;
 use super::{new_member, Assignment, ConsumerGroup, ConsumerGroupConfig, MemberState, TopicsImage};
+use crate::group::offsets::{GroupRecord, MemberRecord};
 use crate::group::state::{Group, GroupError, JoinRequest};
 
 /// The protocol type every member of a consumer group speaks.
@@ -402,6 +408,61 @@ impl ConsumerGroup {
         }
         self.remove(&member_id);
         Ok(member_id)
+    }
+
+    /// Whether only classic members are left (and some are): the group can become
+    /// classic again (Kafka's `validateOnlineDowngradeWithFencedMember`).
+    pub fn only_classic_members(&self) -> bool {
+        !self.members.is_empty() && self.members.values().all(|m| m.classic.is_some())
+    }
+
+    /// The classic group this one becomes (online downgrade), as the record a classic
+    /// group is restored from: at the group epoch, with the first protocol every member
+    /// supports, each member keeping its assignment. `None` if the members share no
+    /// protocol.
+    pub fn classic_record(&self, now_ms: i64) -> Option<GroupRecord> {
+        let classic: Vec<(&super::ConsumerMember, &ClassicMemberMetadata)> = self
+            .members
+            .values()
+            .filter_map(|m| Some((m, m.classic.as_ref()?)))
+            .collect();
+        let (_, first) = classic.first()?;
+        let protocol = first.protocols.iter().map(|(n, _)| n).find(|name| {
+            classic
+                .iter()
+                .all(|(_, c)| c.protocols.iter().any(|(n, _)| n == *name))
+        })?;
+        let members = classic
+            .iter()
+            .map(|(m, c)| {
+                let subscription = c
+                    .protocols
+                    .iter()
+                    .find(|(n, _)| n == protocol)
+                    .map(|(_, metadata)| metadata.clone())
+                    .unwrap_or_default();
+                let version = embedded::version_of(&subscription).unwrap_or(0);
+                let assigned = self.by_name(&m.assigned);
+                MemberRecord {
+                    member_id: m.member_id.clone(),
+                    group_instance_id: m.instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    rebalance_timeout_ms: m.rebalance_timeout_ms,
+                    session_timeout_ms: c.session_timeout_ms,
+                    subscription,
+                    assignment: Bytes::from(embedded::encode_assignment(&assigned, version)),
+                }
+            })
+            .collect::<Vec<_>>();
+        Some(GroupRecord {
+            protocol_type: Some(CONSUMER_PROTOCOL_TYPE.to_string()),
+            generation_id: self.group_epoch,
+            protocol_name: Some(protocol.clone()),
+            leader: members.first().map(|m| m.member_id.clone()),
+            state_timestamp: now_ms,
+            members,
+        })
     }
 
     /// Whether `member_id` is a member speaking the classic protocol.

@@ -1030,3 +1030,65 @@ fn a_classic_member_that_does_not_rejoin_in_time_is_removed() {
     }
     assert_eq!(group.expire(5_200), vec![a.id.clone()]);
 }
+
+/// Online downgrade: once the last consumer-protocol member has left, the classic
+/// members left become a classic group (Kafka's `ClassicGroup.fromConsumerGroup`),
+/// keeping their assignments, in a protocol all of them support.
+#[test]
+fn a_group_left_with_classic_members_only_becomes_classic_again() {
+    use crate::group::state::{Group, GroupLimits, GroupState};
+    let topics = image(&[("orders", 4)]);
+    let mut group = ConsumerGroup::new(config());
+    let mut clients = vec![
+        Client::new("b".into(), vec!["orders".into()]),
+        Client::classic(vec!["orders".into()], Protocol::ClassicCooperative),
+        Client::classic(vec!["orders".into()], Protocol::ClassicEager),
+    ];
+    let mut now = 0;
+    settle(&mut clients, &mut group, &topics, &mut now);
+    assert!(!group.only_classic_members());
+    let mut leave = clients[0].request(false);
+    leave.member_epoch = LEAVE_EPOCH;
+    group.heartbeat(leave, &topics, now).expect("b leaves");
+    clients[0].active = false;
+    assert!(group.only_classic_members());
+    let record = group
+        .classic_record(7)
+        .expect("the classic members share a protocol");
+    // The cooperative member lists cooperative-sticky first, the eager one range; both
+    // list both: the first member's first shared one is chosen.
+    assert_eq!(record.generation_id, group.group_epoch());
+    assert_eq!(record.members.len(), 2);
+    let chosen = record.protocol_name.clone().unwrap_or_default();
+    assert!(
+        ["range", "cooperative-sticky"].contains(&chosen.as_str()),
+        "{chosen}"
+    );
+    for (client, member) in clients[1..].iter().map(|c| {
+        let m = record
+            .members
+            .iter()
+            .find(|m| m.member_id == c.id)
+            .expect("kept");
+        (c, m)
+    }) {
+        let kept = embedded::decode_assignment(&member.assignment).expect("assignment");
+        assert_eq!(
+            by_id(&kept, &topics),
+            client.owned,
+            "{} keeps what it owns",
+            client.id
+        );
+        assert_eq!(member.session_timeout_ms, SESSION_MS as i32);
+    }
+    let limits = GroupLimits {
+        min_session_timeout_ms: 1_000,
+        max_session_timeout_ms: 60_000,
+        initial_rebalance_delay_ms: 0,
+        max_size: 10,
+    };
+    let mut classic = Group::restore("g", limits, &record, now);
+    assert_eq!(classic.state(), GroupState::Stable);
+    classic.rebalance(now);
+    assert_eq!(classic.state(), GroupState::PreparingRebalance);
+}

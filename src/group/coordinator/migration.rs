@@ -2,16 +2,19 @@
 //! (the decisions are `group::consumer::classic`'s): a ConsumerGroupHeartbeat that
 //! joins a live classic group converts it ([`GroupCoordinator::upgrade`]), and the
 //! classic requests of members not yet restarted (JoinGroup, SyncGroup, Heartbeat,
-//! LeaveGroup) are served by the consumer group. Every change is written before it is
-//! answered, as a heartbeat's is.
+//! LeaveGroup) are served by the consumer group; when the last consumer-protocol
+//! member is gone, the group becomes classic again ([`GroupCoordinator::downgrade`]).
+//! Every change is written before it is answered, as a heartbeat's is.
 
 use super::super::consumer::classic::{ClassicJoinAnswer, CONSUMER_PROTOCOL_TYPE};
+use super::super::consumer::records::Image;
 use super::super::consumer::{ConsumerGroup, ConsumerGroupConfig, PartitionRacks, TopicsImage};
 use super::super::state::{Group, GroupError, JoinRequest, JoinResult, SyncResult};
 use super::{
-    consumer_changes, rebalancing, sync_error, Change, GroupCoordinator, GroupEntry, Waiter,
+    consumer_changes, deliver, rebalancing, sync_error, Change, GroupCoordinator, GroupEntry,
+    Waiter,
 };
-use crate::model::monotonic_ms;
+use crate::model::{monotonic_ms, now_ms};
 
 impl GroupCoordinator {
     /// Whether `group_id` is a consumer group with members: its classic requests are
@@ -71,6 +74,41 @@ impl GroupCoordinator {
             group: group_id.to_string(),
             value: None,
         })
+    }
+
+    /// Turns the consumer group of `entry` back into a classic group when only classic
+    /// members are left and the policy allows (Kafka's `convertToClassicGroup`): they
+    /// keep their assignments and a rebalance starts, which they learn of from their
+    /// next heartbeat. Returns the records that drop the consumer group and store the
+    /// classic one.
+    pub(super) fn downgrade(&self, group_id: &str, entry: &mut GroupEntry) -> Option<Vec<Change>> {
+        let consumer = entry.consumer.as_ref()?;
+        let limits = self.config.limits;
+        let allowed = self.config.migration.downgrades()
+            && consumer.only_classic_members()
+            && consumer.members().count() <= limits.max_size;
+        if !allowed {
+            return None;
+        }
+        let record = consumer.classic_record(now_ms())?;
+        let mut changes = consumer_changes(group_id, &consumer.image(), &Image::default());
+        let mut group = Group::restore(group_id, limits, &record, monotonic_ms());
+        entry.persisted = Some(group.fingerprint());
+        let deliveries = group.rebalance(monotonic_ms());
+        tracing::info!(
+            group = group_id,
+            generation = record.generation_id,
+            members = record.members.len(),
+            "consumer group downgraded to a classic group"
+        );
+        entry.group = group;
+        entry.consumer = None;
+        deliver(entry, deliveries);
+        changes.push(Change::Group {
+            group: group_id.to_string(),
+            value: Some(record),
+        });
+        Some(changes)
     }
 
     /// JoinGroup from a classic member of a live consumer group.

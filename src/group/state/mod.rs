@@ -309,6 +309,12 @@ impl Group {
         group
     }
 
+    /// A classic group taken over from a consumer group (online downgrade) starts a
+    /// rebalance, so its members rejoin and its leader assigns again.
+    pub fn rebalance(&mut self, now_ms: u64) -> Vec<Delivery> {
+        self.prepare_rebalance(now_ms, false)
+    }
+
     /// The record that [`Group::restore`] reads back.
     pub fn record(&self, now_ms: i64) -> GroupRecord {
         let protocol = self.protocol_name.clone().unwrap_or_default();
