@@ -286,6 +286,13 @@ def test_classic_to_consumer_migration_of_a_live_group(broker, topic, tmp_path, 
             desc = admin.describe_consumer_groups([group])[group].result(timeout=15)
             assert desc.type == ConsumerGroupType.CONSUMER, (step, desc)
             assert len(desc.members) == 3, (step, desc)
+            if step == 0:
+                # `tern group describe` tells the members not yet migrated (KIP-1099).
+                shown = json.loads(subprocess.run(
+                    [str(tern_bin()), "group", "describe", group, "--json", "-b", broker.address],
+                    capture_output=True, text=True, check=True, timeout=30).stdout)
+                kinds = sorted(m["member_protocol"] for m in shown["members"])
+                assert kinds == ["classic", "classic", "consumer"], shown
         # The way back (policy bidirectional): the members restart with the classic
         # protocol again; classic members are served by the consumer group until the
         # last consumer-protocol member leaves, then the group is classic again.

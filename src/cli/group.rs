@@ -7,7 +7,6 @@
 use std::collections::BTreeMap;
 
 use anyhow::Context;
-use bytes::Buf;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup;
 use kafka_protocol::messages::{
@@ -181,6 +180,8 @@ struct DescribedMember {
     client_host: String,
     instance_id: Option<String>,
     member_epoch: Option<i32>,
+    /// In a consumer group: `consumer`, or `classic` for a member not yet migrated.
+    protocol: Option<&'static str>,
     assignment: Vec<(String, i32)>,
 }
 
@@ -190,7 +191,7 @@ async fn describe_consumer(
     group_id: &GroupId,
 ) -> anyhow::Result<Option<Described>> {
     let request = ConsumerGroupDescribeRequest::default().with_group_ids(vec![group_id.clone()]);
-    let (_, response) = coordinator.send(request, 0).await?;
+    let (_, response) = coordinator.send(request, 1).await?;
     let d = response
         .groups
         .first()
@@ -212,6 +213,11 @@ async fn describe_consumer(
             client_host: m.client_host.to_string(),
             instance_id: m.instance_id.as_ref().map(|s| s.to_string()),
             member_epoch: Some(m.member_epoch),
+            // KIP-1099's member type: 0 classic, 1 consumer.
+            protocol: Some(match m.member_type {
+                0 => "classic",
+                _ => "consumer",
+            }),
             assignment: m
                 .assignment
                 .topic_partitions
@@ -261,6 +267,7 @@ async fn describe_share(
             client_host: m.client_host.to_string(),
             instance_id: None,
             member_epoch: Some(m.member_epoch),
+            protocol: None,
             assignment: m
                 .assignment
                 .topic_partitions
@@ -496,40 +503,23 @@ async fn describe_classic(
                 client_host: m.client_host.to_string(),
                 instance_id: m.group_instance_id.as_ref().map(|s| s.to_string()),
                 member_epoch: None,
+                protocol: None,
                 assignment: assigned_partitions(&m.member_assignment),
             })
             .collect(),
     })
 }
 
-/// Topic partitions in a consumer-protocol assignment (version, then topics with
-/// partition arrays); malformed input yields what was read so far.
-fn assigned_partitions(mut assignment: &[u8]) -> Vec<(String, i32)> {
-    let mut out = Vec::new();
-    if assignment.remaining() < 6 {
-        return out;
-    }
-    assignment.advance(2);
-    let topics = assignment.get_i32();
-    for _ in 0..topics.max(0) {
-        if assignment.remaining() < 2 {
-            break;
-        }
-        let len = assignment.get_i16().max(0) as usize;
-        if assignment.remaining() < len + 4 {
-            break;
-        }
-        let name = String::from_utf8_lossy(&assignment[..len]).into_owned();
-        assignment.advance(len);
-        let count = assignment.get_i32();
-        for _ in 0..count.max(0) {
-            if assignment.remaining() < 4 {
-                return out;
-            }
-            out.push((name.clone(), assignment.get_i32()));
-        }
-    }
-    out
+/// Topic partitions in a consumer-protocol assignment; nothing if it is malformed.
+fn assigned_partitions(assignment: &[u8]) -> Vec<(String, i32)> {
+    crate::group::consumer::embedded::decode_assignment(assignment)
+        .map(|named| {
+            named
+                .into_iter()
+                .flat_map(|(topic, ps)| ps.into_iter().map(move |p| (topic.clone(), p)))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// A group's committed offsets (OffsetFetch), by topic and partition.
@@ -635,6 +625,7 @@ async fn describe(client: &mut Client, group: &str, as_json: bool) -> anyhow::Re
                     "client_host": m.client_host,
                     "group_instance_id": m.instance_id,
                     "member_epoch": m.member_epoch,
+                    "member_protocol": m.protocol,
                     "assignment": m.assignment
                         .iter()
                         .map(|(t, p)| json!({"topic": t, "partition": p}))
@@ -712,16 +703,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_consumer_assignments_and_stops_at_garbage() {
+    fn reads_consumer_assignments_and_refuses_garbage() {
+        // v0, one topic "t" with partitions 3 and 5, no user data.
         let mut a = vec![
-            0, 0, 0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 5,
+            0, 0, 0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 5, 0xff, 0xff, 0xff,
+            0xff,
         ];
         assert_eq!(
             assigned_partitions(&a),
             vec![("t".to_string(), 3), ("t".to_string(), 5)]
         );
-        a.truncate(19); // partition 3 whole, partition 5 cut short
-        assert_eq!(assigned_partitions(&a), vec![("t".to_string(), 3)]);
+        a.truncate(19); // partition 5 cut short
+        assert!(assigned_partitions(&a).is_empty());
         assert!(assigned_partitions(&[0, 0, 0x7f, 0xff, 0xff, 0xff]).is_empty());
     }
 }

@@ -17,6 +17,8 @@ use crate::security::acl::{AclOperation, ResourceType};
 
 /// `MemberType` (v1): the member speaks the consumer protocol.
 const CONSUMER_MEMBER: i8 = 1;
+/// A member still speaking the classic protocol (online migration; KIP-1099).
+const CLASSIC_MEMBER: i8 = 0;
 
 pub async fn handle(
     ctx: &RequestContext,
@@ -92,7 +94,10 @@ fn members(ctx: &RequestContext, group: &ConsumerGroup) -> Vec<Member> {
                     group.target_of(&m.member_id).unwrap_or(&empty),
                 ));
             match ctx.api_version >= 1 {
-                true => member.with_member_type(CONSUMER_MEMBER),
+                true => member.with_member_type(match m.classic {
+                    Some(_) => CLASSIC_MEMBER,
+                    None => CONSUMER_MEMBER,
+                }),
                 false => member,
             }
         })

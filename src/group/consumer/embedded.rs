@@ -212,6 +212,37 @@ mod tests {
         Ok(())
     }
 
+    /// Hostile bytes (a JoinGroup's metadata is the client's) are refused or read,
+    /// never a panic or an allocation beyond their length; every cut of a valid
+    /// encoding is refused.
+    #[test]
+    fn hostile_bytes_never_panic() {
+        let mut rng = crate::replication::sim::Rng::new(848);
+        for _ in 0..20_000 {
+            let len = rng.below(64) as usize;
+            let raw: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+            let _ = decode_subscription(&raw);
+            let _ = decode_assignment(&raw);
+        }
+        let owned: NamedPartitions = [("orders".to_string(), BTreeSet::from([1, 2]))].into();
+        let valid = encode_subscription(&["orders"], &owned);
+        for cut in 0..valid.len() {
+            assert_eq!(
+                decode_subscription(&valid[..cut]),
+                Err(Malformed),
+                "cut at {cut}"
+            );
+        }
+        let valid = encode_assignment(&owned, 0);
+        for cut in 0..valid.len() {
+            assert_eq!(
+                decode_assignment(&valid[..cut]),
+                Err(Malformed),
+                "cut at {cut}"
+            );
+        }
+    }
+
     #[test]
     fn a_version_0_subscription_owns_nothing_and_garbage_is_refused() -> Result<(), Malformed> {
         // version 0, one topic "t", null user data.
