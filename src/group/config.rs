@@ -233,10 +233,6 @@ impl GroupConfigs {
         self
     }
 
-    pub fn defaults(&self) -> GroupSettings {
-        self.defaults
-    }
-
     /// The overrides stored for `group`.
     pub fn overrides(&self, group: &str) -> BTreeMap<String, String> {
         self.source
