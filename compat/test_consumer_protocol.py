@@ -16,7 +16,8 @@ in its own process, printing its assignment changes and records as JSON lines.
 - online migration: a live classic group whose members restart one by one with
   `group.protocol=consumer` becomes a consumer group without a partition held twice or a
   record lost, and resumes from the offsets its classic members committed; restarted
-  back, it becomes a classic group again.
+  back, it becomes a classic group again; a coordinator kill -9 in the middle of a
+  migration keeps the classic members, ids and partitions.
 
 The broker heartbeats members every 300 ms (`--group-consumer-heartbeat-interval-ms`) and
 drops a silent one after 6 s.
@@ -381,6 +382,84 @@ def test_a_coordinator_kill9_resumes_the_group_with_its_epochs(tmp_path, topic):
 
         after = wait_until(described, LEASE_TTL_S + 20, interval=0.5, what="the group described by the new coordinator")
         assert sorted(m.member_id for m in after.members) == ids_before, (before, after)
+        moved = [e for m in members for e in m.snapshot() if e["ev"] in ("revoke", "lost") and e["_t"] > t_kill]
+        assert not moved, f"partitions moved across the coordinator failover: {moved}"
+    finally:
+        for m in members:
+            m.finish()
+        c.stop()
+
+
+@pytest.mark.timeout(240)
+def test_a_coordinator_kill9_mid_migration_keeps_the_classic_members(tmp_path, topic):
+    """3 brokers on etcd; a live classic group of two cooperative members is half
+    migrated (a third member joins with `group.protocol=consumer`). The coordinator is
+    killed -9: its successor replays the consumer group's records, the classic members'
+    protocols and session timeouts with them (Kafka's ClassicMemberMetadata), so both
+    kinds of member carry on with the same ids and partitions (no rebalance) and consume
+    what is produced after the kill."""
+    from test_cluster import LEASE_TTL_S, Cluster, offsets_partition_of
+    from test_replication import all_in_sync
+
+    c = Cluster(tmp_path, extra_args=["--replica-lag-time-max-ms", "2000", *CONSUMER_ARGS])
+    members = []
+    try:
+        c.start()
+        c.create_topic(topic, 6, 3)
+        wait_until(lambda: all_in_sync(c, topic, 3) and all_in_sync(c, "__consumer_offsets", 3), 30,
+                   what="topic and offsets topic in sync")
+        group = f"mig-failover-{uuid.uuid4().hex[:6]}"
+        classic = {"broker": c.bootstrap(), "topic": topic, "group": group,
+                   "assignor": "cooperative-sticky", "deadline_s": 200}
+        for name in ("a", "b"):
+            members.append(spawn("confluent-kafka", "member", classic, tmp_path, name))
+        wait_until(lambda: [len(s) for s in shares(members)] == [3, 3] and
+                   set.union(*shares(members)) == set(range(6)), timeout=40,
+                   what="two classic members with three partitions each")
+        members.append(spawn("confluent-kafka", "member", {**classic, "group_protocol": "consumer"},
+                             tmp_path, "c"))
+        try:
+            wait_until(lambda: [len(s) for s in shares(members)] == [2, 2, 2] and
+                       set.union(*shares(members)) == set(range(6)), timeout=60,
+                       what="two classic members and a consumer member with two partitions each")
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{describe(members)}") from None
+        admin = AdminClient({"bootstrap.servers": c.bootstrap()})
+        before = admin.describe_consumer_groups([group])[group].result(timeout=15)
+        assert before.type == ConsumerGroupType.CONSUMER, before
+        ids_before = sorted(m.member_id for m in before.members)
+        coordinator = c.leaders("__consumer_offsets")[offsets_partition_of(group)]
+        t_kill = time.monotonic()
+        c.brokers[coordinator].kill9()
+        survivor = next(b for n, b in c.brokers.items() if n != coordinator)
+        values = {p: [f"after-p{p}-{i}" for i in range(5)] for p in range(6)}
+
+        def produced():
+            try:
+                produce_to_partitions(survivor.address, topic, values)
+                return True
+            except AssertionError:
+                return False
+
+        wait_until(produced, LEASE_TTL_S + 20, interval=1, what="a produce after the kill")
+        want = {(p, v) for p, vs in values.items() for v in vs}
+        try:
+            wait_until(lambda: want <= set(consumed(members)), timeout=60, what="the records after the kill")
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{describe(members)}") from None
+
+        def shown():
+            try:
+                return json.loads(subprocess.run(
+                    [str(tern_bin()), "group", "describe", group, "--json", "-b", survivor.address],
+                    capture_output=True, text=True, check=True, timeout=30).stdout)
+            except subprocess.CalledProcessError:
+                return None  # the coordinator moving: ask again
+
+        after = wait_until(shown, LEASE_TTL_S + 20, interval=0.5, what="the group described by the new coordinator")
+        assert sorted(m["member_id"] for m in after["members"]) == ids_before, (before, after)
+        kinds = sorted(m["member_protocol"] for m in after["members"])
+        assert kinds == ["classic", "classic", "consumer"], after
         moved = [e for m in members for e in m.snapshot() if e["ev"] in ("revoke", "lost") and e["_t"] > t_kill]
         assert not moved, f"partitions moved across the coordinator failover: {moved}"
     finally:
