@@ -493,6 +493,19 @@ fn a_live_classic_group_migrates_when_a_consumer_member_joins() {
             epoch: 0,
             owned: Vec::new(),
         };
+        // A heartbeat refused for its own content converts nothing.
+        let refused = join_request(&group, &new.id, &[&t.name]).with_server_assignor(Some(sb("x")));
+        let r = c.call(1, &refused);
+        assert_code!(
+            r.error_code,
+            UNSUPPORTED_ASSIGNOR,
+            "{policy}: an unknown assignor"
+        );
+        assert_code!(
+            crate::groups::heartbeat(&ctx, &mut old),
+            NONE,
+            "{policy}: still a classic group"
+        );
         let r = c.call(1, &join_request(&group, &new.id, &[&t.name]));
         if policy == "disabled" {
             assert_code!(r.error_code, GROUP_ID_NOT_FOUND, "no online upgrade");

@@ -854,6 +854,7 @@ impl GroupCoordinator {
                 entry.consumer = Some(ConsumerGroup::new(config));
             } else {
                 // Online upgrade: every record of the new group is written.
+                super::consumer::check_heartbeat(&request)?;
                 changes.push(self.upgrade(group_id, entry, topics, config)?);
                 before = Some(super::consumer::records::Image::default());
             }

@@ -863,6 +863,23 @@ fn update_member(member: &mut ConsumerMember, request: &Heartbeat) {
     member.classic_deadline_ms = None;
 }
 
+/// The checks a heartbeat must pass before it may change anything (its assignor and
+/// regular expression): an online upgrade runs them before converting the classic group,
+/// so a refused heartbeat leaves it classic.
+pub fn check_heartbeat(request: &Heartbeat) -> Result<(), GroupError> {
+    if let Some(name) = &request.server_assignor {
+        if !assignor::ASSIGNORS.contains(&name.as_str()) {
+            return Err(GroupError::UnsupportedAssignor);
+        }
+    }
+    if let Some(pattern) = &request.subscribed_topic_regex {
+        if Regex::new(&format!("^(?:{pattern})$")).is_err() {
+            return Err(GroupError::InvalidRegularExpression);
+        }
+    }
+    Ok(())
+}
+
 /// Kafka's `throwIfConsumerGroupMemberEpochIsInvalid`: an epoch ahead of the member's
 /// is fenced; one behind is fenced unless it is the previous epoch and the member owns
 /// no more than it was given (the answer that bumped it may have been lost).

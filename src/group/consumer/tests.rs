@@ -1092,3 +1092,29 @@ fn a_group_left_with_classic_members_only_becomes_classic_again() {
     classic.rebalance(now);
     assert_eq!(classic.state(), GroupState::PreparingRebalance);
 }
+
+#[test]
+fn a_heartbeat_is_checked_before_it_may_convert_a_group() {
+    let ok = Heartbeat {
+        server_assignor: Some("range".into()),
+        subscribed_topic_regex: Some("orders-.*".into()),
+        ..Heartbeat::default()
+    };
+    assert_eq!(check_heartbeat(&ok), Ok(()));
+    let bad_assignor = Heartbeat {
+        server_assignor: Some("sticky".into()),
+        ..Heartbeat::default()
+    };
+    assert_eq!(
+        check_heartbeat(&bad_assignor),
+        Err(GroupError::UnsupportedAssignor)
+    );
+    let bad_regex = Heartbeat {
+        subscribed_topic_regex: Some("(".into()),
+        ..Heartbeat::default()
+    };
+    assert_eq!(
+        check_heartbeat(&bad_regex),
+        Err(GroupError::InvalidRegularExpression)
+    );
+}
