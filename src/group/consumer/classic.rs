@@ -308,7 +308,7 @@ impl ConsumerGroup {
         protocol: (Option<&str>, Option<&str>),
         now_ms: u64,
     ) -> Result<ClassicSyncAnswer, GroupError> {
-        let member_id = self.classic_member(member_id, instance_id)?;
+        let member_id = self.classic_member(Some(member_id), instance_id)?;
         let group_epoch = self.group_epoch;
         let member = self
             .members
@@ -354,7 +354,7 @@ impl ConsumerGroup {
         generation_id: i32,
         now_ms: u64,
     ) -> Result<(), GroupError> {
-        let member_id = self.classic_member(member_id, instance_id)?;
+        let member_id = self.classic_member(Some(member_id), instance_id)?;
         let waiting = self.waits_on_owned_partitions(&member_id);
         let group_epoch = self.group_epoch;
         let member = self
@@ -385,27 +385,9 @@ impl ConsumerGroup {
         member_id: &str,
         instance_id: Option<&str>,
     ) -> Result<String, GroupError> {
-        let member_id = match instance_id {
-            Some(instance) => {
-                let current = self
-                    .static_members
-                    .get(instance)
-                    .cloned()
-                    .ok_or(GroupError::UnknownMemberId)?;
-                if !member_id.is_empty() && member_id != current {
-                    return Err(GroupError::FencedInstanceId);
-                }
-                current
-            }
-            None => member_id.to_string(),
-        };
-        let member = self
-            .members
-            .get(&member_id)
-            .ok_or(GroupError::UnknownMemberId)?;
-        if member.classic.is_none() {
-            return Err(GroupError::UnknownMemberId);
-        }
+        // By instance id alone (an empty member id) is an administrative removal.
+        let named = (!member_id.is_empty() || instance_id.is_none()).then_some(member_id);
+        let member_id = self.classic_member(named, instance_id)?;
         self.remove(&member_id);
         Ok(member_id)
     }
@@ -476,25 +458,34 @@ impl ConsumerGroup {
     /// `throwIfMemberDoesNotUseClassicProtocol`).
     fn classic_member(
         &self,
-        member_id: &str,
+        member_id: Option<&str>,
         instance_id: Option<&str>,
     ) -> Result<String, GroupError> {
-        let found = match instance_id {
-            Some(instance) => {
-                let current = self
-                    .static_members
-                    .get(instance)
-                    .ok_or(GroupError::UnknownMemberId)?;
-                if current != member_id {
-                    return Err(GroupError::FencedInstanceId);
-                }
-                current.clone()
-            }
-            None => member_id.to_string(),
-        };
+        let found = self.named_member(member_id, instance_id)?;
         match self.members.get(&found) {
             Some(m) if m.classic.is_some() => Ok(found),
             _ => Err(GroupError::UnknownMemberId),
+        }
+    }
+
+    /// The id of the member a classic request names: `member_id`, or the member
+    /// holding `instance_id`, which must then be `member_id` if one is given
+    /// (FENCED_INSTANCE_ID otherwise).
+    fn named_member(
+        &self,
+        member_id: Option<&str>,
+        instance_id: Option<&str>,
+    ) -> Result<String, GroupError> {
+        let Some(instance) = instance_id else {
+            return Ok(member_id.unwrap_or_default().to_string());
+        };
+        let current = self
+            .static_members
+            .get(instance)
+            .ok_or(GroupError::UnknownMemberId)?;
+        match member_id {
+            Some(id) if id != current => Err(GroupError::FencedInstanceId),
+            _ => Ok(current.clone()),
         }
     }
 

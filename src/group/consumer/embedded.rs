@@ -82,14 +82,7 @@ pub fn decode_assignment(raw: &[u8]) -> Result<NamedPartitions, Malformed> {
 pub fn encode_assignment(partitions: &NamedPartitions, version: i16) -> Vec<u8> {
     let mut w = BytesMut::new();
     w.put_i16(version.clamp(0, 3));
-    w.put_i32(partitions.len() as i32);
-    for (topic, ps) in partitions {
-        put_string(&mut w, topic);
-        w.put_i32(ps.len() as i32);
-        for p in ps {
-            w.put_i32(*p);
-        }
-    }
+    put_partitions(&mut w, partitions);
     w.put_i32(-1);
     w.to_vec()
 }
@@ -103,15 +96,19 @@ pub fn encode_subscription(topics: &[&str], owned: &NamedPartitions) -> Vec<u8> 
         put_string(&mut w, topic);
     }
     w.put_i32(-1);
-    w.put_i32(owned.len() as i32);
-    for (topic, ps) in owned {
-        put_string(&mut w, topic);
+    put_partitions(&mut w, owned);
+    w.to_vec()
+}
+
+fn put_partitions(w: &mut BytesMut, partitions: &NamedPartitions) {
+    w.put_i32(partitions.len() as i32);
+    for (topic, ps) in partitions {
+        put_string(w, topic);
         w.put_i32(ps.len() as i32);
         for p in ps {
             w.put_i32(*p);
         }
     }
-    w.to_vec()
 }
 
 fn put_string(w: &mut BytesMut, s: &str) {

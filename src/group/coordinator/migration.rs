@@ -133,21 +133,21 @@ impl GroupCoordinator {
         let _turn = self.persist_lock.lock().await;
         let (answer, records) = {
             let mut groups = self.groups.lock();
-            let Some(entry) = groups.get_mut(group_id) else {
-                return rebalancing(&asked_id);
-            };
-            let Some(consumer) = entry.consumer.as_mut().filter(|c| !c.is_empty()) else {
+            let live = groups
+                .get_mut(group_id)
+                .filter(|entry| entry.consumer.as_ref().is_some_and(|c| !c.is_empty()));
+            let joined = live.and_then(|entry| {
+                changing(group_id, entry, |consumer| {
+                    consumer.set_config(config);
+                    consumer.set_partition_racks(racks);
+                    consumer.classic_join(request, topics, monotonic_ms())
+                })
+            });
+            match joined {
+                Some(joined) => joined,
                 // It changed kind meanwhile: join again.
-                return rebalancing(&asked_id);
-            };
-            consumer.set_config(config);
-            consumer.set_partition_racks(racks);
-            let before = consumer.image();
-            let answer = consumer.classic_join(request, topics, monotonic_ms());
-            let after = consumer.image();
-            count_rebalance(group_id, &before, &after);
-            entry.note_emptiness();
-            (answer, consumer_changes(group_id, &before, &after))
+                None => return rebalancing(&asked_id),
+            }
         };
         if let Err(error) = self.write(group_id, &records).await {
             tracing::warn!(group = group_id, %error, "could not store consumer group state");
@@ -213,31 +213,27 @@ impl GroupCoordinator {
         let _turn = self.persist_lock.lock().await;
         let (results, records) = {
             let mut groups = self.groups.lock();
-            let Some(entry) = groups.get_mut(group_id) else {
-                return members
-                    .iter()
-                    .map(|_| Err(GroupError::UnknownMemberId))
-                    .collect();
-            };
-            let Some(consumer) = entry.consumer.as_mut() else {
-                return members
-                    .iter()
-                    .map(|_| Err(GroupError::UnknownMemberId))
-                    .collect();
-            };
-            let before = consumer.image();
-            let results: Vec<Result<(), GroupError>> = members
-                .iter()
-                .map(|(member_id, instance_id)| {
-                    consumer
-                        .classic_leave(member_id, instance_id.as_deref())
-                        .map(|_| ())
+            let left = groups.get_mut(group_id).and_then(|entry| {
+                changing(group_id, entry, |consumer| {
+                    members
+                        .iter()
+                        .map(|(member_id, instance_id)| {
+                            consumer
+                                .classic_leave(member_id, instance_id.as_deref())
+                                .map(|_| ())
+                        })
+                        .collect::<Vec<_>>()
                 })
-                .collect();
-            let after = consumer.image();
-            count_rebalance(group_id, &before, &after);
-            entry.note_emptiness();
-            (results, consumer_changes(group_id, &before, &after))
+            });
+            match left {
+                Some(left) => left,
+                None => {
+                    return members
+                        .iter()
+                        .map(|_| Err(GroupError::UnknownMemberId))
+                        .collect()
+                }
+            }
         };
         if let Err(error) = self.write(group_id, &records).await {
             tracing::warn!(group = group_id, %error, "could not store consumer group state");
@@ -248,6 +244,22 @@ impl GroupCoordinator {
         }
         results
     }
+}
+
+/// Runs `step` on the consumer group of `entry` and returns its result with the
+/// records of what it changed, counting a new group epoch (`None`: not a consumer group).
+fn changing<T>(
+    group_id: &str,
+    entry: &mut GroupEntry,
+    step: impl FnOnce(&mut ConsumerGroup) -> T,
+) -> Option<(T, Vec<Change>)> {
+    let consumer = entry.consumer.as_mut()?;
+    let before = consumer.image();
+    let out = step(consumer);
+    let after = consumer.image();
+    count_rebalance(group_id, &before, &after);
+    entry.note_emptiness();
+    Some((out, consumer_changes(group_id, &before, &after)))
 }
 
 /// Counts a consumer group's rebalance (a new group epoch) in the metrics.
