@@ -1,4 +1,4 @@
-"""DescribeConfigs v1 and IncrementalAlterConfigs v0 as raw Kafka requests, one connection
+"""DescribeConfigs v1 and v3 and IncrementalAlterConfigs v0 as raw Kafka requests, one connection
 each, no client logic in between.
 
 librdkafka and kafka-python both refuse a BROKER resource whose name is not a broker id,
@@ -66,6 +66,9 @@ class Entry:
     read_only: bool
     source: int
     synonyms: list[tuple[str, str | None, int]] = field(default_factory=list)
+    sensitive: bool = False
+    config_type: int | None = None  # v3+
+    documentation: str | None = None  # v3+ with include_documentation
 
 
 @dataclass
@@ -75,12 +78,16 @@ class Described:
     configs: dict[str, Entry]
 
 
-def describe(address: str, resource_type: int, name: str, keys: list[str] | None = None) -> Described:
-    """DescribeConfigs v1 with include_synonyms for one resource."""
+def describe(address: str, resource_type: int, name: str, keys: list[str] | None = None,
+             documentation: bool = False) -> Described:
+    """DescribeConfigs with include_synonyms for one resource: v1, or v3 (config types
+    and, with `documentation`, each config's documentation)."""
     keys_part = struct.pack(">i", -1) if keys is None else (
         struct.pack(">i", len(keys)) + b"".join(_s16(k) for k in keys))
-    body = struct.pack(">i", 1) + struct.pack(">b", resource_type) + _s16(name) + keys_part + b"\x01"
-    r = _call(address, 32, 1, body)
+    version = 3 if documentation else 1
+    flags = b"\x01\x01" if documentation else b"\x01"
+    body = struct.pack(">i", 1) + struct.pack(">b", resource_type) + _s16(name) + keys_part + flags
+    r = _call(address, 32, version, body)
     r.take(">i")  # throttle
     assert r.take(">i") == 1, "one result"
     error_code, error_message = r.take(">h"), r.string()
@@ -90,9 +97,11 @@ def describe(address: str, resource_type: int, name: str, keys: list[str] | None
     for _ in range(r.take(">i")):
         e = Entry(name=r.string(), value=r.string(), read_only=bool(r.take(">b")),
                   source=r.take(">b"))
-        r.take(">b")  # is_sensitive
+        e.sensitive = bool(r.take(">b"))
         for _ in range(r.take(">i")):
             e.synonyms.append((r.string(), r.string(), r.take(">b")))
+        if version >= 3:
+            e.config_type, e.documentation = r.take(">b"), r.string()
         configs[e.name] = e
     return Described(error_code, error_message, configs)
 

@@ -13,7 +13,7 @@ message_status says "archived" and where; archive.enable and archive.on.failure 
 configs like any other.
 
 Records become archivable by the recipe in produce_archivable(): a topic with
-retention.ms = 1 h and segment.bytes = 1024, N records stamped two hours ago, then two
+retention.ms = 1 h and internal.segment.bytes = 1024, N records stamped two hours ago, then two
 fresh sentinels too big to share a segment, so exactly the N old records sit in sealed,
 expired segments. Archived, they leave the broker (ListOffsets earliest == N).
 
@@ -58,7 +58,7 @@ from tern_harness import Broker, BrokerError, free_port, port_accepts, tern_bin,
 
 HOUR_MS = 3_600_000
 # The recipe's topic: old records expire, and small segments seal often.
-ARCHIVED_TOPIC = {"retention.ms": str(HOUR_MS), "segment.bytes": "1024"}
+ARCHIVED_TOPIC = {"retention.ms": str(HOUR_MS), "internal.segment.bytes": "1024"}
 # A sentinel's batch (~970 bytes, uncompressed) fits in a segment (a bigger one is refused:
 # RECORD_LIST_TOO_LARGE, as in Kafka) but not beside anything else: each one seals the
 # segment before it.

@@ -63,7 +63,7 @@ pytestmark = pytest.mark.broker_args(
     "--metrics", METRICS,
 )
 
-SEGMENT_BYTES = 8192  # tern's minimum is 1024; a batch must fit in one segment
+SEGMENT_BYTES = 8192  # below segment.bytes's 1 MiB minimum: internal.segment.bytes (Kafka's testing knob); a batch must fit in one segment
 FIXED_TS = 1_700_000_000_000  # Nov 2023: far older than the default retention.ms (7 days)
 COMPACT_WAIT_S = 30.0
 # One ProduceRequest batch stays well below SEGMENT_BYTES, so batches never get refused
@@ -74,7 +74,7 @@ CK_SMALL_BATCHES = {"batch.size": 2048, "linger.ms": 5, "compression.type": "non
 def compact_config(**overrides: str) -> dict[str, str]:
     """Topic configs that let the cleaner work at once: small segments (so the keyed data
     lands in sealed segments) and a dirty ratio a single overwritten key exceeds."""
-    return {"cleanup.policy": "compact", "segment.bytes": str(SEGMENT_BYTES),
+    return {"cleanup.policy": "compact", "internal.segment.bytes": str(SEGMENT_BYTES),
             "min.cleanable.dirty.ratio": "0.01", **overrides}
 
 

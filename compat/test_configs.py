@@ -76,7 +76,8 @@ def test_describe_broker_lists_every_config_with_its_source_and_read_only_flag(b
     # Read-only settings, at their built-in value or as the operator set them.
     assert configs["num.partitions"].is_read_only
     assert value_and_source(configs, "num.partitions") == ("1", ConfigSource.DEFAULT_CONFIG)
-    assert configs["listeners"].is_read_only
+    # Per-broker dynamic in Kafka 4.1 (tern keeps it, and runs with its --listeners).
+    assert not configs["listeners"].is_read_only
     assert value_and_source(configs, "listeners") == (f"PLAINTEXT://{broker.address}",
                                                       ConfigSource.STATIC_BROKER_CONFIG)
     assert configs["broker.id"].value == "1"
@@ -89,8 +90,9 @@ def test_describe_broker_lists_every_config_with_its_source_and_read_only_flag(b
         assert name in configs and not configs[name].is_read_only, name
     assert value_and_source(configs, "log.retention.ms") == (STATIC_RETENTION, ConfigSource.STATIC_BROKER_CONFIG)
     assert value_and_source(configs, "log.segment.bytes") == ("1073741824", ConfigSource.DEFAULT_CONFIG)
-    # No log cleaner in tern: not described, since it would do nothing.
-    assert "log.cleaner.threads" not in configs
+    # Kafka's other dynamic configs are described too, even those tern only stores.
+    assert value_and_source(configs, "log.cleaner.threads") == ("1", ConfigSource.DEFAULT_CONFIG)
+    assert not configs["log.cleaner.threads"].is_read_only
     # Synonyms, in Kafka's order.
     described = raw.describe(broker.address, raw.BROKER, "1", ["log.retention.ms"])
     assert described.error_code == 0
@@ -162,22 +164,24 @@ def segment_files(broker, topic: str) -> int:
 def test_dynamic_segment_bytes_rolls_the_segments_of_an_existing_topic_without_restart(broker, topic):
     admin = admin_for(broker)
     create_topic(admin, topic)
-    small_batches = {"batch.size": 4096, "linger.ms": 0}
+    small_batches = {"batch.size": 16384, "linger.ms": 0}
     msgs = [{"value": b"x" * 1000} for _ in range(60)]
     assert all(e is None for _, e, _, _ in produce_all(broker.address, topic, msgs, small_batches))
     assert segment_files(broker, topic) == 1
-    assert incremental(admin, ResourceType.BROKER, "1", [("log.segment.bytes", AlterConfigOpType.SET, "16384")]) is None
+    # Kafka 4.1's smallest segment.bytes.
+    assert incremental(admin, ResourceType.BROKER, "1", [("log.segment.bytes", AlterConfigOpType.SET, "1048576")]) is None
     assert value_and_source(describe(admin, ResourceType.TOPIC, topic), "segment.bytes") == (
-        "16384", ConfigSource.DYNAMIC_BROKER_CONFIG)
-    assert all(e is None for _, e, _, _ in produce_all(broker.address, topic, msgs, small_batches))
-    # 60 KB more in 16 KiB segments: the active segment rolled at least three times.
+        "1048576", ConfigSource.DYNAMIC_BROKER_CONFIG)
+    more = [{"value": b"x" * 1000} for _ in range(3200)]
+    assert all(e is None for _, e, _, _ in produce_all(broker.address, topic, more, small_batches))
+    # 3.2 MB more in 1 MiB segments: the active segment rolled at least three times.
     assert segment_files(broker, topic) >= 4, sorted((broker.data_dir / f"{topic}-0").iterdir())
 
 
 def test_read_only_unknown_and_invalid_broker_configs_are_refused_with_invalid_request(broker):
     admin = admin_for(broker)
-    for name, value in [("num.partitions", "3"), ("log.cleaner.threads", "2"), ("log.retention.ms", "soon"),
-                        ("sasl.kerberos.min.time.before.relogin", "58000"), ("log.cleanup.policy", "shred")]:
+    for name, value in [("num.partitions", "3"), ("no.such.config", "2"), ("log.retention.ms", "soon"),
+                        ("sasl.kerberos.min.time.before.relogin", "soon"), ("log.cleanup.policy", "shred")]:
         err = incremental(admin, ResourceType.BROKER, "1", [(name, AlterConfigOpType.SET, value)])
         assert err is not None and err.code() == KafkaError.INVALID_REQUEST, (name, err)
     err = incremental(admin, ResourceType.BROKER, "1", [("num.partitions", AlterConfigOpType.SET, "3")])
@@ -267,7 +271,7 @@ def test_retention_never_ages_out_committed_offsets(broker, topic):
                         operation_timeout=10)[topic].result(timeout=15)
     assert all(e is None for _, e, _, _ in produce_all(broker.address, topic, [{"value": b"v", "partition": 0}] * 5))
     # Small offsets segments, so that retention would have whole segments to delete.
-    assert incremental(admin, ResourceType.TOPIC, OFFSETS, [("segment.bytes", AlterConfigOpType.SET, "1024")]) is None
+    assert incremental(admin, ResourceType.TOPIC, OFFSETS, [("internal.segment.bytes", AlterConfigOpType.SET, "1024")]) is None
     group = f"{topic}-g"
     c = Consumer({"bootstrap.servers": broker.address, "group.id": group, "enable.auto.commit": False})
     try:

@@ -490,7 +490,7 @@ def test_batch_larger_than_segment_is_rejected_with_record_list_too_large(broker
     RECORD_LIST_TOO_LARGE (18) (UnifiedLog.append: RecordBatchTooLargeException)."""
     admin = admin_for(broker)
     admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1,
-                                  config={"segment.bytes": "16384"})],
+                                  config={"internal.segment.bytes": "16384"})],
                         operation_timeout=10)[topic].result(timeout=15)
     reports = produce_all(broker.address, topic, [{"value": b"z" * 40_000}],
                           {"compression.type": "none", "message.send.max.retries": 0})

@@ -48,7 +48,7 @@ def test_kill9_mid_stream_keeps_every_acked_message(broker, topic, segment_bytes
         admin = AdminClient({"bootstrap.servers": broker.address})  # must outlive its futures
         admin.create_topics(
             [NewTopic(topic, num_partitions=1, replication_factor=1,
-                      config={"segment.bytes": str(segment_bytes)})],
+                      config={"internal.segment.bytes": str(segment_bytes)})],
             operation_timeout=10)[topic].result(timeout=15)
     acked: dict[bytes, int] = {}       # value -> offset the broker acked it at
     failed: list[tuple[bytes, str]] = []
@@ -268,7 +268,7 @@ def test_kill9_idempotent_producer_no_duplicates(broker, topic, segment_bytes):
         admin = AdminClient({"bootstrap.servers": broker.address})  # must outlive its futures
         admin.create_topics(
             [NewTopic(topic, num_partitions=1, replication_factor=1,
-                      config={"segment.bytes": str(segment_bytes)})],
+                      config={"internal.segment.bytes": str(segment_bytes)})],
             operation_timeout=10)[topic].result(timeout=15)
     acked: dict[bytes, int] = {}
     failed: list[str] = []

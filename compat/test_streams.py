@@ -39,9 +39,9 @@ PARTITIONS = 3
 # Records per key in each phase: every key gets a different total, and every key is in both.
 PHASE1 = {f"key-{i}": 10 + 7 * i for i in range(6)}
 PHASE2 = {f"key-{i}": 3 + 2 * i for i in range(6)}
-# Changelog segments roll every 1 KiB (tern's smallest segment.bytes), so the cleaner has
+# Changelog segments roll every 1 KiB (internal.segment.bytes, Kafka's testing knob below segment.bytes's 1 MiB minimum), so the cleaner has
 # closed segments to compact while phase 1 is still being counted.
-CHANGELOG_CONFIGS = {"segment.bytes": "1024"}
+CHANGELOG_CONFIGS = {"internal.segment.bytes": "1024"}
 # A kill -9'd member leaves the group when its session (6 s, streams_app.py) times out.
 STEP_TIMEOUT_S = 90
 
@@ -216,7 +216,7 @@ def test_faust_count_per_key_recovers_from_compacted_changelog(broker, topic, tm
         wait_until(lambda: latest_per_key(addr, out) == want, 30, interval=0.5,
                    what=f"the output topic to hold the final counts {want}")
         assert topic_config(addr, changelog, "cleanup.policy") == "compact"
-        assert topic_config(addr, changelog, "segment.bytes") == CHANGELOG_CONFIGS["segment.bytes"]
+        assert topic_config(addr, changelog, "internal.segment.bytes") == CHANGELOG_CONFIGS["internal.segment.bytes"]
     finally:
         rc = app2.finish(timeout=20)
     assert rc is not None

@@ -177,7 +177,7 @@ def test_offsets_sent_in_a_transaction_count_only_when_it_commits(broker, topic)
 
 
 def test_an_open_transaction_survives_segment_rolls_and_a_broker_kill_then_commits(broker, topic):
-    create(broker.address, topic, partitions=1, config={"segment.bytes": "2048"})
+    create(broker.address, topic, partitions=1, config={"internal.segment.bytes": "2048"})
     p = txn_producer(broker.address, f"{topic}-id", **{"batch.size": 300, "linger.ms": 0})
     p.begin_transaction()
     for i in range(60):

@@ -386,7 +386,7 @@ fn a_transaction_commits_through_the_apis_and_holds_the_last_stable_offset_until
 #[test]
 fn an_abort_is_named_to_read_committed_fetches_though_its_marker_is_segments_later() {
     let ctx = txn_ctx();
-    let t = ctx.topic("txnabortroll", 1, &[("segment.bytes", "1024")]);
+    let t = ctx.topic("txnabortroll", 1, &[("internal.segment.bytes", "1024")]);
     let mut c = ctx.client();
     let id = "abort-roll-id";
     wait_txn_coordinator(&mut c, id);

@@ -253,16 +253,11 @@ impl Broker {
         // Subscribed before anything is loaded, so no change slips between the two.
         let events = store.subscribe();
         let defaults = Arc::new(config.topics.defaults.clone());
-        let (replicas, isr_changes) = ReplicaManager::new(
-            &config.data_dir,
-            config.node_id,
-            defaults,
-            config.durability,
-            {
+        let (replicas, isr_changes) =
+            ReplicaManager::new(&config.data_dir, config.node_id, defaults, {
                 let store = Arc::clone(&store);
                 LeaderLease::new(move || store.may_lead())
-            },
-        )?;
+            })?;
         let replicas = Arc::new(replicas);
         let topics = TopicService::new(
             Arc::clone(&store),
@@ -635,23 +630,21 @@ async fn run_reconciler(
     }
 }
 
-/// Flushes every log every `log.flush.interval.ms`, so that data is never unflushed for
-/// longer and the recovery checkpoint (what a crash must rescan) stays recent. The
-/// interval is read again at least every second: it may be changed at run time.
+/// Flushes each log once its unflushed data has waited its topic's `flush.ms` (the
+/// broker's `log.flush.interval.ms` unless the topic sets one), so that data is never
+/// unflushed for longer and the recovery checkpoint (what a crash must rescan) stays
+/// recent. Wakes when the next log is due, and at least every second: a write or a
+/// config change may make one due sooner.
 async fn run_flusher(replicas: Arc<ReplicaManager>, shutdown: CancellationToken) {
-    const RECHECK: Duration = limits::FLUSH_INTERVAL_RECHECK;
-    let mut last = tokio::time::Instant::now();
     loop {
-        let due = last + replicas.flush_interval();
-        let now = tokio::time::Instant::now();
-        if now >= due {
-            last = now;
-            replicas.flush_all().await;
-            continue;
-        }
+        let next = replicas
+            .flush_due()
+            .await
+            .unwrap_or(limits::FLUSH_INTERVAL_RECHECK);
+        let wait = next.clamp(limits::FLUSH_MIN_WAIT, limits::FLUSH_INTERVAL_RECHECK);
         tokio::select! {
             _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep_until(due.min(now + RECHECK)) => {}
+            _ = tokio::time::sleep(wait) => {}
         }
     }
 }

@@ -163,8 +163,12 @@ pub const ETCD_LEASE_MIN_MARGIN: Duration = Duration::from_millis(500);
 
 /// Longest a shutdown waits for in-flight requests before it closes the logs.
 pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(10);
-/// How often the flusher reads `log.flush.interval.ms` again (a dynamic config).
+/// Longest pause of the flusher between two passes (a new write or a changed
+/// `flush.ms` may make a log due sooner than the last pass saw).
 pub const FLUSH_INTERVAL_RECHECK: Duration = Duration::from_secs(1);
+/// Shortest pause of the flusher between two passes, so that `flush.ms=0` on a busy
+/// topic batches its fsyncs instead of spinning.
+pub const FLUSH_MIN_WAIT: Duration = Duration::from_millis(10);
 /// Period of the gauges sampled rather than updated (log sizes, lag, disk), and of
 /// the exporter's upkeep (histogram buckets).
 pub const SAMPLE_INTERVAL: Duration = Duration::from_secs(5);

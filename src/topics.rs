@@ -189,7 +189,12 @@ impl TopicService {
         read_only: &(dyn Fn(&str) -> bool + Sync),
         validate_only: bool,
     ) -> Result<(), TopicError> {
-        broker_config::validate_dynamic(&configs, read_only)?;
+        let (mine, default) = (
+            self.store.broker_configs(level),
+            self.store.broker_configs(None),
+        );
+        let current = |name: &str| mine.get(name).or_else(|| default.get(name)).cloned();
+        broker_config::validate_dynamic(&configs, level.is_some(), read_only, &current)?;
         if validate_only {
             return Ok(());
         }

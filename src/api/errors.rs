@@ -42,6 +42,7 @@ pub fn append_error(error: &AppendError) -> ResponseError {
             ResponseError::TransactionCoordinatorFenced
         }
         AppendError::UnreadableRecords(_) => ResponseError::CorruptMessage,
+        AppendError::TimestampOutOfRange { .. } => ResponseError::InvalidTimestamp,
         AppendError::Io { .. } => ResponseError::KafkaStorageError,
         // Only a follower's fetcher appends replicated batches; no client sees this.
         AppendError::NotContiguous { .. } => ResponseError::UnknownServerError,

@@ -7,47 +7,195 @@
 //! default (`configs/brokers/<default>`, resource name `""`). Precedence: dynamic
 //! per-broker, dynamic default, static (flag, environment, file), built-in default.
 //!
-//! The dynamic ones are the broker-level defaults of the topic configs tern honours
-//! (Kafka's `DynamicLogConfig.ReconfigurableConfigs`: `log.retention.ms`,
-//! `log.segment.bytes`, `message.max.bytes`, `min.insync.replicas`, ...) and
-//! `log.flush.interval.ms`, which Kafka also counts among them. Everything else a broker
-//! describes is read-only, including `num.partitions` (not dynamic in Kafka either).
-//! Kafka's other dynamic configs (`log.cleaner.threads`, listener and SSL settings,
-//! quotas, `max.connections`) mean nothing in tern or are not reconfigurable here; they
-//! are refused rather than stored to do nothing.
+//! The dynamic ones are Kafka 4.1's: the broker-level defaults of the topic configs
+//! (`DynamicLogConfig`: `log.retention.ms`, `log.segment.bytes`, `log.flush.interval.ms`,
+//! ...) and the rest of `DynamicBrokerConfig.AllDynamicConfigs`
+//! ([`super::dynamic_broker_configs`]), some of them also under a listener prefix
+//! (`listener.name.<listener>.<config>`). The checks are Kafka's, in its order: known but
+//! not dynamic, TLS key material without its listener prefix, the value, and per-broker
+//! configs at the cluster-wide level. A name tern does not know is refused, where Kafka
+//! would keep it as a custom property.
 
 use std::collections::BTreeMap;
 
-use super::topic_config::{self, ConfigSource, ConfigType, Synonym};
+use super::config_value::{self, ConfigType, Validator};
+use super::dynamic_broker_configs::{self, Scope};
+use super::topic_config::{self, ConfigSource, Support, Synonym};
 
-/// `log.flush.interval.ms`: how often every log is flushed; dynamic as in Kafka.
-pub const LOG_FLUSH_INTERVAL_MS: &str = "log.flush.interval.ms";
+/// What a dynamic broker config name stands for.
+#[derive(Debug, Clone, Copy)]
+pub struct Dynamic {
+    pub kind: ConfigType,
+    pub default: Option<&'static str>,
+    validator: Validator,
+    scope: Scope,
+    pub support: Support,
+    pub documentation: &'static str,
+}
+
+impl Dynamic {
+    /// Whether only one broker's level may hold it.
+    fn per_broker(&self) -> bool {
+        self.scope != Scope::Cluster
+    }
+
+    /// A password: stored, never described (DescribeConfigs `is_sensitive`).
+    pub fn sensitive(&self) -> bool {
+        self.kind == ConfigType::Password
+    }
+}
+
+/// Listener configs that a cluster-wide default may hold even under a listener prefix
+/// (Kafka's `ClusterLevelListenerConfigs`).
+const CLUSTER_LEVEL_LISTENER_CONFIGS: &[&str] = &[
+    "max.connections",
+    "max.connection.creation.rate",
+    "num.network.threads",
+];
+
+/// The config under a listener prefix: `listener.name.<l>.<base>`, where a SASL
+/// mechanism's JAAS config is `listener.name.<l>.<mechanism>.sasl.jaas.config`.
+fn listener_base(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix("listener.name.")?;
+    let (_, base) = rest.split_once('.')?;
+    match base.split_once('.') {
+        Some((_, jaas)) if jaas == "sasl.jaas.config" => Some(jaas),
+        _ => Some(base),
+    }
+}
+
+/// The dynamic broker config `name` addresses, if it is one.
+pub fn dynamic(name: &str) -> Option<Dynamic> {
+    if let Some(def) = topic_config::by_broker_key(name) {
+        return Some(Dynamic {
+            kind: def.kind,
+            default: def.default,
+            validator: broker_validator(name).unwrap_or(def.validator),
+            scope: Scope::Cluster,
+            support: def.support,
+            documentation: def.documentation,
+        });
+    }
+    let (base, prefixed) = match listener_base(name) {
+        Some(base) => (base, true),
+        None => (name, false),
+    };
+    let config = dynamic_broker_configs::lookup(base)?;
+    let listener_config =
+        config.scope != Scope::Cluster || CLUSTER_LEVEL_LISTENER_CONFIGS.contains(&base);
+    if prefixed && !listener_config {
+        return None;
+    }
+    let scope = match (prefixed, config.scope) {
+        (true, _) if CLUSTER_LEVEL_LISTENER_CONFIGS.contains(&base) => Scope::Cluster,
+        (true, _) => Scope::PerBroker,
+        (false, scope) => scope,
+    };
+    Some(Dynamic {
+        kind: config.kind,
+        default: config.default,
+        validator: config.validator,
+        scope,
+        support: config.support,
+        documentation: config.documentation(),
+    })
+}
+
+/// Where a broker default is checked otherwise than its topic config (`KafkaConfig`'s
+/// own definitions): `log.retention.ms` takes any negative value as unlimited but not 0,
+/// `log.flush.interval.ms` has no bound.
+fn broker_validator(name: &str) -> Option<Validator> {
+    match name {
+        "log.retention.ms" => Some(Validator::Custom(|v| {
+            match v.parse::<i64>() {
+            Ok(0) => Err("requirement failed: log.retention.ms must be unlimited (-1) or, greater than or equal to 1".into()),
+            _ => Ok(()),
+        }
+        })),
+        "log.flush.interval.ms" => Some(Validator::Any),
+        _ => None,
+    }
+}
+
+/// The thread pools Kafka resizes at run time, which may change by at most half down or
+/// double up at a time (`DynamicThreadPool.validateReconfiguration`).
+const THREAD_POOLS: &[&str] = &[
+    "background.threads",
+    "num.io.threads",
+    "num.network.threads",
+    "num.recovery.threads.per.data.dir",
+    "num.replica.fetchers",
+    "remote.log.manager.copier.thread.pool.size",
+    "remote.log.manager.expiration.thread.pool.size",
+    "remote.log.reader.threads",
+];
+
+/// Kafka's check of a thread count changed from `current` to `new`, in its words.
+fn check_thread_count(name: &str, current: i64, new: i64) -> Result<(), String> {
+    if name == "log.cleaner.threads" {
+        return if new < 1 {
+            Err("Log cleaner threads should be at least 1".into())
+        } else if new < current / 2 {
+            Err(format!("Log cleaner threads cannot be reduced to less than half the current value {current}"))
+        } else if new > current.saturating_mul(2) {
+            Err(format!("Log cleaner threads cannot be increased to more than double the current value {current}"))
+        } else {
+            Ok(())
+        };
+    }
+    let failed = format!("Dynamic thread count update validation failed for {name}={new}");
+    if new < 1 {
+        Err(format!("{failed}, value should be at least 1"))
+    } else if new < current / 2 {
+        Err(format!(
+            "{failed}, value should be at least half the current value {current}"
+        ))
+    } else if new > current.saturating_mul(2) {
+        Err(format!(
+            "{failed}, value should not be greater than double the current value {current}"
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// `KafkaConfig`'s requirement that each cleaner thread gets more than 1 MiB of the
+/// dedupe buffer, on the values the change would leave.
+fn check_cleaner_buffer(
+    configs: &BTreeMap<String, String>,
+    current: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), BrokerConfigError> {
+    const BUFFER: &str = "log.cleaner.dedupe.buffer.size";
+    const THREADS: &str = "log.cleaner.threads";
+    if !configs.contains_key(BUFFER) && !configs.contains_key(THREADS) {
+        return Ok(());
+    }
+    let value = |name: &str| {
+        configs
+            .get(name)
+            .cloned()
+            .or_else(|| current(name))
+            .or_else(|| dynamic(name).and_then(|d| d.default.map(String::from)))
+            .and_then(|v| v.trim().parse::<i64>().ok())
+    };
+    match (value(BUFFER), value(THREADS)) {
+        (Some(buffer), Some(threads)) if threads > 0 && buffer / threads <= 1024 * 1024 => {
+            Err(BrokerConfigError::Reconfiguration(format!(
+                "requirement failed: {BUFFER} must be at least 1MB per cleaner thread."
+            )))
+        }
+        _ => Ok(()),
+    }
+}
 
 /// Whether broker config `name` may be changed at run time.
 pub fn is_dynamic(name: &str) -> bool {
-    name == LOG_FLUSH_INTERVAL_MS || topic_config::by_broker_key(name).is_some()
+    dynamic(name).is_some()
 }
 
 /// The type of dynamic broker config `name`.
 pub fn dynamic_kind(name: &str) -> Option<ConfigType> {
-    if name == LOG_FLUSH_INTERVAL_MS {
-        return Some(ConfigType::Long);
-    }
-    topic_config::by_broker_key(name).map(|d| d.kind)
-}
-
-fn check_value(name: &str, value: &str) -> Result<(), String> {
-    if name == LOG_FLUSH_INTERVAL_MS {
-        return match value.trim().parse::<i64>() {
-            Ok(ms) if ms >= 1 => Ok(()),
-            Ok(ms) => Err(format!("{ms} is below the minimum 1")),
-            Err(_) => Err("Not a number of type LONG".into()),
-        };
-    }
-    match topic_config::by_broker_key(name) {
-        Some(def) => def.check(value),
-        None => Err("not a dynamic config".into()),
-    }
+    dynamic(name).map(|d| d.kind)
 }
 
 /// Why a change to broker configs is refused. Kafka answers every one of these with
@@ -59,12 +207,19 @@ pub enum BrokerConfigError {
     ReadOnly(Vec<String>),
     #[error("Cannot update these configs dynamically: Set({}) (tern has no such broker setting)", .0.join(", "))]
     Unknown(Vec<String>),
+    #[error("These security configs can be dynamically updated only per-listener using the listener prefix: Set({})", .0.join(", "))]
+    ListenerPrefixRequired(Vec<String>),
+    #[error("Cannot update these configs at default cluster level, broker id must be specified: Set({})", .0.join(", "))]
+    PerBrokerOnly(Vec<String>),
     #[error("Invalid value {value} for configuration {name}: {reason}")]
     Invalid {
         name: String,
         value: String,
         reason: String,
     },
+    /// Refused by the check of the change itself (Kafka's `validateReconfiguration`).
+    #[error("{0}")]
+    Reconfiguration(String),
     #[error("Null value not supported for : {0}")]
     NullValue(String),
     #[error("Error due to duplicate config keys")]
@@ -95,36 +250,66 @@ pub fn target(resource_name: &str, me: i32) -> Result<Option<i32>, BrokerConfigE
     Ok(Some(id))
 }
 
-/// Checks the complete set of dynamic configs a change would leave one level with.
-/// `read_only` names the broker configs tern describes but does not change at run time.
+/// Checks the complete set of dynamic configs a change would leave one level with
+/// (`per_broker`: a broker's own level, else the cluster-wide default), in Kafka's order
+/// (`DynamicBrokerConfig.validateConfigs`). `read_only` names the broker configs tern
+/// describes but does not change at run time.
 pub fn validate_dynamic(
     configs: &BTreeMap<String, String>,
+    per_broker: bool,
     read_only: &dyn Fn(&str) -> bool,
+    current: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(), BrokerConfigError> {
-    let mut fixed = Vec::new();
-    let mut unknown = Vec::new();
-    for name in configs.keys() {
-        if is_dynamic(name) {
-            continue;
-        }
-        if read_only(name) {
-            fixed.push(name.clone());
-        } else {
-            unknown.push(name.clone());
-        }
-    }
+    let names = |keep: &dyn Fn(&str, Option<Dynamic>) -> bool| -> Vec<String> {
+        configs
+            .keys()
+            .filter(|name| keep(name, dynamic(name)))
+            .cloned()
+            .collect()
+    };
+    let fixed = names(&|name, d| d.is_none() && read_only(name));
     if !fixed.is_empty() {
         return Err(BrokerConfigError::ReadOnly(fixed));
     }
+    let unknown = names(&|_, d| d.is_none());
     if !unknown.is_empty() {
         return Err(BrokerConfigError::Unknown(unknown));
     }
+    let bare = names(&|_, d| d.is_some_and(|d| d.scope == Scope::Listener));
+    if !bare.is_empty() {
+        return Err(BrokerConfigError::ListenerPrefixRequired(bare));
+    }
     for (name, value) in configs {
-        check_value(name, value).map_err(|reason| BrokerConfigError::Invalid {
-            name: name.clone(),
-            value: value.clone(),
-            reason,
+        let Some(d) = dynamic(name) else { continue };
+        config_value::check(d.kind, d.validator, value).map_err(|reason| {
+            BrokerConfigError::Invalid {
+                name: name.clone(),
+                value: value.clone(),
+                reason,
+            }
         })?;
+    }
+    if !per_broker {
+        let own = names(&|_, d| d.is_some_and(|d| d.per_broker()));
+        if !own.is_empty() {
+            return Err(BrokerConfigError::PerBrokerOnly(own));
+        }
+    }
+    check_cleaner_buffer(configs, current)?;
+    for (name, value) in configs {
+        if !THREAD_POOLS.contains(&name.as_str()) && name != "log.cleaner.threads" {
+            continue;
+        }
+        let was = current(name).or_else(|| dynamic(name).and_then(|d| d.default.map(String::from)));
+        let (Some(was), Ok(new)) = (
+            was.and_then(|w| w.trim().parse().ok()),
+            value.trim().parse(),
+        ) else {
+            continue;
+        };
+        if was != new {
+            check_thread_count(name, was, new).map_err(BrokerConfigError::Reconfiguration)?;
+        }
     }
     Ok(())
 }
@@ -149,14 +334,14 @@ impl StaticBrokerConfig {
         let mut out = Vec::new();
         if self.set_by_operator {
             out.push(Synonym {
-                name: self.name,
+                name: self.name.to_string(),
                 value: self.value.clone(),
                 source: ConfigSource::StaticBroker,
             });
         }
         if let Some(default) = &self.default {
             out.push(Synonym {
-                name: self.name,
+                name: self.name.to_string(),
                 value: default.clone(),
                 source: ConfigSource::Default,
             });
@@ -173,31 +358,6 @@ impl StaticBrokerConfig {
     }
 }
 
-/// The synonyms of `log.flush.interval.ms` given its static setting and the dynamic
-/// configs: dynamic per-broker, dynamic default, then the static ones.
-pub fn flush_interval_synonyms(
-    static_config: &StaticBrokerConfig,
-    dynamic: &topic_config::DynamicBrokerConfigs,
-) -> Vec<Synonym> {
-    let mut out = Vec::new();
-    if let Some(v) = dynamic.this_broker.get(LOG_FLUSH_INTERVAL_MS) {
-        out.push(Synonym {
-            name: static_config.name,
-            value: v.clone(),
-            source: ConfigSource::DynamicBroker,
-        });
-    }
-    if let Some(v) = dynamic.cluster_default.get(LOG_FLUSH_INTERVAL_MS) {
-        out.push(Synonym {
-            name: static_config.name,
-            value: v.clone(),
-            source: ConfigSource::DynamicDefaultBroker,
-        });
-    }
-    out.extend(static_config.synonyms());
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,65 +370,135 @@ mod tests {
     }
 
     fn read_only(name: &str) -> bool {
-        matches!(name, "num.partitions" | "broker.id")
+        matches!(
+            name,
+            "num.partitions" | "broker.id" | "advertised.listeners"
+        )
+    }
+
+    fn check(pairs: &[(&str, &str)], per_broker: bool) -> Result<(), BrokerConfigError> {
+        validate_dynamic(&map(pairs), per_broker, &read_only, &|_| None)
     }
 
     #[test]
-    fn topic_defaults_and_the_flush_interval_are_dynamic_the_rest_is_not() {
+    fn kafkas_dynamic_broker_configs_are_dynamic_the_rest_is_not() {
         for name in [
             "log.retention.ms",
-            "log.retention.bytes",
             "log.segment.bytes",
-            "log.roll.ms",
-            "message.max.bytes",
-            "min.insync.replicas",
-            "log.cleanup.policy",
+            "log.roll.jitter.ms",
             "log.flush.interval.ms",
+            "message.max.bytes",
+            "log.message.timestamp.after.max.ms",
+            "sasl.kerberos.min.time.before.relogin",
+            "num.io.threads",
+            "producer.id.expiration.ms",
+            "listener.name.external.ssl.keystore.location",
+            "listener.name.sasl_ssl.plain.sasl.jaas.config",
+            "listener.name.internal.max.connections",
         ] {
             assert!(is_dynamic(name), "{name}");
         }
         for name in [
             "num.partitions",
             "broker.id",
-            "log.cleaner.threads",
             "retention.ms",
+            "log.retention.hours",
+            "listener.name.external.log.retention.ms",
+            "listener.name.",
         ] {
             assert!(!is_dynamic(name), "{name}");
         }
     }
 
     #[test]
-    fn dynamic_changes_are_validated_like_kafka() {
-        let ok = map(&[
-            ("log.retention.ms", "3600000"),
-            ("log.segment.bytes", "1048576"),
-        ]);
-        assert_eq!(validate_dynamic(&ok, &read_only), Ok(()));
+    fn dynamic_changes_are_checked_in_kafkas_order_with_kafkas_words() {
         assert_eq!(
-            validate_dynamic(&map(&[("num.partitions", "3")]), &read_only),
-            Err(BrokerConfigError::ReadOnly(vec!["num.partitions".into()]))
-        );
-        assert_eq!(
-            BrokerConfigError::ReadOnly(vec!["num.partitions".into()]).to_string(),
-            "Cannot update these configs dynamically: Set(num.partitions)"
-        );
-        assert!(matches!(
-            validate_dynamic(&map(&[("log.cleaner.threads", "2")]), &read_only),
-            Err(BrokerConfigError::Unknown(_))
-        ));
-        assert!(matches!(
-            validate_dynamic(&map(&[("log.retention.ms", "soon")]), &read_only),
-            Err(BrokerConfigError::Invalid { .. })
-        ));
-        // The values a topic config refuses are refused as broker defaults too.
-        assert!(validate_dynamic(&map(&[("log.cleanup.policy", "shred")]), &read_only).is_err());
-        assert_eq!(
-            validate_dynamic(&map(&[("log.cleanup.policy", "compact")]), &read_only),
+            check(
+                &[
+                    ("log.retention.ms", "3600000"),
+                    ("log.segment.bytes", "1048576")
+                ],
+                false
+            ),
             Ok(())
         );
-        assert!(validate_dynamic(&map(&[("log.flush.interval.ms", "0")]), &read_only).is_err());
         assert_eq!(
-            validate_dynamic(&map(&[("log.flush.interval.ms", "250")]), &read_only),
+            check(&[("num.partitions", "3")], true).map_err(|e| e.to_string()),
+            Err("Cannot update these configs dynamically: Set(num.partitions)".into())
+        );
+        assert!(matches!(
+            check(&[("no.such.config", "2")], true),
+            Err(BrokerConfigError::Unknown(_))
+        ));
+        assert_eq!(
+            check(&[("log.retention.ms", "soon")], true).map_err(|e| e.to_string()),
+            Err(
+                "Invalid value soon for configuration log.retention.ms: Not a number of type LONG"
+                    .into()
+            )
+        );
+        // Kafka 4.1 refuses segments under 1 MiB, as a topic config and as the broker's.
+        assert!(check(&[("log.segment.bytes", "1048575")], true).is_err());
+        assert!(check(&[("log.cleanup.policy", "shred")], true).is_err());
+        assert_eq!(check(&[("log.cleanup.policy", "compact")], true), Ok(()));
+        assert_eq!(check(&[("log.flush.interval.ms", "250")], true), Ok(()));
+        // TLS key material only under a listener prefix, and only per broker.
+        assert_eq!(
+            check(&[("ssl.keystore.location", "/k")], true).map_err(|e| e.to_string()),
+            Err("These security configs can be dynamically updated only per-listener using the listener prefix: Set(ssl.keystore.location)".into())
+        );
+        assert_eq!(
+            check(
+                &[("listener.name.external.ssl.keystore.location", "/k")],
+                true
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            check(&[("listener.name.external.ssl.keystore.location", "/k")], false).map_err(|e| e.to_string()),
+            Err("Cannot update these configs at default cluster level, broker id must be specified: Set(listener.name.external.ssl.keystore.location)".into())
+        );
+        // Per-broker listener and SASL settings, cluster-wide connection limits.
+        assert!(matches!(
+            check(&[("sasl.kerberos.min.time.before.relogin", "60000")], false),
+            Err(BrokerConfigError::PerBrokerOnly(_))
+        ));
+        assert_eq!(
+            check(&[("sasl.kerberos.min.time.before.relogin", "60000")], true),
+            Ok(())
+        );
+        assert_eq!(
+            check(
+                &[
+                    ("max.connections", "100"),
+                    ("listener.name.a.max.connections", "10")
+                ],
+                false
+            ),
+            Ok(())
+        );
+        assert!(check(&[("max.connections", "-1")], false).is_err());
+        assert!(check(&[("ssl.client.auth", "optional")], true).is_err());
+        assert!(check(&[("sasl.login.refresh.buffer.seconds", "40000")], true).is_err());
+        // Broker-level rules of their own.
+        assert!(check(&[("log.retention.ms", "0")], true).is_err());
+        assert_eq!(check(&[("log.retention.ms", "-5")], true), Ok(()));
+        // Thread pools move by at most half down or double up (from the default here).
+        assert_eq!(check(&[("num.io.threads", "16")], true), Ok(()));
+        assert_eq!(
+            check(&[("num.io.threads", "17")], true).map_err(|e| e.to_string()),
+            Err("Dynamic thread count update validation failed for num.io.threads=17, value should not be greater than double the current value 8".into())
+        );
+        assert!(check(&[("background.threads", "4")], true).is_err());
+        assert!(check(&[("log.cleaner.threads", "3")], true).is_err());
+        let current = |name: &str| (name == "num.io.threads").then(|| "16".to_string());
+        assert_eq!(
+            validate_dynamic(
+                &map(&[("num.io.threads", "32")]),
+                true,
+                &read_only,
+                &current
+            ),
             Ok(())
         );
     }
@@ -299,23 +529,6 @@ mod tests {
         assert_eq!(
             sources,
             vec![ConfigSource::StaticBroker, ConfigSource::Default]
-        );
-        let dynamic = topic_config::DynamicBrokerConfigs {
-            this_broker: BTreeMap::new(),
-            cluster_default: map(&[("log.flush.interval.ms", "200")]),
-        };
-        let flush = StaticBrokerConfig {
-            name: LOG_FLUSH_INTERVAL_MS,
-            value: "1000".into(),
-            default: Some("1000".into()),
-            set_by_operator: false,
-            kind: ConfigType::Long,
-            documentation: "",
-        };
-        let first = flush_interval_synonyms(&flush, &dynamic);
-        assert_eq!(
-            (first[0].value.as_str(), first[0].source),
-            ("200", ConfigSource::DynamicDefaultBroker)
         );
     }
 }

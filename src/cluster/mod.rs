@@ -14,6 +14,8 @@
 
 pub mod broker_config;
 pub mod cache;
+pub mod config_value;
+pub mod dynamic_broker_configs;
 pub mod controller;
 pub mod controller_store;
 pub mod election;

@@ -4,24 +4,19 @@
 //! rules of the internal offsets topic, whose retention-free, compacted settings no
 //! change may undo.
 //!
-//! Only configs tern honours are listed: DescribeConfigs must never describe a
-//! setting that silently does nothing.
+//! The table is Kafka 4.1's `LogConfig` (every topic config a Kafka tool may set, with
+//! Kafka's types, defaults, validators and broker synonyms from
+//! `ServerTopicConfigSynonyms`) plus tern's own archive configs. Each entry says whether
+//! tern honours it; one it cannot honour is still accepted, stored and described (a tool
+//! treats a refusal as an error), and says what tern does instead: README's config
+//! table repeats that line, and a test keeps the two together.
 
 use std::collections::BTreeMap;
 
+pub use super::config_value::ConfigType;
+use super::config_value::{self, Validator};
 use crate::log::{CleanupPolicy, LogConfig};
 use crate::model::is_internal;
-
-/// Kafka's config types, with their DescribeConfigs v3+ wire values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConfigType {
-    Boolean = 1,
-    String = 2,
-    Int = 3,
-    Long = 5,
-    Double = 6,
-    List = 7,
-}
 
 /// Where an effective value came from (DescribeConfigs `config_source`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,202 +32,200 @@ pub enum ConfigSource {
     DynamicGroup = 8,
 }
 
+/// What tern does with a config it accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Support {
+    /// It acts as in Kafka.
+    Honoured,
+    /// Kept and described, with no effect; the text says what tern does instead.
+    Stored(&'static str),
+    /// Honoured, but a testing knob: described only where it is set (Kafka's
+    /// `defineInternal`).
+    Internal,
+}
+
 /// One topic config and the broker config that supplies its default.
 #[derive(Debug)]
 pub struct ConfigDef {
     pub name: &'static str,
-    pub broker_key: &'static str,
+    /// The broker config whose value is this config's default (`log.retention.ms`),
+    /// if it has one.
+    pub broker_key: Option<&'static str>,
     pub kind: ConfigType,
+    /// Kafka's default, when no level sets a value; `None` where Kafka has none.
+    pub default: Option<&'static str>,
+    pub validator: Validator,
+    pub support: Support,
     pub documentation: &'static str,
-    validate: fn(&str) -> Result<(), String>,
 }
 
-fn long_at_least(min: i64) -> impl Fn(&str) -> Result<(), String> {
-    move |v| match v.trim().parse::<i64>() {
-        Ok(n) if n >= min => Ok(()),
-        Ok(n) => Err(format!("{n} is below the minimum {min}")),
-        Err(_) => Err(format!("'{v}' is not an integer")),
+const LONG_MAX: &str = "9223372036854775807";
+
+const fn def(
+    name: &'static str,
+    broker_key: Option<&'static str>,
+    kind: ConfigType,
+    default: Option<&'static str>,
+    validator: Validator,
+    support: Support,
+    documentation: &'static str,
+) -> ConfigDef {
+    ConfigDef {
+        name,
+        broker_key,
+        kind,
+        default,
+        validator,
+        support,
+        documentation,
     }
 }
 
-fn int_at_least(min: i64) -> impl Fn(&str) -> Result<(), String> {
-    move |v| match v.trim().parse::<i32>() {
-        Ok(n) if i64::from(n) >= min => Ok(()),
-        Ok(n) => Err(format!("{n} is below the minimum {min}")),
-        Err(_) => Err(format!("'{v}' is not a 32-bit integer")),
-    }
-}
+use ConfigType::{Boolean, Double, Int, List, Long, String as Str};
+use Support::{Honoured, Internal, Stored};
+use Validator::{Any, AtLeast, Between, Custom, ListOf, OneOf};
 
-fn boolean(v: &str) -> Result<(), String> {
-    match v.trim() {
-        "true" | "false" => Ok(()),
-        other => Err(format!("'{other}' is not true or false")),
-    }
-}
+const NO_TIERED_STORAGE: &str =
+    "tern has no tiered storage: every segment stays local until retention deletes it (or the archive takes it)";
+const NO_REPLICATION_THROTTLE: &str =
+    "tern does not throttle replication: followers fetch at full speed";
 
-/// Every topic config tern implements.
+/// Every topic config: Kafka 4.1's, then tern's own.
+#[rustfmt::skip]
 pub static TOPIC_CONFIGS: &[ConfigDef] = &[
-    ConfigDef {
-        name: "archive.enable",
-        broker_key: "archive.enable",
-        kind: ConfigType::Boolean,
-        documentation: "Write every segment retention would delete to the Parquet archive (--archive-dir or --archive-url) first; retention waits until the archive has it.",
-        validate: boolean,
-    },
-    ConfigDef {
-        name: "archive.on.failure",
-        broker_key: "archive.on.failure",
-        kind: ConfigType::String,
-        documentation: "What retention does while the archive fails: 'wait' keeps the segments until an export succeeds; 'delete' deletes them unarchived (counted in tern_archive_skipped_segments_total).",
-        validate: |v| match v.trim() {
-            "wait" | "delete" => Ok(()),
-            other => Err(format!("'{other}' is not wait or delete")),
-        },
-    },
-    ConfigDef {
-        name: "cleanup.policy",
-        broker_key: "log.cleanup.policy",
-        kind: ConfigType::List,
-        documentation: "What happens to old segments: 'delete' removes them by retention.ms and retention.bytes, 'compact' keeps the latest record of every key (the log cleaner), 'compact,delete' does both.",
-        validate: |v| match CleanupPolicy::parse(v) {
-            Some(_) => Ok(()),
-            None => Err(format!("'{}' is not a list of delete and compact", v.trim())),
-        },
-    },
-    ConfigDef {
-        name: "compression.type",
-        broker_key: "compression.type",
-        kind: ConfigType::String,
-        documentation: "The topic's codec: 'producer' stores batches as the producer compressed them (no decompression on produce); 'uncompressed', 'gzip', 'snappy', 'lz4' or 'zstd' recompresses batches in another codec on the way in.",
-        validate: |v| match codec_of(v) {
-            Some(_) => Ok(()),
-            None => Err(format!("'{}' is not one of producer, uncompressed, gzip, snappy, lz4, zstd", v.trim())),
-        },
-    },
-    ConfigDef {
-        name: "compression.gzip.level",
-        broker_key: "compression.gzip.level",
-        kind: ConfigType::Int,
-        documentation: "The gzip level a topic with compression.type=gzip recompresses at: 1 (fastest) to 9 (smallest), or -1 for the default (6).",
-        validate: |v| match v.trim().parse::<i32>() {
-            Ok(-1 | 1..=9) => Ok(()),
-            Ok(n) => Err(format!("{n} is not -1 or between 1 and 9")),
-            Err(_) => Err(format!("'{v}' is not an integer")),
-        },
-    },
-    ConfigDef {
-        name: "delete.retention.ms",
-        broker_key: "log.cleaner.delete.retention.ms",
-        kind: ConfigType::Long,
-        documentation: "How long a tombstone (a null value) in a compacted topic stays readable after the log cleaner first passed it, so that a consumer that read the key's earlier value sees the deletion.",
-        validate: |v| long_at_least(0)(v),
-    },
-    ConfigDef {
-        name: "flush.messages",
-        broker_key: "log.flush.interval.messages",
-        kind: ConfigType::Long,
-        documentation: "Unflushed messages that make a write wait for an fsync before it is acknowledged (a follower fsyncs before fetching on): 1 puts every acknowledged write on disk on every in-sync replica; the default leaves flushing to log.flush.interval.ms.",
-        validate: |v| long_at_least(1)(v),
-    },
-    ConfigDef {
-        name: "index.interval.bytes",
-        broker_key: "log.index.interval.bytes",
-        kind: ConfigType::Int,
-        documentation: "Bytes of log between two entries of the sparse offset index.",
-        validate: |v| int_at_least(0)(v),
-    },
-    ConfigDef {
-        name: "max.message.bytes",
-        broker_key: "message.max.bytes",
-        kind: ConfigType::Int,
-        documentation: "Largest record batch the topic accepts.",
-        validate: |v| int_at_least(0)(v),
-    },
-    ConfigDef {
-        name: "message.timestamp.type",
-        broker_key: "log.message.timestamp.type",
-        kind: ConfigType::String,
-        documentation: "CreateTime keeps the producer's timestamps; LogAppendTime stamps batches with the broker clock.",
-        validate: |v| match v.trim() {
-            "CreateTime" | "LogAppendTime" => Ok(()),
-            other => Err(format!("'{other}' is not CreateTime or LogAppendTime")),
-        },
-    },
-    ConfigDef {
-        name: "max.compaction.lag.ms",
-        broker_key: "log.cleaner.max.compaction.lag.ms",
-        kind: ConfigType::Long,
-        documentation: "Longest a record of a compacted topic stays uncleaned: dirty data this old is cleaned whatever the dirty ratio, and the active segment is rolled at this age.",
-        validate: |v| long_at_least(1)(v),
-    },
-    ConfigDef {
-        name: "min.cleanable.dirty.ratio",
-        broker_key: "log.cleaner.min.cleanable.ratio",
-        kind: ConfigType::Double,
-        documentation: "Share of a compacted log's cleanable bytes that must be dirty (written since the last cleaning) before the cleaner cleans it.",
-        validate: |v| match v.trim().parse::<f64>() {
-            Ok(r) if (0.0..=1.0).contains(&r) => Ok(()),
-            Ok(r) => Err(format!("{r} is not between 0 and 1")),
-            Err(_) => Err(format!("'{v}' is not a number")),
-        },
-    },
-    ConfigDef {
-        name: "min.compaction.lag.ms",
-        broker_key: "log.cleaner.min.compaction.lag.ms",
-        kind: ConfigType::Long,
-        documentation: "Shortest a record of a compacted topic stays uncleaned: a segment is cleaned only once its newest record is this old.",
-        validate: |v| long_at_least(0)(v),
-    },
-    ConfigDef {
-        name: "min.insync.replicas",
-        broker_key: "min.insync.replicas",
-        kind: ConfigType::Int,
-        documentation: "Replicas that must hold a write for acks=all to succeed.",
-        validate: |v| int_at_least(1)(v),
-    },
-    ConfigDef {
-        name: "unclean.leader.election.enable",
-        broker_key: "unclean.leader.election.enable",
-        kind: ConfigType::Boolean,
-        documentation: "Elect a replica outside the ISR when no in-sync replica is alive: the partition comes back at once, but acknowledged writes may be lost.",
-        validate: boolean,
-    },
-    ConfigDef {
-        name: "retention.bytes",
-        broker_key: "log.retention.bytes",
-        kind: ConfigType::Long,
-        documentation: "Size a partition may grow to before its oldest segments are deleted; -1 for no limit.",
-        validate: |v| long_at_least(-1)(v),
-    },
-    ConfigDef {
-        name: "retention.ms",
-        broker_key: "log.retention.ms",
-        kind: ConfigType::Long,
-        documentation: "Age after which a segment is deleted; -1 keeps data forever.",
-        validate: |v| long_at_least(-1)(v),
-    },
-    ConfigDef {
-        name: "segment.bytes",
-        broker_key: "log.segment.bytes",
-        kind: ConfigType::Int,
-        documentation: "Size at which the active segment is rolled.",
-        validate: |v| int_at_least(1024)(v),
-    },
-    ConfigDef {
-        name: "segment.index.bytes",
-        broker_key: "log.index.size.max.bytes",
-        kind: ConfigType::Int,
-        documentation: "Largest size of a segment's offset and time index files.",
-        validate: |v| int_at_least(16)(v),
-    },
-    ConfigDef {
-        name: "segment.ms",
-        broker_key: "log.roll.ms",
-        kind: ConfigType::Long,
-        documentation: "Age at which the active segment is rolled.",
-        validate: |v| long_at_least(1)(v),
-    },
+    def("cleanup.policy", Some("log.cleanup.policy"), List, Some("delete"),
+        ListOf { items: &["compact", "delete"], empty_ok: false }, Honoured,
+        "What happens to old segments: 'delete' removes them by retention.ms and retention.bytes, 'compact' keeps the latest record of every key (the log cleaner), 'compact,delete' does both."),
+    def("compression.gzip.level", Some("compression.gzip.level"), Int, Some("-1"),
+        Custom(gzip_level), Honoured,
+        "The gzip level a topic with compression.type=gzip recompresses at: 1 (fastest) to 9 (smallest), or -1 for the default (6)."),
+    def("compression.lz4.level", Some("compression.lz4.level"), Int, Some("9"),
+        Between(1.0, 17.0), Stored("tern's lz4 encoder has one level (lz4_flex's fast mode)"),
+        "The compression level to use if compression.type is set to lz4."),
+    def("compression.type", Some("compression.type"), Str, Some("producer"),
+        OneOf(&["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"]), Honoured,
+        "The topic's codec: 'producer' stores batches as the producer compressed them (no decompression on produce); 'uncompressed', 'gzip', 'snappy', 'lz4' or 'zstd' recompresses batches in another codec on the way in."),
+    def("compression.zstd.level", Some("compression.zstd.level"), Int, Some("3"),
+        Between(-131072.0, 22.0), Stored("tern's zstd encoder has one level (ruzstd's fastest, about zstd level 1)"),
+        "The compression level to use if compression.type is set to zstd."),
+    def("delete.retention.ms", Some("log.cleaner.delete.retention.ms"), Long, Some("86400000"),
+        AtLeast(0.0), Honoured,
+        "How long a tombstone (a null value) in a compacted topic stays readable after the log cleaner first passed it, so that a consumer that read the key's earlier value sees the deletion."),
+    def("file.delete.delay.ms", Some("log.segment.delete.delay.ms"), Long, Some("60000"),
+        AtLeast(0.0), Stored("tern unlinks a deleted segment at once: a reader still holding it keeps its memory map, so no delay is needed"),
+        "The time to wait before deleting a file from the filesystem."),
+    def("flush.messages", Some("log.flush.interval.messages"), Long, Some(LONG_MAX),
+        AtLeast(1.0), Honoured,
+        "Unflushed messages that make a write wait for an fsync before it is acknowledged (a follower fsyncs before fetching on): 1 puts every acknowledged write on disk on every in-sync replica; the default leaves flushing to flush.ms."),
+    def("flush.ms", Some("log.flush.interval.ms"), Long, Some(LONG_MAX),
+        AtLeast(0.0), Honoured,
+        "Longest time written data stays unflushed: the flusher fsyncs a log once its data has waited this long since the last flush (tern's broker default is 1000)."),
+    def("follower.replication.throttled.replicas", None, List, Some(""),
+        Custom(throttled_replicas), Stored(NO_REPLICATION_THROTTLE),
+        "Replicas whose log replication is throttled on the follower side ('partition:broker,...' or '*')."),
+    def("index.interval.bytes", Some("log.index.interval.bytes"), Int, Some("4096"),
+        AtLeast(0.0), Honoured,
+        "Bytes of log between two entries of the sparse offset index."),
+    def("internal.segment.bytes", None, Int, None,
+        AtLeast(1024.0), Internal,
+        "segment.bytes for tests, below its 1 MiB minimum (Kafka's internal config); tern refuses less than 1 KiB."),
+    def("leader.replication.throttled.replicas", None, List, Some(""),
+        Custom(throttled_replicas), Stored(NO_REPLICATION_THROTTLE),
+        "Replicas whose log replication is throttled on the leader side ('partition:broker,...' or '*')."),
+    def("local.retention.bytes", Some("log.local.retention.bytes"), Long, Some("-2"),
+        AtLeast(-2.0), Stored(NO_TIERED_STORAGE),
+        "Largest size of the local log of a tiered partition; -2 for retention.bytes."),
+    def("local.retention.ms", Some("log.local.retention.ms"), Long, Some("-2"),
+        AtLeast(-2.0), Stored(NO_TIERED_STORAGE),
+        "How long a tiered partition keeps a segment locally; -2 for retention.ms."),
+    def("max.compaction.lag.ms", Some("log.cleaner.max.compaction.lag.ms"), Long, Some(LONG_MAX),
+        AtLeast(1.0), Honoured,
+        "Longest a record of a compacted topic stays uncleaned: dirty data this old is cleaned whatever the dirty ratio, and the active segment is rolled at this age."),
+    def("max.message.bytes", Some("message.max.bytes"), Int, Some("1048588"),
+        AtLeast(0.0), Honoured,
+        "Largest record batch the topic accepts."),
+    def("message.timestamp.after.max.ms", Some("log.message.timestamp.after.max.ms"), Long, Some("3600000"),
+        AtLeast(0.0), Honoured,
+        "How far ahead of the broker's clock a CreateTime batch may be stamped; a later one is refused (INVALID_TIMESTAMP)."),
+    def("message.timestamp.before.max.ms", Some("log.message.timestamp.before.max.ms"), Long, Some(LONG_MAX),
+        AtLeast(0.0), Honoured,
+        "How far behind the broker's clock a CreateTime batch may be stamped; an older one is refused (INVALID_TIMESTAMP)."),
+    def("message.timestamp.type", Some("log.message.timestamp.type"), Str, Some("CreateTime"),
+        OneOf(&["CreateTime", "LogAppendTime"]), Honoured,
+        "CreateTime keeps the producer's timestamps; LogAppendTime stamps batches with the broker clock."),
+    def("min.cleanable.dirty.ratio", Some("log.cleaner.min.cleanable.ratio"), Double, Some("0.5"),
+        Between(0.0, 1.0), Honoured,
+        "Share of a compacted log's cleanable bytes that must be dirty (written since the last cleaning) before the cleaner cleans it."),
+    def("min.compaction.lag.ms", Some("log.cleaner.min.compaction.lag.ms"), Long, Some("0"),
+        AtLeast(0.0), Honoured,
+        "Shortest a record of a compacted topic stays uncleaned: a segment is cleaned only once its newest record is this old."),
+    def("min.insync.replicas", Some("min.insync.replicas"), Int, Some("1"),
+        AtLeast(1.0), Honoured,
+        "Replicas that must hold a write for acks=all to succeed."),
+    def("preallocate", Some("log.preallocate"), Boolean, Some("false"),
+        Any, Stored("tern always reserves a segment's disk blocks ahead of its writes, in 4 MiB steps, rather than all at once"),
+        "True if the whole segment file should be allocated when it is created."),
+    def("remote.log.copy.disable", None, Boolean, Some("false"),
+        Any, Stored(NO_TIERED_STORAGE),
+        "Make a tiered topic's remote data read-only."),
+    def("remote.log.delete.on.disable", None, Boolean, Some("false"),
+        Any, Stored(NO_TIERED_STORAGE),
+        "Delete a topic's tiered data when tiered storage is disabled for it."),
+    def("remote.storage.enable", None, Boolean, Some("false"),
+        Any, Stored("tern has no tiered storage: true is refused, as Kafka refuses it while remote.log.storage.system.enable is false"),
+        "Enable tiered storage for the topic."),
+    def("retention.bytes", Some("log.retention.bytes"), Long, Some("-1"),
+        Any, Honoured,
+        "Size a partition may grow to before its oldest segments are deleted; a negative value for no limit."),
+    def("retention.ms", Some("log.retention.ms"), Long, Some("604800000"),
+        AtLeast(-1.0), Honoured,
+        "Age after which a segment is deleted; -1 keeps data forever."),
+    def("segment.bytes", Some("log.segment.bytes"), Int, Some("1073741824"),
+        AtLeast(1048576.0), Honoured,
+        "Size at which the active segment is rolled."),
+    def("segment.index.bytes", Some("log.index.size.max.bytes"), Int, Some("10485760"),
+        AtLeast(4.0), Honoured,
+        "Largest size of a segment's offset and time index files."),
+    def("segment.jitter.ms", Some("log.roll.jitter.ms"), Long, Some("0"),
+        AtLeast(0.0), Honoured,
+        "Most a segment's roll may come before segment.ms (a per-segment share of it), so that logs created together do not all roll at once."),
+    def("segment.ms", Some("log.roll.ms"), Long, Some("604800000"),
+        AtLeast(1.0), Honoured,
+        "Age at which the active segment is rolled."),
+    def("unclean.leader.election.enable", Some("unclean.leader.election.enable"), Boolean, Some("false"),
+        Any, Honoured,
+        "Elect a replica outside the ISR when no in-sync replica is alive: the partition comes back at once, but acknowledged writes may be lost."),
+    // tern's own.
+    def("archive.enable", Some("archive.enable"), Boolean, Some("false"),
+        Any, Honoured,
+        "Write every segment retention would delete to the Parquet archive (--archive-dir or --archive-url) first; retention waits until the archive has it."),
+    def("archive.on.failure", Some("archive.on.failure"), Str, Some("wait"),
+        OneOf(&["wait", "delete"]), Honoured,
+        "What retention does while the archive fails: 'wait' keeps the segments until an export succeeds; 'delete' deletes them unarchived (counted in tern_archive_skipped_segments_total)."),
 ];
+
+/// Kafka's gzip level check: 1 to 9, or -1 for the codec's default.
+fn gzip_level(value: &str) -> Result<(), String> {
+    match value.parse::<i32>() {
+        Ok(-1 | 1..=9) => Ok(()),
+        _ => Err("Value must be between 1 and 9 or equal to -1".into()),
+    }
+}
+
+/// Kafka's `ThrottledReplicaListValidator`: empty, `*`, or `partition:broker` pairs.
+fn throttled_replicas(value: &str) -> Result<(), String> {
+    let items: Vec<&str> = config_value::list_items(value).collect();
+    let pair = |item: &str| {
+        item.split_once(':').is_some_and(|(p, b)| {
+            p.trim().parse::<u32>().is_ok() && b.trim().parse::<u32>().is_ok()
+        })
+    };
+    if items == ["*"] || items.iter().all(|item| pair(item)) {
+        Ok(())
+    } else {
+        Err("must be the literal '*' or a list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],...".into())
+    }
+}
 
 /// A `compression.type` value as a Kafka codec id: `Some(None)` for `producer`.
 fn codec_of(value: &str) -> Option<Option<i16>> {
@@ -253,26 +246,34 @@ pub fn definition(name: &str) -> Option<&'static ConfigDef> {
 
 /// The topic config whose broker-level default is broker config `key`.
 pub fn by_broker_key(key: &str) -> Option<&'static ConfigDef> {
-    TOPIC_CONFIGS.iter().find(|d| d.broker_key == key)
+    TOPIC_CONFIGS.iter().find(|d| d.broker_key == Some(key))
 }
 
 impl ConfigDef {
-    /// Checks one value; the reason says what is wrong with it.
+    /// Checks one value; the reason is Kafka's.
     pub fn check(&self, value: &str) -> Result<(), String> {
-        (self.validate)(value)
+        config_value::check(self.kind, self.validator, value)
+    }
+
+    /// Whether DescribeConfigs lists it for a topic that does not set it.
+    pub fn described_by_default(&self) -> bool {
+        self.support != Support::Internal
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    #[error("unknown topic config '{0}'")]
+    #[error("Unknown topic config name: {0}")]
     Unknown(String),
-    #[error("invalid value '{value}' for {name}: {reason}")]
+    #[error("Invalid value {value} for configuration {name}: {reason}")]
     Invalid {
         name: String,
         value: String,
         reason: String,
     },
+    /// A combination Kafka's `LogConfig.validate` refuses; the text is Kafka's.
+    #[error("{0}")]
+    Conflict(String),
     #[error("{topic} must keep {name}={required} (asked: {}): the log cleaner compacts it, and retention or another cleanup policy would age committed offsets out", requested.as_deref().unwrap_or("no value"))]
     Protected {
         topic: String,
@@ -282,30 +283,44 @@ pub enum ConfigError {
     },
 }
 
-/// Checks every `(name, value)` against the definitions, and the pairs that must
-/// agree (`min.compaction.lag.ms` not above `max.compaction.lag.ms`, as Kafka's
-/// `LogConfig.validate` requires).
+/// Checks every `(name, value)` against the definitions, then the combinations Kafka's
+/// `LogConfig.validate` refuses: `min.compaction.lag.ms` above
+/// `max.compaction.lag.ms`, and `remote.storage.enable=true` (tiered storage is off, as
+/// in a Kafka broker without `remote.log.storage.system.enable`).
 pub fn validate(configs: &BTreeMap<String, String>) -> Result<(), ConfigError> {
     for (name, value) in configs {
         let def = definition(name).ok_or_else(|| ConfigError::Unknown(name.clone()))?;
-        (def.validate)(value).map_err(|reason| ConfigError::Invalid {
+        def.check(value).map_err(|reason| ConfigError::Invalid {
             name: name.clone(),
             value: value.clone(),
             reason,
         })?;
     }
-    let lag = |name: &str| configs.get(name).and_then(|v| v.trim().parse::<i64>().ok());
+    let lag = |name: &str| {
+        configs
+            .get(name)
+            .map(String::as_str)
+            .or_else(|| definition(name).and_then(|d| d.default))
+            .and_then(|v| v.trim().parse::<i64>().ok())
+    };
     if let (Some(min), Some(max)) = (lag("min.compaction.lag.ms"), lag("max.compaction.lag.ms")) {
         if min > max {
-            return Err(ConfigError::Invalid {
-                name: "min.compaction.lag.ms".into(),
-                value: min.to_string(),
-                reason: format!("conflict: it is above max.compaction.lag.ms {max}"),
-            });
+            return Err(ConfigError::Conflict(format!(
+                "conflict topic config setting min.compaction.lag.ms ({min}) > max.compaction.lag.ms ({max})"
+            )));
         }
+    }
+    let remote = configs.get("remote.storage.enable");
+    if remote.is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
+        return Err(ConfigError::Conflict(
+            "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage.".into(),
+        ));
     }
     Ok(())
 }
+
+/// A dynamic broker config that reaches every log (`DynamicProducerStateManagerConfig`).
+const PRODUCER_ID_EXPIRATION_MS: &str = "producer.id.expiration.ms";
 
 /// Broker-level values for topic configs, at the four levels Kafka resolves them from
 /// (KIP-226): this broker's dynamic config, the cluster-wide dynamic default
@@ -343,7 +358,7 @@ impl DynamicBrokerConfigs {
 /// One level at which a config has a value (a DescribeConfigs synonym).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Synonym {
-    pub name: &'static str,
+    pub name: String,
     pub value: String,
     pub source: ConfigSource,
 }
@@ -380,25 +395,32 @@ impl TopicDefaults {
             return Vec::new();
         };
         let mut out = Vec::new();
-        let mut push = |value: Option<&String>, source| {
+        let named = def.broker_key.unwrap_or(def.name);
+        let mut push = |value: Option<&str>, source| {
             if let Some(value) = value {
                 out.push(Synonym {
-                    name: def.broker_key,
-                    value: value.clone(),
+                    name: named.to_string(),
+                    value: value.to_string(),
                     source,
                 });
             }
         };
+        if let Some(key) = def.broker_key {
+            push(
+                self.dynamic.this_broker.get(key).map(String::as_str),
+                ConfigSource::DynamicBroker,
+            );
+            push(
+                self.dynamic.cluster_default.get(key).map(String::as_str),
+                ConfigSource::DynamicDefaultBroker,
+            );
+        }
         push(
-            self.dynamic.this_broker.get(def.broker_key),
-            ConfigSource::DynamicBroker,
+            self.operator.get(def.name).map(String::as_str),
+            ConfigSource::StaticBroker,
         );
-        push(
-            self.dynamic.cluster_default.get(def.broker_key),
-            ConfigSource::DynamicDefaultBroker,
-        );
-        push(self.operator.get(def.name), ConfigSource::StaticBroker);
-        push(self.builtin.get(def.name), ConfigSource::Default);
+        let builtin = self.builtin.get(def.name).map(String::as_str);
+        push(builtin.or(def.default), ConfigSource::Default);
         out
     }
 
@@ -454,9 +476,18 @@ impl TopicDefaults {
     fn log_config(&self, overrides: &BTreeMap<String, String>) -> LogConfig {
         let builtin = LogConfig::default();
         LogConfig {
-            segment_bytes: self.parse_or(overrides, "segment.bytes", builtin.segment_bytes),
+            // Kafka's testing knob wins over segment.bytes, whose minimum is 1 MiB.
+            segment_bytes: overrides
+                .get("internal.segment.bytes")
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or_else(|| {
+                    self.parse_or(overrides, "segment.bytes", builtin.segment_bytes)
+                }),
             segment_ms: self.parse_or(overrides, "segment.ms", builtin.segment_ms),
-            index_bytes: self.parse_or(overrides, "segment.index.bytes", builtin.index_bytes),
+            // Room for one entry of each index (8 and 12 bytes) whatever Kafka's minimum of 4.
+            index_bytes: self
+                .parse_or(overrides, "segment.index.bytes", builtin.index_bytes)
+                .max(24),
             index_interval_bytes: self.parse_or(
                 overrides,
                 "index.interval.bytes",
@@ -464,7 +495,11 @@ impl TopicDefaults {
             ),
             retention_ms: self.parse_or(overrides, "retention.ms", builtin.retention_ms),
             retention_bytes: self.parse_or(overrides, "retention.bytes", builtin.retention_bytes),
-            producer_id_expiration_ms: builtin.producer_id_expiration_ms,
+            producer_id_expiration_ms: self
+                .dynamic
+                .get(PRODUCER_ID_EXPIRATION_MS)
+                .and_then(|(v, _)| v.trim().parse().ok())
+                .unwrap_or(builtin.producer_id_expiration_ms),
             archive: self
                 .resolve(overrides, "archive.enable")
                 .map_or(builtin.archive, |(v, _)| v.trim() == "true"),
@@ -505,6 +540,22 @@ impl TopicDefaults {
                 overrides,
                 "max.compaction.lag.ms",
                 builtin.max_compaction_lag_ms,
+            ),
+            flush_ms: self.parse_or(overrides, "flush.ms", builtin.flush_ms),
+            segment_jitter_ms: self.parse_or(
+                overrides,
+                "segment.jitter.ms",
+                builtin.segment_jitter_ms,
+            ),
+            timestamp_before_max_ms: self.parse_or(
+                overrides,
+                "message.timestamp.before.max.ms",
+                builtin.timestamp_before_max_ms,
+            ),
+            timestamp_after_max_ms: self.parse_or(
+                overrides,
+                "message.timestamp.after.max.ms",
+                builtin.timestamp_after_max_ms,
             ),
             compression: self
                 .resolve(overrides, "compression.type")
@@ -668,7 +719,7 @@ mod tests {
         let over = map(&[("retention.ms", "5")]);
         assert_eq!(d.log_config(&over).retention_ms, 5);
         // Synonyms list every level that has a value, most specific first.
-        let levels: Vec<(&str, String, ConfigSource)> = d
+        let levels: Vec<(String, String, ConfigSource)> = d
             .broker_synonyms("segment.bytes")
             .into_iter()
             .map(|s| (s.name, s.value, s.source))
@@ -677,22 +728,22 @@ mod tests {
             levels,
             vec![
                 (
-                    "log.segment.bytes",
+                    "log.segment.bytes".to_string(),
                     "2048".into(),
                     ConfigSource::DynamicBroker
                 ),
                 (
-                    "log.segment.bytes",
+                    "log.segment.bytes".to_string(),
                     "8192".into(),
                     ConfigSource::DynamicDefaultBroker
                 ),
                 (
-                    "log.segment.bytes",
+                    "log.segment.bytes".to_string(),
                     "4096".into(),
                     ConfigSource::StaticBroker
                 ),
                 (
-                    "log.segment.bytes",
+                    "log.segment.bytes".to_string(),
                     "1073741824".into(),
                     ConfigSource::Default
                 ),
@@ -787,10 +838,46 @@ mod tests {
         c.clear();
         c.insert("min.compaction.lag.ms".to_string(), "10".to_string());
         c.insert("max.compaction.lag.ms".to_string(), "5".to_string());
-        assert!(
-            matches!(validate(&c), Err(ConfigError::Invalid { .. })),
+        assert_eq!(
+            validate(&c),
+            Err(ConfigError::Conflict(
+                "conflict topic config setting min.compaction.lag.ms (10) > max.compaction.lag.ms (5)".into()
+            )),
             "a minimum lag above the maximum is a conflict, as in Kafka"
         );
+        c.clear();
+        c.insert("min.compaction.lag.ms".to_string(), "10".to_string());
+        assert_eq!(
+            validate(&c),
+            Ok(()),
+            "against max.compaction.lag.ms's default"
+        );
+        c.clear();
+        c.insert("remote.storage.enable".to_string(), "true".to_string());
+        assert!(matches!(validate(&c), Err(ConfigError::Conflict(_))));
+        c.insert("remote.storage.enable".to_string(), "false".to_string());
+        assert_eq!(validate(&c), Ok(()));
+        c.clear();
+        c.insert("segment.bytes".to_string(), "1048575".to_string());
+        assert_eq!(
+            validate(&c).map_err(|e| e.to_string()),
+            Err("Invalid value 1048575 for configuration segment.bytes: Value must be at least 1048576".into())
+        );
+        c.clear();
+        for (name, good, bad) in [
+            ("leader.replication.throttled.replicas", "0:1,1:2", "0:1:2"),
+            ("follower.replication.throttled.replicas", "*", "*,0:1"),
+            ("compression.gzip.level", "-1", "0"),
+            ("compression.zstd.level", "-131072", "23"),
+            ("retention.bytes", "-5", "1.5"),
+            ("preallocate", "TRUE", "1"),
+        ] {
+            c.insert(name.to_string(), good.to_string());
+            assert_eq!(validate(&c), Ok(()), "{name}={good}");
+            c.insert(name.to_string(), bad.to_string());
+            assert!(validate(&c).is_err(), "{name}={bad}");
+            c.clear();
+        }
         c.clear();
         c.insert(
             "message.timestamp.type".to_string(),

@@ -158,14 +158,6 @@ impl Config {
                 "Client connections allowed at once (static in tern).",
             ),
             entry(
-                crate::cluster::broker_config::LOG_FLUSH_INTERVAL_MS,
-                "log_flush_interval_ms",
-                self.durability.flush_interval.as_millis().to_string(),
-                Some(defaults::log_flush_interval_ms().to_string()),
-                Long,
-                "Longest time data stays unflushed: every log is flushed at least this often.",
-            ),
-            entry(
                 "log.retention.check.interval.ms",
                 "log_retention_check_interval_ms",
                 self.retention_check_interval.as_millis().to_string(),

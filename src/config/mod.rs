@@ -31,7 +31,6 @@ use crate::cluster::topic_config::TopicDefaults;
 use crate::group::GroupsConfig;
 use crate::http::HttpSecurity;
 use crate::replication::log_cleaner::CleanerConfig;
-use crate::replication::Durability;
 use crate::topics::TopicsConfig;
 
 /// The resolved configuration.
@@ -45,7 +44,6 @@ pub struct Config {
     pub etcd: Option<crate::cluster::etcd::EtcdConfig>,
     pub ring_weight: u32,
     pub topics: TopicsConfig,
-    pub durability: Durability,
     pub retention_check_interval: Duration,
     pub cleaner: CleanerConfig,
     /// How long a follower may fail to catch up before it leaves the ISR.
@@ -171,6 +169,7 @@ impl Config {
                 defaults::log_flush_interval_messages().to_string(),
             ),
             ("index.interval.bytes", "4096".to_string()),
+            ("flush.ms", defaults::log_flush_interval_ms().to_string()),
             (
                 "max.message.bytes",
                 defaults::message_max_bytes().to_string(),
@@ -241,13 +240,6 @@ impl Config {
                     .default_replication_factor
                     .unwrap_or_else(defaults::default_replication_factor),
                 defaults: TopicDefaults::new(&builtin, &operator_set),
-            },
-            durability: Durability {
-                flush_interval: Duration::from_millis(
-                    a.log_flush_interval_ms
-                        .unwrap_or_else(defaults::log_flush_interval_ms)
-                        .max(1),
-                ),
             },
             retention_check_interval: Duration::from_millis(
                 a.log_retention_check_interval_ms

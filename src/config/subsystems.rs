@@ -163,13 +163,14 @@ pub(super) fn archive_config(a: &ServeArgs) -> Result<crate::archive::ArchiveCon
 /// Topic-config defaults the operator set explicitly, by topic config name.
 pub(super) fn topic_overrides(a: &ServeArgs) -> BTreeMap<&'static str, String> {
     let mut out = BTreeMap::new();
-    let pairs: [(&'static str, Option<String>); 8] = [
+    let pairs: [(&'static str, Option<String>); 9] = [
         ("archive.enable", a.archive_enable.map(|v| v.to_string())),
         ("archive.on.failure", a.archive_on_failure.clone()),
         (
             "flush.messages",
             a.log_flush_interval_messages.map(|v| v.to_string()),
         ),
+        ("flush.ms", a.log_flush_interval_ms.map(|v| v.to_string())),
         ("retention.ms", a.log_retention_ms.map(|v| v.to_string())),
         (
             "retention.bytes",

@@ -51,6 +51,9 @@ impl Log {
             if self.config.cleanup.compact {
                 check_keys(&header)?;
             }
+            if !self.config.log_append_time {
+                self.check_timestamps(&header, now_ms)?;
+            }
             headers.push(header);
         }
         if headers.is_empty() {
@@ -277,17 +280,51 @@ impl Log {
         Ok(())
     }
 
-    /// The active segment's age at which it rolls: `segment.ms`, and for a compacted
-    /// log no later than `max.compaction.lag.ms`, since the active segment is never
-    /// cleaned (KIP-354).
+    /// The active segment's age at which it rolls: `segment.ms` less this segment's
+    /// jitter, and for a compacted log no later than `max.compaction.lag.ms`, since the
+    /// active segment is never cleaned (KIP-354).
     pub(super) fn roll_after_ms(&self) -> i64 {
+        let segment_ms = self.config.segment_ms - self.roll_jitter_ms();
         if self.config.cleanup.compact {
-            self.config
-                .segment_ms
-                .min(self.config.max_compaction_lag_ms)
+            segment_ms.min(self.config.max_compaction_lag_ms)
         } else {
-            self.config.segment_ms
+            segment_ms
         }
+    }
+
+    /// The active segment's share of `segment.jitter.ms`: below `min(segment.jitter.ms,
+    /// segment.ms)` as Kafka's `randomSegmentJitter`, drawn from the log's directory and
+    /// the segment's base offset rather than a random number, so that it differs between
+    /// logs and segments yet stays the same across a restart.
+    fn roll_jitter_ms(&self) -> i64 {
+        let bound = self.config.segment_jitter_ms.min(self.config.segment_ms);
+        if bound <= 0 {
+            return 0;
+        }
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        self.dir.hash(&mut hasher);
+        self.segments.keys().next_back().hash(&mut hasher);
+        (hasher.finish() % bound as u64) as i64
+    }
+
+    /// Kafka's `LogValidator.validateTimestamp` for a CreateTime log, on the batch's first
+    /// and largest timestamps (the records' own are not decoded on this path): neither
+    /// may be older than `message.timestamp.before.max.ms` nor ahead of the clock by more
+    /// than `message.timestamp.after.max.ms`. A batch without timestamps (-1) passes.
+    fn check_timestamps(&self, header: &BatchHeader<'_>, now_ms: i64) -> Result<(), AppendError> {
+        let earliest = now_ms.saturating_sub(self.config.timestamp_before_max_ms);
+        let latest = now_ms.saturating_add(self.config.timestamp_after_max_ms);
+        for timestamp in [header.base_timestamp(), header.max_timestamp()] {
+            if timestamp >= 0 && (timestamp < earliest || timestamp > latest) {
+                return Err(AppendError::TimestampOutOfRange {
+                    timestamp,
+                    earliest,
+                    latest,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Retires the active segment and starts a new one at the log end offset. Nothing

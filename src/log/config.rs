@@ -47,6 +47,18 @@ pub struct LogConfig {
     /// `archive.on.failure=delete`: after a failed export retention goes on without
     /// the archive instead of waiting for it.
     pub archive_failure_deletes: bool,
+    /// `flush.ms`: longest time written data of this log stays unflushed (the broker's
+    /// flusher acts on it; the log only carries it).
+    pub flush_ms: i64,
+    /// `segment.jitter.ms`: the active segment rolls up to this much before
+    /// `segment.ms`, so that logs created together do not all roll at once.
+    pub segment_jitter_ms: i64,
+    /// `message.timestamp.before.max.ms`: a CreateTime batch may be at most this much
+    /// older than the broker's clock.
+    pub timestamp_before_max_ms: i64,
+    /// `message.timestamp.after.max.ms`: a CreateTime batch may be at most this much
+    /// ahead of the broker's clock.
+    pub timestamp_after_max_ms: i64,
 }
 
 /// `cleanup.policy`: `delete` (retention by time and size), `compact` (keep the latest
@@ -106,6 +118,10 @@ impl Default for LogConfig {
             compression: None,
             archive: false,
             archive_failure_deletes: false,
+            flush_ms: 1000,
+            segment_jitter_ms: 0,
+            timestamp_before_max_ms: i64::MAX,
+            timestamp_after_max_ms: i64::MAX,
         }
     }
 }

@@ -87,6 +87,14 @@ pub enum AppendError {
     /// transaction coordinator writes markers (Kafka's `LogValidator.validateBatch`).
     #[error("clients are not allowed to write control records")]
     ControlBatch,
+    /// A CreateTime batch stamped too far from the broker's clock
+    /// (`message.timestamp.before.max.ms` / `message.timestamp.after.max.ms`).
+    #[error("Timestamp {timestamp} of message is out of range. The timestamp should be within [{earliest}, {latest}]")]
+    TimestampOutOfRange {
+        timestamp: i64,
+        earliest: i64,
+        latest: i64,
+    },
     /// Replicated batches that start below the log end (or below the batch before).
     #[error("replicated batch at offset {found} is below the log end {expected}")]
     NotContiguous { expected: i64, found: i64 },

@@ -22,4 +22,4 @@ pub use leader::{AckCheck, FollowerProgress, IsrProposal, LeaderState};
 pub use partition::{
     Acks, FollowerProcess, LeaderLease, Partition, PartitionError, ReadResult, ReplicaRead,
 };
-pub use replicas::{Durability, NotServed, ReplicaManager, TopicReplicas};
+pub use replicas::{NotServed, ReplicaManager, TopicReplicas};

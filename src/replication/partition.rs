@@ -90,6 +90,10 @@ pub struct Partition {
     failed: AtomicBool,
     /// `flush.messages`: see [`Self::flush_due`].
     flush_messages: AtomicI64,
+    /// `flush.ms`: see [`Self::flush_wait`].
+    flush_ms: AtomicI64,
+    /// When the last flush finished (or the replica opened).
+    last_flush: Mutex<std::time::Instant>,
     lease: LeaderLease,
 }
 
@@ -107,6 +111,7 @@ impl Partition {
     ) -> Self {
         let durable = log.recovery_point().0;
         let flush_messages = AtomicI64::new(log.config().flush_messages);
+        let flush_ms = AtomicI64::new(log.config().flush_ms);
         let state = ReplicaState::new(
             BrokerId(node_id),
             log,
@@ -125,6 +130,8 @@ impl Partition {
             flush_lock: tokio::sync::Mutex::new(()),
             failed: AtomicBool::new(false),
             flush_messages,
+            flush_ms,
+            last_flush: Mutex::new(std::time::Instant::now()),
             lease,
         }
     }
@@ -157,6 +164,7 @@ impl Partition {
     pub fn set_config(&self, config: LogConfig, min_insync_replicas: i32) {
         self.flush_messages
             .store(config.flush_messages, Ordering::Relaxed);
+        self.flush_ms.store(config.flush_ms, Ordering::Relaxed);
         let mut state = self.state.lock();
         state.log_mut().set_config(config);
         state.set_min_insync_replicas(min_insync_replicas);
@@ -573,6 +581,7 @@ impl Partition {
                     log.recovery_point().0
                 };
                 self.durable_offset.fetch_max(durable, Ordering::AcqRel);
+                *self.last_flush.lock() = std::time::Instant::now();
                 state.on_flushed();
                 self.publish(&state);
                 drop(state);
@@ -609,6 +618,19 @@ impl Partition {
     /// Whether an fsync failed, so the partition takes no writes.
     pub fn is_offline(&self) -> bool {
         self.failed.load(Ordering::Acquire)
+    }
+
+    /// How long until `flush.ms` makes this replica's unflushed data due for a flush
+    /// (zero: due now); `None` when everything is on disk. As Kafka's log flusher, the
+    /// time counts from the last flush.
+    pub fn flush_wait(&self, now: std::time::Instant) -> Option<std::time::Duration> {
+        if self.unflushed_bytes() == 0 {
+            return None;
+        }
+        let every =
+            std::time::Duration::from_millis(self.flush_ms.load(Ordering::Relaxed).max(0) as u64);
+        let since = now.saturating_duration_since(*self.last_flush.lock());
+        Some(every.saturating_sub(since))
     }
 
     pub fn unflushed_bytes(&self) -> u64 {

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::RwLock;
 use uuid::Uuid;
@@ -21,7 +21,6 @@ use super::leader::IsrProposal;
 use super::partition::LeaderLease;
 use super::partition::Partition;
 use super::replica::Assigned;
-use crate::cluster::broker_config::LOG_FLUSH_INTERVAL_MS;
 use crate::cluster::topic_config::{DynamicBrokerConfigs, TopicDefaults};
 use crate::cluster::{TopicAssignment, TopicSpec};
 use crate::log::retention::RetentionCounts;
@@ -46,13 +45,6 @@ fn read_checkpoint(path: &Path) -> io::Result<HashMap<String, i64>> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(HashMap::new()),
         Err(e) => Err(e),
     }
-}
-
-/// When acknowledged data must be on disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Durability {
-    /// Everything is flushed at least this often (`log.flush.interval.ms`).
-    pub flush_interval: Duration,
 }
 
 /// A topic's partitions as this broker sees them, indexed by partition number.
@@ -138,7 +130,6 @@ pub struct ReplicaManager {
     /// Topic defaults under the dynamic broker configs in force; replaced (and re-applied
     /// to every open log) when those change.
     defaults: RwLock<Arc<TopicDefaults>>,
-    durability: Durability,
     topics: RwLock<HashMap<String, Arc<TopicReplicas>>>,
     /// Held through every reconcile and removal: the admin path and the metadata
     /// reconciler may act on one topic at once, and two of them opening the same
@@ -165,7 +156,6 @@ impl ReplicaManager {
         data_dir: &Path,
         node_id: i32,
         defaults: Arc<TopicDefaults>,
-        durability: Durability,
         lease: LeaderLease,
     ) -> io::Result<(Self, IsrChanges)> {
         std::fs::create_dir_all(data_dir)?;
@@ -183,7 +173,6 @@ impl ReplicaManager {
             Self {
                 data_dir: data_dir.to_path_buf(),
                 defaults: RwLock::new(defaults),
-                durability,
                 topics: RwLock::new(HashMap::new()),
                 reconciling: parking_lot::Mutex::new(()),
                 clean_start,
@@ -214,27 +203,9 @@ impl ReplicaManager {
         let _ = self.isr_changes.send((Arc::clone(partition), proposal));
     }
 
-    /// The static durability settings (`log.flush.interval.ms` may be overridden at run
-    /// time: see `flush_interval`).
-    pub fn durability(&self) -> Durability {
-        self.durability
-    }
-
     /// The topic defaults in force now (static settings under the dynamic broker configs).
     pub fn defaults(&self) -> Arc<TopicDefaults> {
         Arc::clone(&self.defaults.read())
-    }
-
-    /// How often every log is flushed: the dynamic `log.flush.interval.ms` if one is set
-    /// (this broker's, then the cluster default), else the static setting.
-    pub fn flush_interval(&self) -> Duration {
-        self.defaults()
-            .dynamic()
-            .get(LOG_FLUSH_INTERVAL_MS)
-            .and_then(|(v, _)| v.trim().parse::<u64>().ok())
-            .map_or(self.durability.flush_interval, |ms| {
-                Duration::from_millis(ms.max(1))
-            })
     }
 
     /// Puts new dynamic broker configs in force: re-resolves every topic's settings
@@ -502,6 +473,32 @@ impl ReplicaManager {
             .collect()
     }
 
+    /// Flushes every partition whose oldest unflushed write has waited its topic's
+    /// `flush.ms` (the broker's `log.flush.interval.ms` unless the topic sets one), then
+    /// records the recovery points if anything was flushed. Returns how long until the
+    /// next partition is due, if one has unflushed data.
+    pub async fn flush_due(&self) -> Option<Duration> {
+        let mut flushed = false;
+        let mut next: Option<Duration> = None;
+        for partition in self.all_partitions() {
+            match partition.flush_wait(Instant::now()) {
+                Some(wait) if wait.is_zero() => {
+                    // A failure takes the partition offline and is logged there.
+                    let _ = partition.flush().await;
+                    flushed = true;
+                }
+                Some(wait) => next = Some(next.map_or(wait, |n| n.min(wait))),
+                None => {}
+            }
+        }
+        if flushed {
+            if let Err(error) = self.write_recovery_checkpoint() {
+                tracing::warn!(%error, "could not write the recovery checkpoint");
+            }
+        }
+        next
+    }
+
     /// Flushes every partition with unflushed data, then records the recovery points.
     pub async fn flush_all(&self) {
         for partition in self.all_partitions() {
@@ -604,14 +601,11 @@ mod tests {
     fn manager(dir: &Path) -> io::Result<ReplicaManager> {
         let builtin = vec![("retention.ms", "604800000".to_string())];
         let defaults = Arc::new(TopicDefaults::new(&builtin, &BTreeMap::new()));
-        let durability = Durability {
-            flush_interval: Duration::from_secs(1),
-        };
-        Ok(ReplicaManager::new(dir, 0, defaults, durability, LeaderLease::always())?.0)
+        Ok(ReplicaManager::new(dir, 0, defaults, LeaderLease::always())?.0)
     }
 
     #[test]
-    fn dynamic_configs_reach_open_logs_and_the_flush_interval() -> io::Result<()> {
+    fn dynamic_configs_reach_open_logs_and_their_flush_deadline() -> io::Result<()> {
         let dir = tempfile::tempdir()?;
         let replicas = manager(dir.path())?;
         let orders = spec("orders");
@@ -623,13 +617,12 @@ mod tests {
             .insert("log.retention.ms".into(), "1".into());
         dynamic
             .this_broker
-            .insert(LOG_FLUSH_INTERVAL_MS.into(), "250".into());
+            .insert("log.flush.interval.ms".into(), "250".into());
         assert!(replicas.set_dynamic_configs(dynamic.clone()));
         assert!(
             !replicas.set_dynamic_configs(dynamic),
             "no change the second time"
         );
-        assert_eq!(replicas.flush_interval(), Duration::from_millis(250));
         // The open log now ages everything out after 1 ms: retention deletes its data.
         let partition = replicas
             .partition("orders", 0)
@@ -641,13 +634,30 @@ mod tests {
                 crate::replication::Acks::Leader,
             )
             .map_err(io::Error::other)?;
+        // Its flush.ms follows log.flush.interval.ms: due within 250 ms of the last flush.
+        let wait = partition
+            .flush_wait(Instant::now())
+            .ok_or_else(|| io::Error::other("unflushed data"))?;
+        assert!(wait <= Duration::from_millis(250), "{wait:?}");
         replicas.apply_retention(false);
         let offsets = partition.offsets();
         let log_start = offsets.log_start().0;
         let log_end = offsets.log_end().0;
         assert_eq!((log_start, log_end), (3, 3));
+        partition
+            .append(
+                &crate::log::records::testing::simple_batch(1, 2_000),
+                2_000,
+                crate::replication::Acks::Leader,
+            )
+            .map_err(io::Error::other)?;
         assert!(replicas.set_dynamic_configs(DynamicBrokerConfigs::default()));
-        assert_eq!(replicas.flush_interval(), Duration::from_secs(1));
+        // Back to the topic default (no broker value here: Kafka's, never by time).
+        let wait = partition.flush_wait(Instant::now());
+        assert!(
+            wait.is_some_and(|w| w > Duration::from_secs(3600)),
+            "{wait:?}"
+        );
         Ok(())
     }
 

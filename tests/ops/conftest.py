@@ -8,8 +8,8 @@ known traffic, shared by the whole session:
 - ORDERS (3 partitions): N_FIRST messages of PAYLOAD bytes with kcat, read back by a plain
   consumer and by consumer group GROUP (kcat -G, which commits on close), then N_LATER more
   messages, so the group's lag is exactly N_LATER.
-- SEGMENTS (segment.bytes=1024): N_SEGMENTS one-message batches, so it rolls segments.
-- COMPACTED (cleanup.policy=compact, compression.type=gzip, segment.bytes=1024):
+- SEGMENTS (internal.segment.bytes=1024): N_SEGMENTS one-message batches, so it rolls segments.
+- COMPACTED (cleanup.policy=compact, compression.type=gzip, internal.segment.bytes=1024):
   N_SEGMENTS uncompressed keyed one-message batches, recompressed to gzip on the way in;
   the cleaner (backing off 200 ms here) runs at least one pass over it.
 - MINISR (min.insync.replicas=2, more than the one replica there is): one acks=all produce,
@@ -24,7 +24,7 @@ known traffic, shared by the whole session:
 - RAW_CONNECTIONS plain TCP connections held open until the connection gauge shows them.
 - HTTP API: topic HTTP_TOPIC created over HTTP, one subscriber, HTTP_MESSAGES published and
   read back, and one bad request (400).
-- ARCHIVED (archive.enable=true, segment.bytes=1024, retention.ms=1 h): N_EXPIRED records
+- ARCHIVED (archive.enable=true, internal.segment.bytes=1024, retention.ms=1 h): N_EXPIRED records
   stamped two hours ago, sealed by two fresh incompressible sentinels: the exporter writes
   them to the Parquet archive (<data dir>/archive), then retention deletes them.
 - ARCHIVE_BLOCKED (the same, with archive.on.failure=delete): a regular file stands where
@@ -223,10 +223,10 @@ def traffic(broker, prometheus):
     admin = AdminClient({"bootstrap.servers": b})
     futures = admin.create_topics([
         NewTopic(ORDERS, ORDERS_PARTITIONS, 1),
-        NewTopic(SEGMENTS, 1, 1, config={"segment.bytes": "1024"}),
+        NewTopic(SEGMENTS, 1, 1, config={"internal.segment.bytes": "1024"}),
         NewTopic(MINISR, 1, 1, config={"min.insync.replicas": "2"}),
         NewTopic(TXN, 1, 1),
-        NewTopic(COMPACTED, 1, 1, config={"cleanup.policy": "compact", "segment.bytes": "1024",
+        NewTopic(COMPACTED, 1, 1, config={"cleanup.policy": "compact", "internal.segment.bytes": "1024",
                                           "min.cleanable.dirty.ratio": "0.01", "compression.type": "gzip"}),
     ], operation_timeout=10, request_timeout=15)
     for name, f in futures.items():
@@ -327,7 +327,7 @@ def traffic(broker, prometheus):
     # ARCHIVED and ARCHIVE_BLOCKED: expired records, archived or (blocked) deleted unarchived.
     (broker.data_dir / "archive").mkdir(parents=True, exist_ok=True)
     (broker.data_dir / "archive" / f"topic={ARCHIVE_BLOCKED}").write_bytes(b"not a folder")
-    archived = {"archive.enable": "true", "segment.bytes": "1024", "retention.ms": "3600000"}
+    archived = {"archive.enable": "true", "internal.segment.bytes": "1024", "retention.ms": "3600000"}
     futures = admin.create_topics([
         NewTopic(ARCHIVED, 1, 1, config=archived),
         NewTopic(ARCHIVE_BLOCKED, 1, 1, config={**archived, "archive.on.failure": "delete"}),

@@ -249,7 +249,7 @@ def test_syscall_filter_and_wx_policy_admit_tern(tmp_path):
         from confluent_kafka.admin import AdminClient, NewTopic
         admin = AdminClient({"bootstrap.servers": b})
         for f in admin.create_topics([NewTopic("st-retained", 1, 1, config={
-                "segment.bytes": "1024", "retention.bytes": "2048"})], operation_timeout=10).values():
+                "internal.segment.bytes": "1024", "retention.bytes": "2048"})], operation_timeout=10).values():
             f.result(timeout=20)
         assert kcat(["-b", b, "-P", "-t", "st-a", "-K", ":", "-X", "acks=all"], input=payloads(200)).returncode == 0
         assert kcat(["-b", b, "-P", "-t", "st-a", "-K", ":", "-X", "acks=1", "-z", "lz4"],

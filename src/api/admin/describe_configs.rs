@@ -9,7 +9,7 @@
 //! CLUSTER_AUTHORIZATION_FAILED with
 //! Kafka's default message and no configs, the others are described as usual.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
@@ -21,7 +21,8 @@ use super::super::context::RequestContext;
 use super::super::str_bytes;
 use super::{config_resource_refusal, RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC};
 use crate::cluster::broker_config;
-use crate::cluster::topic_config::{self, ConfigSource, ConfigType, Synonym, TOPIC_CONFIGS};
+use crate::cluster::dynamic_broker_configs::DYNAMIC_BROKER_CONFIGS;
+use crate::cluster::topic_config::{ConfigSource, ConfigType, Synonym, TOPIC_CONFIGS};
 use crate::group::config::{GroupConfigKind, GROUP_CONFIGS};
 use crate::security::acl::AclOperation;
 
@@ -102,7 +103,9 @@ pub async fn handle(
 /// One described config before it is shaped for the request's version and flags.
 struct ConfigEntry<'a> {
     name: &'a str,
-    value: &'a str,
+    /// `None`: no level has a value, or a password (never described).
+    value: Option<&'a str>,
+    sensitive: bool,
     source: ConfigSource,
     kind: ConfigType,
     read_only: bool,
@@ -114,7 +117,8 @@ impl ConfigEntry<'_> {
     fn into_result(self, request: &DescribeConfigsRequest) -> DescribeConfigsResourceResult {
         let mut result = DescribeConfigsResourceResult::default()
             .with_name(str_bytes(self.name))
-            .with_value(Some(str_bytes(self.value)))
+            .with_value(self.value.filter(|_| !self.sensitive).map(str_bytes))
+            .with_is_sensitive(self.sensitive)
             .with_read_only(self.read_only)
             .with_config_source(self.source as i8)
             .with_config_type(self.kind as i8);
@@ -135,10 +139,12 @@ fn synonym(name: &str, value: &str, source: ConfigSource) -> DescribeConfigsSyno
         .with_source(source as i8)
 }
 
-fn synonyms(levels: &[Synonym]) -> Vec<DescribeConfigsSynonym> {
+/// The levels as DescribeConfigs synonyms; a password's values stay null.
+fn synonyms(levels: &[Synonym], sensitive: bool) -> Vec<DescribeConfigsSynonym> {
     levels
         .iter()
-        .map(|s| synonym(s.name, &s.value, s.source))
+        .map(|s| synonym(&s.name, &s.value, s.source))
+        .map(|s| if sensitive { s.with_value(None) } else { s })
         .collect()
 }
 
@@ -152,16 +158,18 @@ fn topic_configs(
     TOPIC_CONFIGS
         .iter()
         .filter(|def| wanted(def.name))
+        .filter(|def| def.described_by_default() || overrides.contains_key(def.name))
         .filter_map(|def| {
             let (value, source) = defaults.resolve(overrides, def.name)?;
             let mut levels = Vec::new();
             if let Some(v) = overrides.get(def.name) {
                 levels.push(synonym(def.name, v, ConfigSource::DynamicTopic));
             }
-            levels.extend(synonyms(&defaults.broker_synonyms(def.name)));
+            levels.extend(synonyms(&defaults.broker_synonyms(def.name), false));
             let entry = ConfigEntry {
                 name: def.name,
-                value: &value,
+                value: Some(&value),
+                sensitive: false,
                 source,
                 kind: def.kind,
                 read_only: false,
@@ -197,7 +205,8 @@ fn group_configs(
             };
             let entry = ConfigEntry {
                 name: def.name,
-                value: &value,
+                value: Some(&value),
+                sensitive: false,
                 source,
                 kind: match def.kind {
                     GroupConfigKind::Int => ConfigType::Int,
@@ -212,59 +221,97 @@ fn group_configs(
         .collect()
 }
 
-/// Every config of this broker: the read-only ones as it runs with them, and the dynamic
-/// ones (topic defaults, `log.flush.interval.ms`) resolved through every level.
+/// Every config of this broker: the read-only ones as it runs with them, and every
+/// dynamic one (the topic defaults, then Kafka's other dynamic broker configs and any
+/// listener-prefixed one that is set), resolved through every level.
 fn broker_configs(
     ctx: &RequestContext,
     request: &DescribeConfigsRequest,
     wanted: &dyn Fn(&str) -> bool,
 ) -> Vec<DescribeConfigsResourceResult> {
     let defaults = ctx.services.replicas.defaults();
+    let dynamic = defaults.dynamic();
     let mut out = Vec::new();
     for config in &ctx.services.static_configs {
-        if !wanted(config.name) {
+        if !wanted(config.name) || broker_config::is_dynamic(config.name) {
             continue;
         }
-        let dynamic = broker_config::is_dynamic(config.name);
-        let levels = if config.name == broker_config::LOG_FLUSH_INTERVAL_MS {
-            broker_config::flush_interval_synonyms(config, defaults.dynamic())
-        } else {
-            config.synonyms()
-        };
-        let (value, source) = levels
-            .first()
-            .map_or((config.value.clone(), config.source()), |s| {
-                (s.value.clone(), s.source)
-            });
+        let levels = config.synonyms();
         let entry = ConfigEntry {
             name: config.name,
-            value: &value,
-            source,
+            value: Some(&config.value),
+            sensitive: false,
+            source: config.source(),
             kind: config.kind,
-            read_only: !dynamic,
+            read_only: true,
             documentation: config.documentation,
-            synonyms: synonyms(&levels),
+            synonyms: synonyms(&levels, false),
         };
         out.push(entry.into_result(request));
     }
-    for def in TOPIC_CONFIGS {
-        if !wanted(def.broker_key) {
-            continue;
-        }
-        let levels = defaults.broker_synonyms(def.name);
-        let Some(first) = levels.first() else {
+    let topic_defaults = TOPIC_CONFIGS.iter().filter_map(|def| {
+        def.broker_key
+            .map(|key| (key, defaults.broker_synonyms(def.name)))
+    });
+    let others = DYNAMIC_BROKER_CONFIGS
+        .iter()
+        .map(|c| c.name)
+        .chain(
+            dynamic
+                .this_broker
+                .keys()
+                .chain(dynamic.cluster_default.keys())
+                .map(String::as_str)
+                .filter(|name| name.starts_with("listener.name.")),
+        )
+        .collect::<BTreeSet<&str>>()
+        .into_iter()
+        .map(|name| (name, dynamic_levels(ctx, name)));
+    for (name, levels) in topic_defaults.chain(others) {
+        let Some(d) = broker_config::dynamic(name).filter(|_| wanted(name)) else {
             continue;
         };
+        let first = levels.first();
         let entry = ConfigEntry {
-            name: def.broker_key,
-            value: &first.value,
-            source: first.source,
-            kind: def.kind,
+            name,
+            value: first.map(|s| s.value.as_str()),
+            sensitive: d.sensitive(),
+            source: first.map_or(ConfigSource::Default, |s| s.source),
+            kind: d.kind,
             read_only: false,
-            documentation: def.documentation,
-            synonyms: synonyms(&levels),
+            documentation: d.documentation,
+            synonyms: synonyms(&levels, d.sensitive()),
         };
         out.push(entry.into_result(request));
+    }
+    out
+}
+
+/// Every level at which dynamic broker config `name` (not a topic default) has a value:
+/// this broker's, the cluster default, the static setting tern runs with (if it has
+/// one), Kafka's default.
+fn dynamic_levels(ctx: &RequestContext, name: &str) -> Vec<Synonym> {
+    let defaults = ctx.services.replicas.defaults();
+    let dynamic = defaults.dynamic();
+    let named = |value: &str, source| Synonym {
+        name: name.to_string(),
+        value: value.to_string(),
+        source,
+    };
+    let mut out = Vec::new();
+    if let Some(v) = dynamic.this_broker.get(name) {
+        out.push(named(v, ConfigSource::DynamicBroker));
+    }
+    if let Some(v) = dynamic.cluster_default.get(name) {
+        out.push(named(v, ConfigSource::DynamicDefaultBroker));
+    }
+    match ctx.services.static_configs.iter().find(|c| c.name == name) {
+        Some(config) => out.extend(config.synonyms()),
+        None => {
+            if let Some(default) = broker_config::dynamic(name).and_then(|d| d.default) {
+                out.push(named(default, ConfigSource::Default));
+            }
+        }
     }
     out
 }
@@ -279,19 +326,24 @@ fn default_broker_configs(
     let defaults = ctx.services.replicas.defaults();
     let mut out = Vec::new();
     for (name, value) in &defaults.dynamic().cluster_default {
-        if !wanted(name) {
+        let Some(d) = broker_config::dynamic(name).filter(|_| wanted(name)) else {
             continue;
-        }
-        let documentation = topic_config::by_broker_key(name).map_or("", |d| d.documentation);
+        };
         let source = ConfigSource::DynamicDefaultBroker;
+        let level = [Synonym {
+            name: name.to_string(),
+            value: value.clone(),
+            source,
+        }];
         let entry = ConfigEntry {
             name,
-            value,
+            value: Some(value),
+            sensitive: d.sensitive(),
             source,
-            kind: broker_config::dynamic_kind(name).unwrap_or(ConfigType::String),
+            kind: d.kind,
             read_only: false,
-            documentation,
-            synonyms: vec![synonym(name, value, source)],
+            documentation: d.documentation,
+            synonyms: synonyms(&level, d.sensitive()),
         };
         out.push(entry.into_result(request));
     }

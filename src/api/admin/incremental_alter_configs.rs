@@ -94,7 +94,7 @@ async fn alter_topic(
             .ok_or_else(|| {
                 (
                     ResponseError::InvalidConfig,
-                    format!("unknown topic config '{name}'"),
+                    topic_config::ConfigError::Unknown(name.to_string()).to_string(),
                 )
             })
     };
