@@ -61,14 +61,12 @@ const THREADS: Support = Stored(
     "tern runs on one async runtime sized at start; it has no thread pool of this kind to resize",
 );
 const LISTENERS: Support = Stored(
-    "tern's listeners, TLS and SASL settings come from its flags (--listeners, --tls-*, --sasl-*) at start; the value is kept and described, not applied",
+    "tern's listeners, TLS and SASL settings come from its flags (--listeners, --tls-*, --sasl-*) at start",
 );
 const KERBEROS: Support = Stored("tern has no GSSAPI (Kerberos) mechanism");
-const CLEANER: Support = Stored(
-    "tern's log cleaner takes --log-cleaner-* at start; the value is kept and described, not applied",
-);
+const CLEANER: Support = Stored("tern's log cleaner takes --log-cleaner-* at start");
 const CONNECTIONS: Support = Stored(
-    "tern's connection limits come from --max-connections and --max-connections-per-ip at start; the value is kept and described, not applied",
+    "tern's connection limits come from --max-connections and --max-connections-per-ip at start",
 );
 const REMOTE: Support = Stored(
     "tern has no tiered storage: every segment stays local until retention deletes it (or the archive takes it)",
@@ -100,7 +98,7 @@ pub static DYNAMIC_BROKER_CONFIGS: &[DynamicBrokerConfig] = &[
     dynamic("num.network.threads", Int, Some("3"), AtLeast(1.0), Cluster, THREADS),
     dynamic("num.recovery.threads.per.data.dir", Int, Some("2"), AtLeast(1.0), Cluster, THREADS),
     dynamic("num.replica.fetchers", Int, Some("1"), Any, Cluster, Stored("tern runs one fetcher per leader broker")),
-    dynamic("principal.builder.class", Class, Some(PRINCIPAL_BUILDER), Custom(|v| known_classes(v, &[PRINCIPAL_BUILDER])), PerBroker, Stored("tern builds principals itself (User:<name>, or the mapped certificate subject); it loads no Java class")),
+    dynamic("principal.builder.class", Class, Some(PRINCIPAL_BUILDER), Custom(|v| known_classes(v, &[PRINCIPAL_BUILDER])), PerBroker, Stored("tern builds principals itself (User:NAME, or the mapped certificate subject); it loads no Java class")),
     dynamic("producer.id.expiration.ms", Int, Some("86400000"), AtLeast(1.0), Cluster, Honoured),
     dynamic("remote.fetch.max.wait.ms", Int, Some("500"), AtLeast(1.0), Cluster, REMOTE),
     dynamic("remote.list.offsets.request.timeout.ms", Long, Some("30000"), AtLeast(1.0), Cluster, REMOTE),
@@ -221,4 +219,60 @@ impl DynamicBrokerConfig {
 
 pub fn lookup(name: &str) -> Option<&'static DynamicBrokerConfig> {
     DYNAMIC_BROKER_CONFIGS.iter().find(|c| c.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::topic_config::TOPIC_CONFIGS;
+
+    /// README's config tables, row by row.
+    fn readme_row(name: &str) -> Option<&'static str> {
+        let quoted = format!("`{name}`");
+        include_str!("../../README.md")
+            .lines()
+            .filter(|line| line.starts_with('|'))
+            .find(|line| line.contains(&quoted))
+    }
+
+    #[test]
+    fn readme_names_every_config_and_what_tern_does_instead_of_what_it_cannot() {
+        let stored = |support: Support| match support {
+            Support::Stored(instead) => Some(instead),
+            _ => None,
+        };
+        let topics = TOPIC_CONFIGS.iter().map(|d| (d.name, stored(d.support)));
+        let brokers = DYNAMIC_BROKER_CONFIGS
+            .iter()
+            .map(|c| (c.name, stored(c.support)));
+        for (name, instead) in topics.chain(brokers) {
+            let row =
+                readme_row(name).unwrap_or_else(|| panic!("README's config table lacks {name}"));
+            if let Some(instead) = instead {
+                assert!(
+                    row.contains(instead),
+                    "README's row of {name} does not say: {instead}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_default_passes_its_own_check() {
+        for c in DYNAMIC_BROKER_CONFIGS {
+            if let Some(default) = c.default.filter(|_| c.kind != ConfigType::Class) {
+                assert_eq!(
+                    super::super::config_value::check(c.kind, c.validator, default),
+                    Ok(()),
+                    "{}",
+                    c.name
+                );
+            }
+        }
+        for d in TOPIC_CONFIGS {
+            if let Some(default) = d.default {
+                assert_eq!(d.check(default), Ok(()), "{}", d.name);
+            }
+        }
+    }
 }

@@ -94,8 +94,8 @@ const NO_REPLICATION_THROTTLE: &str =
 #[rustfmt::skip]
 pub static TOPIC_CONFIGS: &[ConfigDef] = &[
     def("cleanup.policy", Some("log.cleanup.policy"), List, Some("delete"),
-        ListOf { items: &["compact", "delete"], empty_ok: false }, Honoured,
-        "What happens to old segments: 'delete' removes them by retention.ms and retention.bytes, 'compact' keeps the latest record of every key (the log cleaner), 'compact,delete' does both."),
+        ListOf { items: &["compact", "delete"], empty_ok: true }, Honoured,
+        "What happens to old segments: 'delete' removes them by retention.ms and retention.bytes, 'compact' keeps the latest record of every key (the log cleaner), 'compact,delete' does both, an empty list neither."),
     def("compression.gzip.level", Some("compression.gzip.level"), Int, Some("-1"),
         Custom(gzip_level), Honoured,
         "The gzip level a topic with compression.type=gzip recompresses at: 1 (fastest) to 9 (smallest), or -1 for the default (6)."),

@@ -62,7 +62,8 @@ pub struct LogConfig {
 }
 
 /// `cleanup.policy`: `delete` (retention by time and size), `compact` (keep the latest
-/// record of each key), or both.
+/// record of each key), both, or neither (an empty list, which Kafka 4.1 accepts: the
+/// log keeps everything).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CleanupPolicy {
     pub delete: bool,
@@ -80,13 +81,13 @@ impl CleanupPolicy {
     };
 
     /// Kafka's list syntax: `delete`, `compact`, `compact,delete` (any order, spaces
-    /// allowed); `None` for anything else.
+    /// allowed), or empty; `None` for anything else.
     pub fn parse(value: &str) -> Option<Self> {
         let mut policy = Self {
             delete: false,
             compact: false,
         };
-        for item in value.split(',').map(str::trim) {
+        for item in value.split(',').map(str::trim).filter(|i| !i.is_empty()) {
             match item {
                 "delete" => policy.delete = true,
                 "compact" => policy.compact = true,

@@ -1284,3 +1284,52 @@ fn truncating_a_marker_away_reopens_its_transaction() -> TestResult {
     assert_eq!(log.first_unstable_offset(Offset(1)), Some(Offset(0)));
     Ok(())
 }
+
+#[test]
+fn segment_jitter_rolls_a_segment_early_by_a_share_that_stays_put() -> io::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut log = fresh(dir.path())?;
+    assert_eq!(log.roll_after_ms(), LogConfig::default().segment_ms);
+    log.set_config(LogConfig {
+        segment_ms: 10_000,
+        segment_jitter_ms: 60_000,
+        ..small_config()
+    });
+    // Below min(segment.jitter.ms, segment.ms), as Kafka's randomSegmentJitter.
+    let first = log.roll_after_ms();
+    assert!((1..=10_000).contains(&first), "{first}");
+    assert_eq!(log.roll_after_ms(), first, "the same for the same segment");
+    Ok(())
+}
+
+#[test]
+fn create_time_batches_too_far_from_the_clock_are_refused() -> io::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut log = fresh(dir.path())?;
+    log.set_config(LogConfig {
+        timestamp_before_max_ms: 1_000,
+        timestamp_after_max_ms: 500,
+        ..small_config()
+    });
+    let now = 1_000_000;
+    let at = |ts: i64| simple_batch(1, ts);
+    assert!(log.append(&at(now - 1_000), now).is_ok());
+    assert!(log.append(&at(now + 500), now).is_ok());
+    for ts in [now - 1_001, now + 501] {
+        assert!(
+            matches!(
+                log.append(&at(ts), now),
+                Err(AppendError::TimestampOutOfRange { .. })
+            ),
+            "{ts}"
+        );
+    }
+    // LogAppendTime stamps the broker's clock: nothing to refuse.
+    log.set_config(LogConfig {
+        log_append_time: true,
+        timestamp_after_max_ms: 0,
+        ..small_config()
+    });
+    assert!(log.append(&at(now + 10_000), now).is_ok());
+    Ok(())
+}
