@@ -194,3 +194,47 @@ def test_message_timestamp_bounds_are_enforced_as_kafka_4_enforces_them(broker, 
     assert incremental(admin, ResourceType.TOPIC, topic, [("message.timestamp.type",
                                                            AlterConfigOpType.SET, "LogAppendTime")]) is None
     assert produce_one(broker.address, topic, now + 2 * 3_600_000) is None
+
+
+def api_versions_answered(address: str) -> tuple[bool, object]:
+    """Opens a connection and asks ApiVersions v0: (answered, the open socket)."""
+    import socket
+    import struct
+    host, port = address.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=5)
+    client = b"tern-limit"
+    frame = struct.pack(">hhih", 18, 0, 1, len(client)) + client
+    try:
+        sock.sendall(struct.pack(">i", len(frame)) + frame)
+        return len(sock.recv(4, socket.MSG_WAITALL)) == 4, sock
+    except OSError:
+        return False, sock
+
+
+def test_max_connections_per_ip_is_applied_at_run_time(broker):
+    from tern_harness import wait_until
+
+    def open_while_holding(n: int) -> bool:
+        """Whether the (n+1)th connection is served while n are held open."""
+        held = [api_versions_answered(broker.address) for _ in range(n)]
+        try:
+            assert all(ok for ok, _ in held)
+            ok, extra = api_versions_answered(broker.address)
+            extra.close()
+            return ok
+        finally:
+            for _, sock in held:
+                sock.close()
+
+    assert open_while_holding(2)
+    assert raw.incremental_alter(broker.address, raw.BROKER, "1",
+                                 [("max.connections.per.ip", raw.SET, "2")]) == (0, None)
+    wait_until(lambda: not open_while_holding(2), 10, what="the third connection refused")
+    # The cluster-wide default applies where this broker sets nothing.
+    assert raw.incremental_alter(broker.address, raw.BROKER, "1",
+                                 [("max.connections.per.ip", raw.DELETE, None)]) == (0, None)
+    wait_until(lambda: open_while_holding(2), 10, what="the flag's limit back")
+    assert raw.incremental_alter(broker.address, raw.BROKER, "",
+                                 [("max.connections.per.ip", raw.SET, "3")]) == (0, None)
+    wait_until(lambda: not open_while_holding(3), 10, what="the cluster default in force")
+    assert open_while_holding(2)

@@ -27,7 +27,7 @@ use crate::model::OFFSETS_TOPIC;
 use crate::replication::{LeaderLease, ReplicaManager};
 use crate::security::listener::SecurityProtocol;
 use crate::security::tls::{ReloadingTls, TlsFiles};
-use crate::server::{run_listener, KafkaListener, PerAddress};
+use crate::server::{run_listener, ConnectionLimits, KafkaListener};
 use crate::topics::{TopicError, TopicService};
 
 #[derive(Debug, thiserror::Error)]
@@ -334,13 +334,19 @@ impl Broker {
             shutdown.clone(),
         ));
         let tasks = TaskTracker::new();
-        let slots = Arc::new(tokio::sync::Semaphore::new(services.server.max_connections));
-        let per_address = PerAddress::new(services.server.max_connections_per_ip);
+        let limits = ConnectionLimits::new(
+            services.server.max_connections,
+            services.server.max_connections_per_ip,
+        );
+        background.spawn(run_connection_limits(
+            Arc::clone(&services),
+            Arc::clone(&limits),
+            shutdown.clone(),
+        ));
         for listener in listeners {
             tasks.spawn(run_listener(
                 listener,
-                Arc::clone(&slots),
-                Arc::clone(&per_address),
+                Arc::clone(&limits),
                 Arc::clone(&services),
                 shutdown.clone(),
                 tasks.clone(),
@@ -645,6 +651,47 @@ async fn run_flusher(replicas: Arc<ReplicaManager>, shutdown: CancellationToken)
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+/// Keeps the shared connection limits at the dynamic `max.connections` and
+/// `max.connections.per.ip` (this broker's, else the cluster default, else the flags),
+/// from start-up on and at every change of the dynamic broker configs.
+async fn run_connection_limits(
+    services: Arc<Services>,
+    limits: Arc<ConnectionLimits>,
+    shutdown: CancellationToken,
+) {
+    let mut events = services.store.subscribe();
+    loop {
+        let mine = services.store.broker_configs(Some(services.node.node_id));
+        let cluster = services.store.broker_configs(None);
+        let value = |name: &str, fallback: usize| {
+            mine.get(name)
+                .or_else(|| cluster.get(name))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(fallback)
+        };
+        let max = value("max.connections", services.server.max_connections);
+        let per_ip = value(
+            "max.connections.per.ip",
+            services.server.max_connections_per_ip,
+        );
+        if limits.current() != (max.max(1), per_ip) {
+            limits.set(max, per_ip);
+            tracing::info!(max, per_ip, "connection limits changed");
+        }
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                event = events.recv() => match event {
+                    Ok(MetadataEvent::BrokerConfigsChanged(_) | MetadataEvent::Resynced)
+                    | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => break,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                    Ok(_) => {}
+                },
+            }
         }
     }
 }

@@ -45,6 +45,9 @@ impl Dynamic {
     }
 }
 
+const PER_LISTENER_KEPT: &str =
+    "a per-listener limit is kept and described, not applied: tern's limits span all listeners";
+
 /// Listener configs that a cluster-wide default may hold even under a listener prefix
 /// (Kafka's `ClusterLevelListenerConfigs`).
 const CLUSTER_LEVEL_LISTENER_CONFIGS: &[&str] = &[
@@ -91,12 +94,17 @@ pub fn dynamic(name: &str) -> Option<Dynamic> {
         (true, _) => Scope::PerBroker,
         (false, scope) => scope,
     };
+    // Limits are applied over all listeners: one listener's own is kept, not applied.
+    let support = match config.support {
+        Support::Honoured if prefixed => Support::Stored(PER_LISTENER_KEPT),
+        support => support,
+    };
     Some(Dynamic {
         kind: config.kind,
         default: config.default,
         validator: config.validator,
         scope,
-        support: config.support,
+        support,
         documentation: config.documentation(),
     })
 }

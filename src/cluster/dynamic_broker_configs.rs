@@ -65,9 +65,6 @@ const LISTENERS: Support = Stored(
 );
 const KERBEROS: Support = Stored("tern has no GSSAPI (Kerberos) mechanism");
 const CLEANER: Support = Stored("tern's log cleaner takes --log-cleaner-* at start");
-const CONNECTIONS: Support = Stored(
-    "tern's connection limits come from --max-connections and --max-connections-per-ip at start",
-);
 const REMOTE: Support = Stored(
     "tern has no tiered storage: every segment stays local until retention deletes it (or the archive takes it)",
 );
@@ -90,9 +87,9 @@ pub static DYNAMIC_BROKER_CONFIGS: &[DynamicBrokerConfig] = &[
     dynamic("log.cleaner.io.max.bytes.per.second", Double, Some("1.7976931348623157E308"), Any, Cluster, CLEANER),
     dynamic("log.cleaner.threads", Int, Some("1"), AtLeast(0.0), Cluster, CLEANER),
     dynamic("max.connection.creation.rate", Int, Some("2147483647"), AtLeast(0.0), Cluster, Stored("tern does not limit the rate of new connections")),
-    dynamic("max.connections", Int, Some("2147483647"), AtLeast(0.0), Cluster, CONNECTIONS),
-    dynamic("max.connections.per.ip", Int, Some("2147483647"), AtLeast(0.0), Cluster, CONNECTIONS),
-    dynamic("max.connections.per.ip.overrides", Str, Some(""), Custom(per_ip_overrides), Cluster, CONNECTIONS),
+    dynamic("max.connections", Int, Some("2147483647"), AtLeast(0.0), Cluster, Honoured),
+    dynamic("max.connections.per.ip", Int, Some("2147483647"), AtLeast(0.0), Cluster, Honoured),
+    dynamic("max.connections.per.ip.overrides", Str, Some(""), Custom(per_ip_overrides), Cluster, Stored("tern has one limit for every client address (max.connections.per.ip)")),
     dynamic("metric.reporters", List, Some("org.apache.kafka.common.metrics.JmxReporter"), Custom(|v| known_classes(v, &[JMX_REPORTER])), Cluster, Stored("tern exports Prometheus metrics on /metrics; it loads no metric reporter classes")),
     dynamic("num.io.threads", Int, Some("8"), AtLeast(1.0), Cluster, THREADS),
     dynamic("num.network.threads", Int, Some("3"), AtLeast(1.0), Cluster, THREADS),
@@ -209,10 +206,14 @@ impl DynamicBrokerConfig {
     pub fn documentation(&self) -> &'static str {
         match self.support {
             Support::Stored(instead) => instead,
-            _ if self.name == "producer.id.expiration.ms" => {
-                "How long an idempotent producer's state is kept after its last write."
-            }
-            _ => "",
+            _ => match self.name {
+                "producer.id.expiration.ms" => {
+                    "How long an idempotent producer's state is kept after its last write."
+                }
+                "max.connections" => "Connections this broker keeps open at once over all its listeners (--max-connections until set); a lower value takes slots back as connections close.",
+                "max.connections.per.ip" => "Connections one client address may keep open (--max-connections-per-ip until set); one more is closed at once.",
+                _ => "",
+            },
         }
     }
 }

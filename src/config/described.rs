@@ -155,7 +155,7 @@ impl Config {
                 self.server.max_connections.to_string(),
                 Some(defaults::max_connections().to_string()),
                 Int,
-                "Client connections allowed at once (static in tern).",
+                "Client connections allowed at once over all listeners (the dynamic max.connections wins).",
             ),
             entry(
                 "log.retention.check.interval.ms",

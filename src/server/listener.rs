@@ -1,11 +1,13 @@
 //! The accept loop of one Kafka listener: one task per connection, all listeners
-//! together bounded by `max_connections`. On a TLS listener the handshake (bounded in
+//! together bounded by `max.connections` and `max.connections.per.ip`
+//! ([`ConnectionLimits`], which dynamic broker configs may change at run time). On a TLS listener the handshake (bounded in
 //! time) and the client-certificate principal come first; on a SASL listener the
 //! connection starts unauthenticated.
 
 use crate::metrics::AuthFailure;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -34,11 +36,61 @@ pub struct KafkaListener {
     pub tls: Option<Arc<ReloadingTls>>,
 }
 
-/// Open connections by client address, for `max_connections_per_ip`; shared by every
-/// listener.
+/// The connection limits every listener shares: `max.connections` as a semaphore of
+/// connection slots (accepting waits for one), `max.connections.per.ip` as a count per
+/// client address (a connection over it is closed).
 #[derive(Debug)]
-pub struct PerAddress {
-    limit: usize,
+pub struct ConnectionLimits {
+    slots: Arc<Semaphore>,
+    /// The slots the semaphore stands for now (permits out plus available).
+    max: Mutex<usize>,
+    per_address: Arc<PerAddress>,
+}
+
+impl ConnectionLimits {
+    pub fn new(max: usize, per_ip: usize) -> Arc<Self> {
+        let max = max.clamp(1, Semaphore::MAX_PERMITS);
+        Arc::new(Self {
+            slots: Arc::new(Semaphore::new(max)),
+            max: Mutex::new(max),
+            per_address: PerAddress::new(per_ip),
+        })
+    }
+
+    /// Puts new limits in force. More slots are free at once; fewer are taken back as
+    /// connections close (open ones are not cut). At least one slot stays, so that an
+    /// operator can always connect to raise it again.
+    pub fn set(&self, max: usize, per_ip: usize) {
+        self.per_address.limit.store(per_ip, Ordering::Relaxed);
+        let max = max.clamp(1, Semaphore::MAX_PERMITS);
+        let mut current = self.max.lock();
+        if max > *current {
+            self.slots.add_permits(max - *current);
+        } else if max < *current {
+            let surplus = u32::try_from(*current - max).unwrap_or(u32::MAX);
+            let slots = Arc::clone(&self.slots);
+            tokio::spawn(async move {
+                if let Ok(permits) = slots.acquire_many_owned(surplus).await {
+                    permits.forget();
+                }
+            });
+        }
+        *current = max;
+    }
+
+    /// The limits in force: `(max.connections, max.connections.per.ip)`.
+    pub fn current(&self) -> (usize, usize) {
+        (
+            *self.max.lock(),
+            self.per_address.limit.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// Open connections by client address, for `max.connections.per.ip`.
+#[derive(Debug)]
+struct PerAddress {
+    limit: AtomicUsize,
     open: Mutex<HashMap<IpAddr, usize>>,
 }
 
@@ -50,9 +102,9 @@ struct AddressSlot {
 }
 
 impl PerAddress {
-    pub fn new(limit: usize) -> Arc<Self> {
+    fn new(limit: usize) -> Arc<Self> {
         Arc::new(Self {
-            limit,
+            limit: AtomicUsize::new(limit),
             open: Mutex::new(HashMap::new()),
         })
     }
@@ -60,7 +112,7 @@ impl PerAddress {
     fn admit(self: &Arc<Self>, address: IpAddr) -> Option<AddressSlot> {
         let mut open = self.open.lock();
         let count = open.entry(address).or_default();
-        if *count >= self.limit {
+        if *count >= self.limit.load(Ordering::Relaxed) {
             return None;
         }
         *count += 1;
@@ -84,12 +136,10 @@ impl Drop for AddressSlot {
 }
 
 /// Accepts connections until `shutdown`; each connection runs on `tasks` and holds a
-/// permit of `slots` and a place in `per_address` (both shared by every listener)
-/// while it is open.
+/// slot and a place per address of `limits` (shared by every listener) while it is open.
 pub async fn run_listener(
     listener: KafkaListener,
-    slots: Arc<Semaphore>,
-    per_address: Arc<PerAddress>,
+    limits: Arc<ConnectionLimits>,
     services: Arc<Services>,
     shutdown: CancellationToken,
     tasks: TaskTracker,
@@ -98,7 +148,7 @@ pub async fn run_listener(
     loop {
         let permit = tokio::select! {
             _ = shutdown.cancelled() => break,
-            permit = Arc::clone(&slots).acquire_owned() => match permit {
+            permit = Arc::clone(&limits.slots).acquire_owned() => match permit {
                 Ok(p) => p,
                 Err(_) => break,
             },
@@ -109,7 +159,7 @@ pub async fn run_listener(
         };
         match accepted {
             Ok((stream, peer)) => {
-                let Some(address_slot) = per_address.admit(peer.ip()) else {
+                let Some(address_slot) = limits.per_address.admit(peer.ip()) else {
                     metrics::counter!(crate::metrics::CONNECTIONS_REFUSED_TOTAL, "reason" => crate::metrics::REFUSED_PER_IP)
                         .increment(1);
                     tracing::debug!(%peer, "closing connection: max_connections_per_ip reached");

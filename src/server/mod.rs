@@ -7,4 +7,4 @@ pub(crate) mod dispatch;
 mod legacy;
 pub(crate) mod listener;
 
-pub use listener::{run_listener, KafkaListener, PerAddress};
+pub use listener::{run_listener, ConnectionLimits, KafkaListener};
