@@ -33,13 +33,6 @@ TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6
 TERN_DEFAULTS = {"flush.ms": "1000"}
 # A listener name for the configs Kafka lets change only under a listener prefix.
 LISTENER = "listener.name.plaintext."
-# Invalid values Kafka refuses by a check tern does not make (README names them).
-NOT_CHECKED = {
-    # Kafka checks local retention against log.retention.* only for tiered storage,
-    # which tern does not have.
-    ("log.local.retention.ms", "-1"), ("log.local.retention.ms", "604800001"),
-    ("max.connections.per.ip", "0"),
-}
 
 
 def test_the_table_is_kafka_4_1s():
@@ -130,8 +123,6 @@ def test_every_dynamic_broker_config_round_trips_at_its_levels_and_bad_values_ge
         sensitive = config["type"] == "PASSWORD"
         # Refused values first: thread counts are checked against the one in force (the default).
         for bad in config["invalid_examples"]:
-            if (config["name"], bad) in NOT_CHECKED:
-                continue
             err = incremental(admin, ResourceType.BROKER, "1", [(name, AlterConfigOpType.SET, bad)])
             assert err is not None and err.code() == KafkaError.INVALID_REQUEST, (name, bad, err)
         err = incremental(admin, ResourceType.BROKER, "1", [(name, AlterConfigOpType.SET, good)])
@@ -237,4 +228,5 @@ def test_max_connections_per_ip_is_applied_at_run_time(broker):
     assert raw.incremental_alter(broker.address, raw.BROKER, "",
                                  [("max.connections.per.ip", raw.SET, "3")]) == (0, None)
     wait_until(lambda: not open_while_holding(3), 10, what="the cluster default in force")
-    assert open_while_holding(2)
+    # Closed connections give their places back once the broker has seen them close.
+    wait_until(lambda: open_while_holding(2), 10, what="two connections and a third")

@@ -193,7 +193,17 @@ impl TopicService {
             self.store.broker_configs(level),
             self.store.broker_configs(None),
         );
-        let current = |name: &str| mine.get(name).or_else(|| default.get(name)).cloned();
+        let static_values = self.replicas.defaults().with_dynamic(Default::default());
+        // In force now: a dynamic value, else a topic default's static or built-in one.
+        let current = |name: &str| {
+            mine.get(name)
+                .or_else(|| default.get(name))
+                .cloned()
+                .or_else(|| {
+                    let def = topic_config::by_broker_key(name)?;
+                    static_values.broker_value(def.name).map(|(v, _)| v)
+                })
+        };
         broker_config::validate_dynamic(&configs, level.is_some(), read_only, &current)?;
         if validate_only {
             return Ok(());

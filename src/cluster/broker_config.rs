@@ -167,26 +167,17 @@ fn check_thread_count(name: &str, current: i64, new: i64) -> Result<(), String> 
     }
 }
 
+/// A broker config's value once the change is made, as a number.
+fn number(after: &dyn Fn(&str) -> Option<String>, name: &str) -> Option<i64> {
+    after(name).and_then(|v| v.trim().parse::<i64>().ok())
+}
+
 /// `KafkaConfig`'s requirement that each cleaner thread gets more than 1 MiB of the
 /// dedupe buffer, on the values the change would leave.
-fn check_cleaner_buffer(
-    configs: &BTreeMap<String, String>,
-    current: &dyn Fn(&str) -> Option<String>,
-) -> Result<(), BrokerConfigError> {
+fn check_cleaner_buffer(after: &dyn Fn(&str) -> Option<String>) -> Result<(), BrokerConfigError> {
     const BUFFER: &str = "log.cleaner.dedupe.buffer.size";
     const THREADS: &str = "log.cleaner.threads";
-    if !configs.contains_key(BUFFER) && !configs.contains_key(THREADS) {
-        return Ok(());
-    }
-    let value = |name: &str| {
-        configs
-            .get(name)
-            .cloned()
-            .or_else(|| current(name))
-            .or_else(|| dynamic(name).and_then(|d| d.default.map(String::from)))
-            .and_then(|v| v.trim().parse::<i64>().ok())
-    };
-    match (value(BUFFER), value(THREADS)) {
+    match (number(after, BUFFER), number(after, THREADS)) {
         (Some(buffer), Some(threads)) if threads > 0 && buffer / threads <= 1024 * 1024 => {
             Err(BrokerConfigError::Reconfiguration(format!(
                 "requirement failed: {BUFFER} must be at least 1MB per cleaner thread."
@@ -194,6 +185,53 @@ fn check_cleaner_buffer(
         }
         _ => Ok(()),
     }
+}
+
+/// `DynamicLogConfig`'s check of the local retention against the whole retention, on
+/// the values the change would leave: -2 follows it, -1 (forever) is refused while the
+/// retention is bounded, and more than it is refused.
+fn check_local_retention(after: &dyn Fn(&str) -> Option<String>) -> Result<(), BrokerConfigError> {
+    for (local, whole, unbounded) in [
+        ("log.local.retention.ms", "log.retention.ms", -1),
+        ("log.local.retention.bytes", "log.retention.bytes", i64::MIN),
+    ] {
+        let (Some(local_value), Some(whole_value)) = (number(after, local), number(after, whole))
+        else {
+            continue;
+        };
+        let bounded = if unbounded == -1 {
+            whole_value != -1
+        } else {
+            whole_value > -1
+        };
+        if !bounded || local_value == -2 {
+            continue;
+        }
+        let reason = if local_value == -1 {
+            format!("Value must not be -1 as {whole} value is set as {whole_value}.")
+        } else if local_value > whole_value {
+            format!("Value must not be more than {whole} property value: {whole_value}")
+        } else {
+            continue;
+        };
+        return Err(BrokerConfigError::Invalid {
+            name: local.to_string(),
+            value: local_value.to_string(),
+            reason,
+        });
+    }
+    Ok(())
+}
+
+/// `KafkaConfig`'s requirement that a zero per-address limit comes with overrides.
+fn check_per_ip_limit(after: &dyn Fn(&str) -> Option<String>) -> Result<(), BrokerConfigError> {
+    let overrides = after("max.connections.per.ip.overrides").unwrap_or_default();
+    if number(after, "max.connections.per.ip") == Some(0) && overrides.trim().is_empty() {
+        return Err(BrokerConfigError::Reconfiguration(
+            "requirement failed: max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides property is set.".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Whether broker config `name` may be changed at run time.
@@ -303,7 +341,16 @@ pub fn validate_dynamic(
             return Err(BrokerConfigError::PerBrokerOnly(own));
         }
     }
-    check_cleaner_buffer(configs, current)?;
+    let after = |name: &str| {
+        configs
+            .get(name)
+            .cloned()
+            .or_else(|| current(name))
+            .or_else(|| dynamic(name).and_then(|d| d.default.map(String::from)))
+    };
+    check_cleaner_buffer(&after)?;
+    check_local_retention(&after)?;
+    check_per_ip_limit(&after)?;
     for (name, value) in configs {
         if !THREAD_POOLS.contains(&name.as_str()) && name != "log.cleaner.threads" {
             continue;
@@ -499,6 +546,32 @@ mod tests {
         );
         assert!(check(&[("background.threads", "4")], true).is_err());
         assert!(check(&[("log.cleaner.threads", "3")], true).is_err());
+        // Cross-checks of KafkaConfig and DynamicLogConfig, on the values after the change.
+        assert!(check(&[("log.cleaner.dedupe.buffer.size", "1048576")], true).is_err());
+        assert!(check(&[("max.connections.per.ip", "0")], true).is_err());
+        assert_eq!(
+            check(
+                &[
+                    ("max.connections.per.ip", "0"),
+                    ("max.connections.per.ip.overrides", "a:1")
+                ],
+                true
+            ),
+            Ok(())
+        );
+        let retention = |pairs: &[(&str, &str)]| {
+            check(&[&[("log.retention.ms", "1000")], pairs].concat(), true)
+        };
+        assert!(retention(&[("log.local.retention.ms", "-1")]).is_err());
+        assert!(retention(&[("log.local.retention.ms", "1001")]).is_err());
+        assert_eq!(retention(&[("log.local.retention.ms", "1000")]), Ok(()));
+        assert_eq!(
+            check(
+                &[("log.local.retention.ms", "-1"), ("log.retention.ms", "-1")],
+                true
+            ),
+            Ok(())
+        );
         let current = |name: &str| (name == "num.io.threads").then(|| "16".to_string());
         assert_eq!(
             validate_dynamic(
