@@ -64,7 +64,8 @@ const LISTENERS: Support = Stored(
     "tern's listeners, TLS and SASL settings come from its flags (--listeners, --tls-*, --sasl-*) at start",
 );
 const KERBEROS: Support = Stored("tern has no GSSAPI (Kerberos) mechanism");
-const CLEANER: Support = Stored("tern's log cleaner takes --log-cleaner-* at start");
+const CLEANER: Support =
+    Stored("tern's log cleaner takes its thread count and buffers from --log-cleaner-* at start");
 const REMOTE: Support = Stored(
     "tern has no tiered storage: every segment stays local until retention deletes it (or the archive takes it)",
 );
@@ -80,11 +81,11 @@ pub static DYNAMIC_BROKER_CONFIGS: &[DynamicBrokerConfig] = &[
     dynamic("leader.replication.throttled.rate", Long, LONG_MAX, AtLeast(0.0), Cluster, THROTTLE),
     dynamic("listener.security.protocol.map", Str, Some("SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"), Custom(protocol_map), PerBroker, LISTENERS),
     dynamic("listeners", Str, Some("PLAINTEXT://:9092"), Custom(listeners), PerBroker, LISTENERS),
-    dynamic("log.cleaner.backoff.ms", Long, Some("15000"), AtLeast(0.0), Cluster, CLEANER),
-    dynamic("log.cleaner.dedupe.buffer.size", Long, Some("134217728"), Any, Cluster, CLEANER),
+    dynamic("log.cleaner.backoff.ms", Long, Some("15000"), AtLeast(0.0), Cluster, Honoured),
+    dynamic("log.cleaner.dedupe.buffer.size", Long, Some("134217728"), Any, Cluster, Honoured),
     dynamic("log.cleaner.io.buffer.load.factor", Double, Some("0.9"), Any, Cluster, CLEANER),
     dynamic("log.cleaner.io.buffer.size", Int, Some("524288"), AtLeast(0.0), Cluster, CLEANER),
-    dynamic("log.cleaner.io.max.bytes.per.second", Double, Some("1.7976931348623157E308"), Any, Cluster, CLEANER),
+    dynamic("log.cleaner.io.max.bytes.per.second", Double, Some("1.7976931348623157E308"), Any, Cluster, Honoured),
     dynamic("log.cleaner.threads", Int, Some("1"), AtLeast(0.0), Cluster, CLEANER),
     dynamic("max.connection.creation.rate", Int, Some("2147483647"), AtLeast(0.0), Cluster, Stored("tern does not limit the rate of new connections")),
     dynamic("max.connections", Int, Some("2147483647"), AtLeast(0.0), Cluster, Honoured),
@@ -212,6 +213,9 @@ impl DynamicBrokerConfig {
                 }
                 "max.connections" => "Connections this broker keeps open at once over all its listeners (--max-connections until set); a lower value takes slots back as connections close.",
                 "max.connections.per.ip" => "Connections one client address may keep open (--max-connections-per-ip until set); one more is closed at once.",
+                "log.cleaner.backoff.ms" => "How long a cleaner thread with nothing to clean sleeps (--log-cleaner-backoff-ms until set); from its next pass on.",
+                "log.cleaner.dedupe.buffer.size" => "Memory for the key map of a cleaning pass, shared among the cleaner threads (--log-cleaner-dedupe-buffer-size until set); from the next pass on.",
+                "log.cleaner.io.max.bytes.per.second" => "The cleaner's I/O rate, shared among its threads (--log-cleaner-io-max-bytes-per-second until set); from the next pass on.",
                 _ => "",
             },
         }

@@ -4,7 +4,9 @@
 //! `max.compaction.lag.ms`, or a tombstone's delete horizon passed — is a candidate;
 //! the dirtiest goes first. `log.cleaner.threads` passes run at once, never two on
 //! one partition, each on the blocking pool; with nothing due a thread sleeps
-//! `log.cleaner.backoff.ms`. What a pass does is `log::compaction`'s.
+//! `log.cleaner.backoff.ms`. What a pass does is `log::compaction`'s. The backoff, the
+//! I/O rate and the dedupe buffer follow the dynamic broker configs from one pass to
+//! the next; the thread count stays as started.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -14,6 +16,7 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use super::{Partition, ReplicaManager};
+use crate::cluster::topic_config::DynamicBrokerConfigs;
 use crate::log::compaction::PassOutcome;
 use crate::model::{now_ms, TopicPartition};
 use std::time::Duration;
@@ -50,6 +53,7 @@ async fn cleaner_thread(
     shutdown: CancellationToken,
 ) {
     loop {
+        let config = config.under(replicas.defaults().dynamic());
         let claimed = claim_dirtiest(&replicas, &busy);
         let Some(partition) = claimed else {
             tokio::select! {
@@ -150,4 +154,64 @@ pub struct CleanerConfig {
     /// Per thread, likewise; `None` for no limit.
     pub io_max_bytes_per_second: Option<f64>,
     pub backoff: Duration,
+}
+
+impl CleanerConfig {
+    /// These settings under the dynamic broker configs in force (this broker's, else the
+    /// cluster default): `log.cleaner.backoff.ms`, `log.cleaner.io.max.bytes.per.second`
+    /// and `log.cleaner.dedupe.buffer.size`, shared among the threads as at start.
+    pub fn under(&self, dynamic: &DynamicBrokerConfigs) -> CleanerConfig {
+        let number = |name: &str| {
+            dynamic
+                .get(name)
+                .and_then(|(v, _)| v.trim().parse::<f64>().ok())
+                .filter(|n| n.is_finite() && *n >= 0.0)
+        };
+        let threads = self.threads.max(1) as f64;
+        let mut config = self.clone();
+        if let Some(ms) = number("log.cleaner.backoff.ms") {
+            config.backoff = Duration::from_millis((ms as u64).max(10));
+        }
+        if let Some(rate) = number("log.cleaner.io.max.bytes.per.second") {
+            // Kafka's default, Double.MAX_VALUE, means no limit.
+            config.io_max_bytes_per_second = (rate > 0.0 && rate < 1e300).then(|| rate / threads);
+        }
+        if let Some(bytes) = number("log.cleaner.dedupe.buffer.size") {
+            config.dedupe_buffer_bytes = (bytes / threads) as u64;
+        }
+        config
+    }
+}
+
+#[cfg(test)]
+mod config_tests {
+    use super::*;
+
+    #[test]
+    fn dynamic_cleaner_configs_win_over_the_flags_and_are_shared_among_threads() {
+        let flags = CleanerConfig {
+            enable: true,
+            threads: 2,
+            dedupe_buffer_bytes: 64 << 20,
+            io_max_bytes_per_second: None,
+            backoff: Duration::from_secs(15),
+        };
+        assert_eq!(flags.under(&DynamicBrokerConfigs::default()), flags);
+        let mut dynamic = DynamicBrokerConfigs::default();
+        dynamic.cluster_default.extend([
+            ("log.cleaner.backoff.ms".to_string(), "500".to_string()),
+            (
+                "log.cleaner.io.max.bytes.per.second".to_string(),
+                "2000000".to_string(),
+            ),
+        ]);
+        dynamic
+            .this_broker
+            .insert("log.cleaner.dedupe.buffer.size".into(), "268435456".into());
+        let live = flags.under(&dynamic);
+        assert_eq!(live.backoff, Duration::from_millis(500));
+        assert_eq!(live.io_max_bytes_per_second, Some(1_000_000.0));
+        assert_eq!(live.dedupe_buffer_bytes, 128 << 20);
+        assert_eq!(live.threads, 2);
+    }
 }
