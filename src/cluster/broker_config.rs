@@ -114,14 +114,18 @@ pub fn dynamic(name: &str) -> Option<Dynamic> {
 /// `log.flush.interval.ms` has no bound.
 fn broker_validator(name: &str) -> Option<Validator> {
     match name {
-        "log.retention.ms" => Some(Validator::Custom(|v| {
-            match v.parse::<i64>() {
-            Ok(0) => Err("requirement failed: log.retention.ms must be unlimited (-1) or, greater than or equal to 1".into()),
-            _ => Ok(()),
-        }
-        })),
+        "log.retention.ms" => Some(Validator::Custom(broker_retention_ms)),
         "log.flush.interval.ms" => Some(Validator::Any),
         _ => None,
+    }
+}
+
+/// `KafkaConfig`'s rule for `log.retention.ms`: a negative value is unlimited, 0 is not
+/// a retention.
+fn broker_retention_ms(value: &str) -> Result<(), String> {
+    match value.parse::<i64>() {
+        Ok(0) => Err("requirement failed: log.retention.ms must be unlimited (-1) or, greater than or equal to 1".into()),
+        _ => Ok(()),
     }
 }
 
@@ -369,6 +373,37 @@ pub fn validate_dynamic(
     Ok(())
 }
 
+/// Every level at which dynamic broker config `name` (not a topic default) has a value,
+/// most specific first: this broker's, the cluster default, then the static setting
+/// tern runs with (`flag`, if it has one: its own synonyms) or else Kafka's default.
+pub fn dynamic_levels(
+    name: &str,
+    levels: &topic_config::DynamicBrokerConfigs,
+    flag: Option<&StaticBrokerConfig>,
+) -> Vec<Synonym> {
+    let named = |value: &str, source| Synonym {
+        name: name.to_string(),
+        value: value.to_string(),
+        source,
+    };
+    let mut out = Vec::new();
+    if let Some(v) = levels.this_broker.get(name) {
+        out.push(named(v, ConfigSource::DynamicBroker));
+    }
+    if let Some(v) = levels.cluster_default.get(name) {
+        out.push(named(v, ConfigSource::DynamicDefaultBroker));
+    }
+    match flag {
+        Some(config) => out.extend(config.synonyms()),
+        None => out.extend(
+            dynamic(name)
+                .and_then(|d| d.default)
+                .map(|default| named(default, ConfigSource::Default)),
+        ),
+    }
+    out
+}
+
 /// A read-only broker config as this broker runs with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StaticBrokerConfig {
@@ -611,5 +646,43 @@ mod tests {
             sources,
             vec![ConfigSource::StaticBroker, ConfigSource::Default]
         );
+    }
+
+    #[test]
+    fn dynamic_levels_go_from_this_broker_to_kafkas_default_or_the_flag() {
+        let dynamic = topic_config::DynamicBrokerConfigs {
+            this_broker: map(&[("max.connections", "10")]),
+            cluster_default: map(&[("max.connections", "20"), ("num.io.threads", "4")]),
+        };
+        let levels = |name: &str, flag| -> Vec<(String, ConfigSource)> {
+            dynamic_levels(name, &dynamic, flag)
+                .into_iter()
+                .map(|s| (s.value, s.source))
+                .collect()
+        };
+        assert_eq!(
+            levels("num.io.threads", None),
+            vec![
+                ("4".into(), ConfigSource::DynamicDefaultBroker),
+                ("8".into(), ConfigSource::Default)
+            ]
+        );
+        let flag = StaticBrokerConfig {
+            name: "max.connections",
+            value: "1000".into(),
+            default: Some("1000".into()),
+            set_by_operator: false,
+            kind: ConfigType::Int,
+            documentation: "",
+        };
+        assert_eq!(
+            levels("max.connections", Some(&flag)),
+            vec![
+                ("10".into(), ConfigSource::DynamicBroker),
+                ("20".into(), ConfigSource::DynamicDefaultBroker),
+                ("1000".into(), ConfigSource::Default)
+            ]
+        );
+        assert_eq!(levels("sasl.jaas.config", None), vec![]);
     }
 }

@@ -266,7 +266,10 @@ fn broker_configs(
         )
         .collect::<BTreeSet<&str>>()
         .into_iter()
-        .map(|name| (name, dynamic_levels(ctx, name)));
+        .map(|name| {
+            let flag = ctx.services.static_configs.iter().find(|c| c.name == name);
+            (name, broker_config::dynamic_levels(name, dynamic, flag))
+        });
     for (name, levels) in topic_defaults.chain(others) {
         let Some(d) = broker_config::dynamic(name).filter(|_| wanted(name)) else {
             continue;
@@ -283,35 +286,6 @@ fn broker_configs(
             synonyms: synonyms(&levels, d.sensitive()),
         };
         out.push(entry.into_result(request));
-    }
-    out
-}
-
-/// Every level at which dynamic broker config `name` (not a topic default) has a value:
-/// this broker's, the cluster default, the static setting tern runs with (if it has
-/// one), Kafka's default.
-fn dynamic_levels(ctx: &RequestContext, name: &str) -> Vec<Synonym> {
-    let defaults = ctx.services.replicas.defaults();
-    let dynamic = defaults.dynamic();
-    let named = |value: &str, source| Synonym {
-        name: name.to_string(),
-        value: value.to_string(),
-        source,
-    };
-    let mut out = Vec::new();
-    if let Some(v) = dynamic.this_broker.get(name) {
-        out.push(named(v, ConfigSource::DynamicBroker));
-    }
-    if let Some(v) = dynamic.cluster_default.get(name) {
-        out.push(named(v, ConfigSource::DynamicDefaultBroker));
-    }
-    match ctx.services.static_configs.iter().find(|c| c.name == name) {
-        Some(config) => out.extend(config.synonyms()),
-        None => {
-            if let Some(default) = broker_config::dynamic(name).and_then(|d| d.default) {
-                out.push(named(default, ConfigSource::Default));
-            }
-        }
     }
     out
 }
