@@ -217,16 +217,21 @@ def test_max_connections_per_ip_is_applied_at_run_time(broker):
             for _, sock in held:
                 sock.close()
 
+    def alter(broker_id: str, value):
+        """Sets (or deletes, for None) the limit; the request's own connection may be
+        refused until the broker has seen the last probe's connections close."""
+        op = (raw.SET, value) if value is not None else (raw.DELETE, None)
+        wait_until(lambda: raw.incremental_alter(broker.address, raw.BROKER, broker_id,
+                                                 [("max.connections.per.ip", *op)]) == (0, None),
+                   10, what=f"max.connections.per.ip={value} on {broker_id!r}")
+
     assert open_while_holding(2)
-    assert raw.incremental_alter(broker.address, raw.BROKER, "1",
-                                 [("max.connections.per.ip", raw.SET, "2")]) == (0, None)
+    alter("1", "2")
     wait_until(lambda: not open_while_holding(2), 10, what="the third connection refused")
     # The cluster-wide default applies where this broker sets nothing.
-    assert raw.incremental_alter(broker.address, raw.BROKER, "1",
-                                 [("max.connections.per.ip", raw.DELETE, None)]) == (0, None)
+    alter("1", None)
     wait_until(lambda: open_while_holding(2), 10, what="the flag's limit back")
-    assert raw.incremental_alter(broker.address, raw.BROKER, "",
-                                 [("max.connections.per.ip", raw.SET, "3")]) == (0, None)
+    alter("", "3")
     wait_until(lambda: not open_while_holding(3), 10, what="the cluster default in force")
     # Closed connections give their places back once the broker has seen them close.
     wait_until(lambda: open_while_holding(2), 10, what="two connections and a third")
