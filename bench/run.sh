@@ -10,6 +10,16 @@ need=(); command -v cmake >/dev/null || need+=(cmake); command -v bc >/dev/null 
 if ((${#need[@]})); then apt-get update -qq && apt-get install -y -qq "${need[@]}"; fi
 (cd bench && cargo build --release --quiet)
 
+# First the floor (bench/src/bin/floor.rs): the kernel's own CPU per GB for receiving
+# bytes over loopback TCP, CRC32C, pwrite and fdatasync (write floor), and for
+# sendfile-serving them (sendfile floor). Its medians go to TERN_FLOOR_JSON, against
+# which bench/single.sh gives the broker's 1 KiB produce and consume CPU as multiples.
+echo "== Floor: the kernel's own cost of the bytes a broker moves (bench/src/bin/floor.rs)"
+TERN_FLOOR_JSON=$(mktemp /tmp/tern-floor.XXXXXX.json)
+export TERN_FLOOR_JSON
+trap 'rm -f "$TERN_FLOOR_JSON"' EXIT
+bench/target/release/floor --gib 2 --reps 3 --json "$TERN_FLOOR_JSON"
+
 bash bench/single.sh "$TERN"
 
 # The same through one broker of a three-broker cluster on etcd (forwarding to leaders).

@@ -162,7 +162,7 @@ fn produce(args: &Args) {
             }
             Err((e, _)) => panic!("produce failed: {e}"),
         }
-        if sent % 1024 == 0 {
+        if sent.is_multiple_of(1024) {
             producer.poll(Duration::ZERO);
         }
     }
