@@ -357,6 +357,27 @@ pub(crate) fn sample_body(api: i16, v: i16, topic: &Topic) -> Option<Vec<u8>> {
             ]),
             v,
         ),
+        ApiKey::DescribeClientQuotas => enc(
+            &DescribeClientQuotasRequest::default().with_components(vec![
+                describe_client_quotas_request::ComponentData::default()
+                    .with_entity_type(sb("client-id"))
+                    .with_match_type(0)
+                    .with_match(Some(sb("hostile-client"))),
+            ]),
+            v,
+        ),
+        ApiKey::AlterClientQuotas => enc(
+            &AlterClientQuotasRequest::default().with_entries(vec![
+                alter_client_quotas_request::EntryData::default()
+                    .with_entity(vec![alter_client_quotas_request::EntityData::default()
+                        .with_entity_type(sb("client-id"))
+                        .with_entity_name(Some(sb("hostile-client")))])
+                    .with_ops(vec![alter_client_quotas_request::OpData::default()
+                        .with_key(sb("producer_byte_rate"))
+                        .with_remove(true)]),
+            ]),
+            v,
+        ),
         ApiKey::SaslHandshake => enc(
             &kafka_protocol::messages::SaslHandshakeRequest::default().with_mechanism(sb("PLAIN")),
             v,

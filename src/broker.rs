@@ -309,7 +309,10 @@ impl Broker {
         let access =
             crate::security::access::AccessControl::new(config.authorizer.clone(), store.acls());
         let archive = Arc::new(crate::archive::Archive::open(config.archive.clone())?);
+        let quotas = Arc::new(crate::quota::ClientQuotas::new(config.quota_window));
+        quotas.reload(&store.client_quotas());
         let services = Arc::new(Services {
+            quotas,
             archive: Arc::clone(&archive),
             access,
             static_configs,
@@ -608,8 +611,13 @@ async fn run_reconciler(
                 services.access.rebuild(services.store.acls());
                 Vec::new()
             }
+            Ok(MetadataEvent::ClientQuotasChanged) => {
+                services.quotas.reload(&services.store.client_quotas());
+                Vec::new()
+            }
             Ok(MetadataEvent::Resynced) | Err(RecvError::Lagged(_)) => {
                 services.access.rebuild(services.store.acls());
+                services.quotas.reload(&services.store.client_quotas());
                 services.topics.apply_broker_configs();
                 let mut names = services.replicas.topic_names();
                 names.extend(services.store.topics().await.into_iter().map(|t| t.name));

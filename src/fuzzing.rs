@@ -578,6 +578,8 @@ mod seeds {
                     one!(AlterUserScramCredentialsRequest::default())
                 }
                 ApiKey::DescribeAcls => one!(DescribeAclsRequest::default()),
+                ApiKey::DescribeClientQuotas => one!(DescribeClientQuotasRequest::default()),
+                ApiKey::AlterClientQuotas => one!(AlterClientQuotasRequest::default()),
                 ApiKey::CreateAcls => one!(CreateAclsRequest::default()),
                 ApiKey::DeleteAcls => one!(DeleteAclsRequest::default()),
                 ApiKey::AddPartitionsToTxn => one!(AddPartitionsToTxnRequest::default()),

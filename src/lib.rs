@@ -37,6 +37,7 @@ pub mod cli;
 pub mod metrics;
 pub mod security;
 pub mod model;
+pub mod quota;
 pub mod limits;
 pub mod alloc;
 #[doc(hidden)]

@@ -5,7 +5,7 @@ use clap::{Parser, Subcommand};
 use tern::broker::Broker;
 use tern::cli::{
     AclCommand, ArchiveCommand, ArchiveLocation, ClusterCommand, Connection, GroupCommand,
-    TopicCommand, TxnCommand, UserCommand,
+    QuotaCommand, TopicCommand, TxnCommand, UserCommand,
 };
 use tern::config::{Config, ServeArgs};
 
@@ -59,6 +59,13 @@ enum Command {
         connection: Connection,
         #[command(subcommand)]
         command: UserCommand,
+    },
+    /// Client quotas through the Kafka protocol (AlterClientQuotas, DescribeClientQuotas)
+    Quota {
+        #[command(flatten)]
+        connection: Connection,
+        #[command(subcommand)]
+        command: QuotaCommand,
     },
     /// The Parquet archive, read from its store (--archive-dir / --archive-url);
     /// restore produces through the Kafka protocol
@@ -151,6 +158,10 @@ fn admin(command: Command) -> anyhow::Result<()> {
                 connection,
                 command,
             } => tern::cli::run_acl(&connection, command).await,
+            Command::Quota {
+                connection,
+                command,
+            } => tern::cli::run_quota(&connection, command).await,
             Command::Archive {
                 connection,
                 location,

@@ -94,8 +94,20 @@ define_metrics! {
     /// Kafka client connections accepted since start.
     Counter(Count) CONNECTIONS_ACCEPTED_TOTAL = "tern_connections_accepted_total";
     /// Connections closed as soon as they were accepted, by `reason` (`per_ip`:
-    /// max_connections_per_ip reached).
+    /// max_connections_per_ip reached; `ip_rate`: the address's connection_creation_rate
+    /// quota exceeded, closed after its throttle time).
     Counter(Count) CONNECTIONS_REFUSED_TOTAL = "tern_connections_refused_total";
+    /// What requests counted against a client quota, by `quota`, `user` and `client_id`
+    /// (the entity's bucket): bytes for producer_byte_rate and consumer_byte_rate,
+    /// microseconds of request time for request_percentage, partition mutations for
+    /// controller_mutation_rate.
+    Counter(Count) QUOTA_RECORDED_TOTAL = "tern_quota_recorded_total";
+    /// Requests over a client quota (answered with a throttle time, their connection
+    /// muted for it), by `quota`, `user` and `client_id`.
+    Counter(Count) QUOTA_THROTTLED_TOTAL = "tern_quota_throttled_total";
+    /// The throttle times given to requests over a client quota, by `quota`, `user` and
+    /// `client_id`.
+    Histogram(Seconds) QUOTA_THROTTLE_SECONDS = "tern_quota_throttle_seconds";
     /// Successful SASL authentications (re-authentications included), by `mechanism`.
     Counter(Count) SASL_AUTHENTICATIONS_TOTAL = "tern_sasl_authentications_total";
     /// Failed SASL and TLS authentications, by `listener` and `reason`.
@@ -303,9 +315,11 @@ pub struct KnownLabels {
 }
 
 /// Why a connection is refused (`reason` of [`CONNECTIONS_REFUSED_TOTAL`]).
-pub const CONNECTION_REFUSAL_REASONS: &[&str] = &[REFUSED_PER_IP];
+pub const CONNECTION_REFUSAL_REASONS: &[&str] = &[REFUSED_PER_IP, REFUSED_IP_RATE];
 /// `max.connections.per.ip` reached.
 pub const REFUSED_PER_IP: &str = "per_ip";
+/// The address's `connection_creation_rate` quota exceeded (KIP-612).
+pub const REFUSED_IP_RATE: &str = "ip_rate";
 
 /// Why an authentication fails (`reason` of [`AUTHENTICATION_FAILURES_TOTAL`]): one type
 /// for the call sites and the series exported at 0, so that no reason is counted that
@@ -402,7 +416,8 @@ const PER_ARCHIVED_TOPIC_COUNTERS: &[&str] = &[
 
 /// Counters with a label whose values are not known in advance, so no series exists
 /// before the first event: a partition error's `error` (any Kafka error code), an
-/// HTTP call's `status`, a group's name (the share-group counters too). Alerts on them
+/// HTTP call's `status`, a group's name (the share-group counters too), a quota's client.
+/// Alerts on them
 /// use `or vector(0)`.
 pub const EVENT_LABELLED_COUNTERS: &[&str] = &[
     PARTITION_ERRORS_TOTAL,
@@ -413,6 +428,8 @@ pub const EVENT_LABELLED_COUNTERS: &[&str] = &[
     SHARE_RECORDS_REDELIVERED_TOTAL,
     SHARE_RECORDS_ARCHIVED_TOTAL,
     SHARE_LOCK_TIMEOUTS_TOTAL,
+    QUOTA_RECORDED_TOTAL,
+    QUOTA_THROTTLED_TOTAL,
 ];
 
 /// Creates, at 0, every counter series whose labels the broker knows at start-up.

@@ -26,7 +26,8 @@ pub enum Principal {
     User(String),
 }
 
-/// What one connection proved about itself, shared by its requests.
+/// What one connection proved about itself, and the quota mute it may be under,
+/// shared by its requests.
 #[derive(Debug)]
 pub struct ConnectionSecurity {
     pub listener: SecurityProtocol,
@@ -34,15 +35,27 @@ pub struct ConnectionSecurity {
     pub tls_user: Option<String>,
     /// The SASL exchange and its outcome, on SASL listeners.
     pub sasl: Option<parking_lot::Mutex<SaslSession>>,
+    /// Set by a request over its client quota; the connection executes nothing more
+    /// until it passes.
+    pub mute: crate::quota::ConnectionMute,
 }
 
 impl ConnectionSecurity {
-    pub fn plaintext() -> Self {
+    pub fn new(
+        listener: SecurityProtocol,
+        tls_user: Option<String>,
+        sasl: Option<parking_lot::Mutex<SaslSession>>,
+    ) -> Self {
         Self {
-            listener: SecurityProtocol::Plaintext,
-            tls_user: None,
-            sasl: None,
+            listener,
+            tls_user,
+            sasl,
+            mute: crate::quota::ConnectionMute::default(),
         }
+    }
+
+    pub fn plaintext() -> Self {
+        Self::new(SecurityProtocol::Plaintext, None, None)
     }
 
     /// The principal requests on this connection run as now.
@@ -129,6 +142,8 @@ pub struct Services {
     /// The Parquet archive (`--archive-dir` / `--archive-url`), for topics with
     /// `archive.enable`.
     pub archive: Arc<crate::archive::Archive>,
+    /// The client quotas in force and what each client has used of them.
+    pub quotas: Arc<crate::quota::ClientQuotas>,
 }
 
 /// One request's context.
@@ -143,11 +158,50 @@ pub struct RequestContext {
     pub peer: SocketAddr,
     /// Time the handler spent waiting rather than working (long-poll), in µs.
     pub remote_wait_us: Arc<std::sync::atomic::AtomicU64>,
+    /// The request frame's size, header included: what producer_byte_rate counts.
+    pub request_bytes: usize,
 }
 
 impl RequestContext {
     pub fn node_id(&self) -> i32 {
         self.services.node.node_id
+    }
+
+    /// Who quotas count this request against: the principal's name (`ANONYMOUS`
+    /// without authentication, as Kafka's sanitized user is) and the client id.
+    pub fn quota_client(&self) -> (&str, &str) {
+        let user = match &self.principal {
+            Principal::Anonymous => "ANONYMOUS",
+            Principal::User(name) => name,
+        };
+        (user, self.client_id.as_deref().unwrap_or(""))
+    }
+
+    /// Records `value` of `kind` against this request's quota; the throttle in ms.
+    pub fn record_quota(&self, kind: crate::quota::QuotaKind, value: f64) -> u64 {
+        let (user, client_id) = self.quota_client();
+        self.services.quotas.record(kind, user, client_id, value)
+    }
+
+    /// Records the handler time since `started` (less its long-poll wait) against
+    /// `request_percentage`: Kafka counts a request thread's time as a percentage of
+    /// one second, and caps the throttle at one quota window.
+    pub fn record_request_time(&self, started: std::time::Instant) -> u64 {
+        let waited = std::time::Duration::from_micros(
+            self.remote_wait_us
+                .load(std::sync::atomic::Ordering::Relaxed),
+        );
+        let worked = started.elapsed().saturating_sub(waited);
+        let percent_seconds = worked.as_secs_f64() * 100.0;
+        self.record_quota(crate::quota::QuotaKind::RequestPercentage, percent_seconds)
+            .min(self.services.quotas.window().sample_ms)
+    }
+
+    /// Mutes this request's connection for `throttle_ms` and returns it as a
+    /// response's `throttle_time_ms`.
+    pub fn throttle(&self, throttle_ms: u64) -> i32 {
+        self.connection.mute.extend(throttle_ms);
+        i32::try_from(throttle_ms).unwrap_or(i32::MAX)
     }
 
     /// The name of the listener this request came in on.

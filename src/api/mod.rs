@@ -12,6 +12,7 @@ pub mod group;
 pub mod metadata;
 pub mod security;
 pub mod share;
+pub mod throttle;
 pub mod txn;
 
 use kafka_protocol::messages::TopicName;

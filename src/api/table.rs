@@ -23,7 +23,9 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 
 use super::api_versions::ApiRange;
 use super::context::RequestContext;
+use super::throttle::{exempt_from_quotas, ThrottleTime};
 use super::{admin, api_versions, data, group, metadata, security, share, txn};
+use crate::quota::QuotaKind;
 use crate::wire::{decode_untrusted, encode_response, DecodeError};
 
 /// What to send back for one request frame.
@@ -138,11 +140,15 @@ macro_rules! api_table {
         }
     };
     (@call plain, $ctx:ident, $key:ident, $body:ident, $request:ident, $handler:path) => {{
+        let started = std::time::Instant::now();
         let request: $request = match decode_body($key, $ctx.api_version, $body) {
             Ok(request) => request,
             Err(error) => return error.into(),
         };
-        let response = $handler(&$ctx, request).await;
+        let mut response = $handler(&$ctx, request).await;
+        if !exempt_from_quotas($key) {
+            response.set_throttle_time_ms($ctx.throttle($ctx.record_request_time(started)));
+        }
         reply($key, $ctx.api_version, $ctx.correlation_id, &response)
     }};
     (@call closing, $ctx:ident, $key:ident, $body:ident, $request:ident, $handler:path) => {{
@@ -211,6 +217,8 @@ api_table! {
     SaslAuthenticate 0..=2, SaslAuthenticateRequest => closing(security::sasl_authenticate::handle);
     DescribeUserScramCredentials 0..=0, DescribeUserScramCredentialsRequest => plain(security::describe_user_scram_credentials::handle);
     AlterUserScramCredentials 0..=0, AlterUserScramCredentialsRequest => plain(security::alter_user_scram_credentials::handle);
+    DescribeClientQuotas 0..=1, DescribeClientQuotasRequest => plain(admin::describe_client_quotas::handle);
+    AlterClientQuotas 0..=1, AlterClientQuotasRequest => plain(admin::alter_client_quotas::handle);
     DescribeAcls 1..=3, DescribeAclsRequest => plain(admin::describe_acls::handle);
     CreateAcls 1..=3, CreateAclsRequest => plain(admin::create_acls::handle);
     DeleteAcls 1..=3, DeleteAclsRequest => plain(admin::delete_acls::handle);
@@ -241,13 +249,35 @@ fn decoded<T: Decodable>(key: ApiKey, version: i16, body: Bytes) -> Result<(), D
 }
 
 /// Produce answers at once, not at all (acks=0), or once its quorum acknowledged.
+/// Its quotas are counted when it answers, as Kafka counts them: the request's bytes
+/// against producer_byte_rate, its handler time against request_percentage (not for
+/// acks=0), the connection muted for the larger throttle.
 async fn produce(ctx: RequestContext, request: ProduceRequest) -> Reply {
     let (key, version, correlation_id) = (ApiKey::Produce, ctx.api_version, ctx.correlation_id);
-    match data::produce::handle(&ctx, request).await {
-        data::produce::Outcome::Done(response) => reply(key, version, correlation_id, &response),
-        data::produce::Outcome::Silent => Reply::None,
+    let started = std::time::Instant::now();
+    let acks = request.acks;
+    let outcome = data::produce::handle(&ctx, request).await;
+    let request_throttle = if acks == 0 {
+        0
+    } else {
+        ctx.record_request_time(started)
+    };
+    let throttle = move |ctx: &RequestContext| {
+        let bandwidth = ctx.record_quota(QuotaKind::ProducerByteRate, ctx.request_bytes as f64);
+        ctx.throttle(bandwidth.max(request_throttle))
+    };
+    match outcome {
+        data::produce::Outcome::Done(mut response) => {
+            response.throttle_time_ms = throttle(&ctx);
+            reply(key, version, correlation_id, &response)
+        }
+        data::produce::Outcome::Silent => {
+            throttle(&ctx);
+            Reply::None
+        }
         data::produce::Outcome::AwaitingAcks(pending) => Reply::Later(Box::pin(async move {
-            let response = pending.finish().await;
+            let mut response = pending.finish().await;
+            response.throttle_time_ms = throttle(&ctx);
             reply(key, version, correlation_id, &response)
         })),
     }
@@ -265,8 +295,37 @@ async fn api_versions(ctx: RequestContext, request: ApiVersionsRequest) -> Reply
 }
 
 /// Fetch's response references the record sets it serves instead of copying them.
-async fn fetch(ctx: RequestContext, request: FetchRequest) -> Reply {
-    let response = data::fetch::handle(&ctx, request).await;
+/// A consumer's fetch counts against its quotas: its size is capped at what one quota
+/// window allows (as Kafka caps it), its bytes count against consumer_byte_rate and its
+/// handler time against request_percentage, and over either its connection is muted
+/// for the throttle. Unlike Kafka, which answers a throttled fetch empty and takes its
+/// bytes back, the records read are served (as a throttled produce's are appended): the
+/// mute already pays for them, and no round trip is wasted. Followers are exempt.
+async fn fetch(ctx: RequestContext, mut request: FetchRequest) -> Reply {
+    let follower = data::fetch::replica_id(&ctx, &request) >= 0;
+    let started = std::time::Instant::now();
+    if !follower {
+        let (user, client_id) = ctx.quota_client();
+        if let Some(cap) =
+            ctx.services
+                .quotas
+                .max_in_window(QuotaKind::ConsumerByteRate, user, client_id)
+        {
+            let cap = cap.clamp(1.0, f64::from(i32::MAX)) as i32;
+            request.max_bytes = request.max_bytes.min(cap);
+            request.min_bytes = request.min_bytes.min(request.max_bytes);
+        }
+    }
+    let mut response = data::fetch::handle(&ctx, request).await;
+    if !follower {
+        let bytes: usize = data::fetch::record_sets(&response)
+            .iter()
+            .map(|r| r.len())
+            .sum();
+        let request_throttle = ctx.record_request_time(started);
+        let bandwidth = ctx.record_quota(QuotaKind::ConsumerByteRate, bytes as f64);
+        response.throttle_time_ms = ctx.throttle(bandwidth.max(request_throttle));
+    }
     let record_sets = data::fetch::record_sets(&response);
     reply_sharing(
         ApiKey::Fetch,

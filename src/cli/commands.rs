@@ -277,6 +277,58 @@ pub enum UserCommand {
     },
 }
 
+/// The entity a quota is for: a user, a client id, both, or an address; `<default>`
+/// for the default entity of that type.
+#[derive(Debug, Clone, Args)]
+pub struct QuotaEntityArgs {
+    /// The user (principal name), or <default>
+    #[arg(long)]
+    pub user: Option<String>,
+    /// The client id, or <default>
+    #[arg(long)]
+    pub client_id: Option<String>,
+    /// The client address (connection_creation_rate only), or <default>
+    #[arg(long, conflicts_with_all = ["user", "client_id"])]
+    pub ip: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum QuotaCommand {
+    /// Set quota values of an entity (values not named are kept)
+    Set {
+        #[command(flatten)]
+        entity: QuotaEntityArgs,
+        /// Bytes per second the entity may produce
+        #[arg(long)]
+        producer_byte_rate: Option<u64>,
+        /// Bytes per second the entity may fetch
+        #[arg(long)]
+        consumer_byte_rate: Option<u64>,
+        /// Percent of one request-handling thread's time the entity may take
+        #[arg(long)]
+        request_percentage: Option<f64>,
+        /// Partitions per second the entity may create or delete
+        #[arg(long)]
+        controller_mutation_rate: Option<f64>,
+        /// New connections per second from the address (with --ip)
+        #[arg(long)]
+        connection_creation_rate: Option<u64>,
+    },
+    /// Quotas, all or those of the entity named
+    List {
+        #[command(flatten)]
+        entity: QuotaEntityArgs,
+    },
+    /// Remove quota values of an entity: those named, or all of them
+    Remove {
+        #[command(flatten)]
+        entity: QuotaEntityArgs,
+        /// A quota key to remove (producer_byte_rate, ...); repeatable; none: all
+        #[arg(long = "key")]
+        keys: Vec<String>,
+    },
+}
+
 #[derive(Debug, Subcommand)]
 pub enum ClusterCommand {
     /// Brokers, controller, partitions per broker, under-replicated partitions

@@ -8,6 +8,7 @@ mod cluster;
 mod commands;
 mod group;
 mod output;
+mod quota;
 mod restore;
 mod acl;
 mod topic;
@@ -17,8 +18,8 @@ mod user;
 pub use archive::{ArchiveCommand, ArchiveLocation};
 pub use client::Client;
 pub use commands::{
-    AclCommand, AclSelection, ClusterCommand, Connection, GroupCommand, TopicCommand, TxnCommand,
-    UserCommand,
+    AclCommand, AclSelection, ClusterCommand, Connection, GroupCommand, QuotaCommand, TopicCommand,
+    TxnCommand, UserCommand,
 };
 
 pub async fn run_topic(connection: &Connection, command: TopicCommand) -> anyhow::Result<()> {
@@ -35,6 +36,10 @@ pub async fn run_acl(connection: &Connection, command: AclCommand) -> anyhow::Re
 
 pub async fn run_user(connection: &Connection, command: UserCommand) -> anyhow::Result<()> {
     user::run(connection, command).await
+}
+
+pub async fn run_quota(connection: &Connection, command: QuotaCommand) -> anyhow::Result<()> {
+    quota::run(connection, command).await
 }
 
 pub async fn run_cluster(connection: &Connection, command: ClusterCommand) -> anyhow::Result<()> {

@@ -33,6 +33,8 @@ pub struct Snapshot {
     /// Dynamic group configs (GROUP resources) by group id.
     pub group_configs: BTreeMap<String, BTreeMap<String, String>>,
     pub users: UserCredentials,
+    /// Client quotas by entity (`QuotaEntity::storage_key`), then config key → value.
+    pub client_quotas: BTreeMap<String, BTreeMap<String, String>>,
     /// ACL bindings by their storage key (`AclBinding::storage_key`).
     pub acls: BTreeMap<String, AclBinding>,
 }
@@ -129,6 +131,11 @@ impl MetadataCache {
             .get(group)
             .cloned()
             .unwrap_or_default()
+    }
+
+    /// Every client quota entity's values.
+    pub fn client_quotas(&self) -> BTreeMap<String, BTreeMap<String, String>> {
+        self.snapshot.read().client_quotas.clone()
     }
 
     /// Every ACL binding, in `AclBinding`'s order (resource type, then name, …).

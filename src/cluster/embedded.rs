@@ -39,6 +39,9 @@ struct State {
     /// SCRAM credentials by user and mechanism.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     users: UserCredentials,
+    /// Client quotas by entity storage key. Absent from files written before them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    client_quotas: BTreeMap<String, BTreeMap<String, String>>,
     /// ACL bindings, a set (kept sorted so that the file is stable). Absent from files
     /// written before ACLs existed.
     #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
@@ -83,6 +86,7 @@ impl State {
                 .collect(),
             group_configs: self.group_configs.clone(),
             users: self.users.clone(),
+            client_quotas: self.client_quotas.clone(),
             acls: self
                 .acls
                 .iter()
@@ -147,6 +151,7 @@ impl EmbeddedStore {
                     broker_configs: BTreeMap::new(),
                     group_configs: BTreeMap::new(),
                     users: BTreeMap::new(),
+                    client_quotas: BTreeMap::new(),
                     acls: Default::default(),
                 };
                 persist(&path, &state)?;
@@ -373,6 +378,27 @@ impl MetadataStore for EmbeddedStore {
             }
             Ok(())
         })
+    }
+
+    fn client_quotas(&self) -> BTreeMap<String, BTreeMap<String, String>> {
+        self.cache.client_quotas()
+    }
+
+    async fn set_client_quotas(
+        &self,
+        entity: &str,
+        values: BTreeMap<String, String>,
+    ) -> Result<(), MetadataError> {
+        self.update(|state| {
+            if values.is_empty() {
+                state.client_quotas.remove(entity);
+            } else {
+                state.client_quotas.insert(entity.to_string(), values);
+            }
+            Ok(())
+        })?;
+        self.publish(MetadataEvent::ClientQuotasChanged);
+        Ok(())
     }
 
     async fn allocate_producer_ids(&self, count: i64) -> Result<i64, MetadataError> {

@@ -331,6 +331,8 @@ pub enum MetadataEvent {
     BrokerConfigsChanged(Option<i32>),
     /// ACL bindings were created or deleted: brokers rebuild their authorizer.
     AclsChanged,
+    /// Client quotas were altered: brokers reload the quotas in force.
+    ClientQuotasChanged,
     /// The store reloaded everything (after a lost watch): reconcile it all.
     Resynced,
 }
@@ -429,6 +431,16 @@ pub trait MetadataStore: Send + Sync + Debug + 'static {
         &self,
         group: &str,
         configs: BTreeMap<String, String>,
+    ) -> Result<(), MetadataError>;
+    /// Every client quota entity's values (entity storage key → config key → value),
+    /// from the local copy: read when `ClientQuotasChanged` reloads the quotas in force.
+    fn client_quotas(&self) -> BTreeMap<String, BTreeMap<String, String>>;
+    /// Replaces one entity's quota values (an empty map removes the entity) and
+    /// announces `ClientQuotasChanged` to every broker.
+    async fn set_client_quotas(
+        &self,
+        entity: &str,
+        values: BTreeMap<String, String>,
     ) -> Result<(), MetadataError>;
     /// Every ACL binding of the cluster, from the local copy: cheap, for rebuilding the
     /// authorizer on `AclsChanged`.

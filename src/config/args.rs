@@ -116,6 +116,10 @@ serve_args! {
     max_connections: usize = 10_000, "TERN_MAX_CONNECTIONS";
     /// Open connections allowed from one client address; more are closed at once (max.connections.per.ip) [default: 1000]
     max_connections_per_ip: usize = 1000, "TERN_MAX_CONNECTIONS_PER_IP";
+    /// Samples each client quota rate is measured over (quota.window.num) [default: 11]
+    quota_window_num: usize = 11, "TERN_QUOTA_WINDOW_NUM";
+    /// Length of each client quota sample, seconds (quota.window.size.seconds) [default: 1]
+    quota_window_size_seconds: u64 = 1, "TERN_QUOTA_WINDOW_SIZE_SECONDS";
     /// Bytes of requests read but not yet answered, across all connections; past it reading pauses until replies free some (queued.max.request.bytes); at least --max-request-bytes [default: 268435456]
     queued_max_request_bytes: u64 = 256 * 1024 * 1024, "TERN_QUEUED_MAX_REQUEST_BYTES";
     /// Bytes a client of a SASL listener may send before it has authenticated; more closes the connection (sasl.server.max.receive.size) [default: 524288]

@@ -70,6 +70,8 @@ pub struct Config {
     pub authorizer: crate::security::access::AuthorizerConfig,
     /// `--archive-*`: where the Parquet archive goes and how the export runs.
     pub archive: crate::archive::ArchiveConfig,
+    /// `--quota-window-*`: the samples client quota rates are measured over.
+    pub quota_window: crate::quota::rate::Window,
 }
 
 impl Config {
@@ -226,6 +228,17 @@ impl Config {
                 slow_request: Some(a.slow_request_ms.unwrap_or_else(defaults::slow_request_ms))
                     .filter(|ms| *ms > 0)
                     .map(Duration::from_millis),
+            },
+            quota_window: crate::quota::rate::Window {
+                samples: a
+                    .quota_window_num
+                    .unwrap_or_else(defaults::quota_window_num)
+                    .max(1),
+                sample_ms: a
+                    .quota_window_size_seconds
+                    .unwrap_or_else(defaults::quota_window_size_seconds)
+                    .clamp(1, 3_600)
+                    * 1_000,
             },
             node_id: a.node_id.unwrap_or_else(defaults::node_id),
             cluster_id: a.cluster_id.filter(|s| !s.is_empty()),

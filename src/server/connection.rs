@@ -1,7 +1,8 @@
 //! One client connection: a reader task turns the byte stream into frames; this task
 //! runs up to `max_in_flight_requests` of them concurrently and writes the responses
 //! strictly in request order (a slow acks=all produce never lets a later fetch answer
-//! first). Oversized or malformed frames close the connection.
+//! first). Oversized or malformed frames close the connection. A request over its
+//! client quota mutes the connection: no later request runs until its throttle passes.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -244,6 +245,9 @@ async fn serve_connection<R, W>(
     let mut executing: Option<BoxFuture<'static, Reply>> = None;
     let mut reading = true;
     loop {
+        // A request over its client quota muted the connection: nothing more runs
+        // until the throttle time has passed (replies already due still go out).
+        let muted = security.mute.remaining();
         tokio::select! {
             biased;
             Some(reply) = in_flight.next(), if !in_flight.is_empty() => {
@@ -278,7 +282,8 @@ async fn serve_connection<R, W>(
                     done => Box::pin(std::future::ready(done)),
                 });
             }
-            frame = frames_rx.recv(), if reading && executing.is_none() && in_flight.len() < max_in_flight => {
+            () = tokio::time::sleep(muted.unwrap_or_default()), if muted.is_some() && executing.is_none() => {}
+            frame = frames_rx.recv(), if reading && muted.is_none() && executing.is_none() && in_flight.len() < max_in_flight => {
                 match frame {
                     Some((frame, received, permit)) => {
                         let request = dispatch::handle_frame(Arc::clone(&services), peer, Arc::clone(&security), frame, received);

@@ -55,6 +55,7 @@ pub async fn handle_frame(
             return Reply::Close(reason);
         }
     }
+    let frame_len = frame.len() + 4;
     let (header, body) = match split_header(key, prefix.api_version, frame) {
         Ok(parts) => parts,
         Err(error) => return error.into(),
@@ -68,6 +69,7 @@ pub async fn handle_frame(
         connection,
         peer,
         remote_wait_us: Arc::default(),
+        request_bytes: frame_len,
     };
     let timing = Timing {
         api: api_name(key),
@@ -125,6 +127,7 @@ async fn raw_sasl_token(
         connection,
         peer,
         remote_wait_us: Arc::default(),
+        request_bytes: frame.len() + 4,
     };
     let request = SaslAuthenticateRequest::default().with_auth_bytes(frame);
     let security::Closing { response, close } =

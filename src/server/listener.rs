@@ -166,6 +166,25 @@ pub async fn run_listener(
                     drop(stream);
                     continue;
                 };
+                if let Some(throttle_ms) = services.quotas.record_connection(peer.ip()) {
+                    // KIP-612: over its address's connection_creation_rate, a connection
+                    // is held unserved for the throttle time and then closed, so that a
+                    // reconnecting client slows down instead of spinning.
+                    metrics::counter!(crate::metrics::CONNECTIONS_REFUSED_TOTAL, "reason" => crate::metrics::REFUSED_IP_RATE)
+                        .increment(1);
+                    tracing::debug!(%peer, throttle_ms, "closing connection: connection_creation_rate exceeded");
+                    drop(address_slot);
+                    let shutdown = shutdown.clone();
+                    tasks.spawn(async move {
+                        let hold = std::time::Duration::from_millis(throttle_ms);
+                        tokio::select! {
+                            _ = shutdown.cancelled() => {}
+                            _ = tokio::time::sleep(hold) => {}
+                        }
+                        drop(stream);
+                    });
+                    continue;
+                }
                 let _ = stream.set_nodelay(true);
                 tasks.spawn(serve(
                     stream,
@@ -200,11 +219,7 @@ async fn serve(
         })
     };
     let Some(tls) = &listener.tls else {
-        let security = Arc::new(ConnectionSecurity {
-            listener: protocol,
-            tls_user: None,
-            sasl: sasl(),
-        });
+        let security = Arc::new(ConnectionSecurity::new(protocol, None, sasl()));
         connection::serve(stream, peer, security, services, shutdown).await;
         drop(permit);
         return;
@@ -214,11 +229,7 @@ async fn serve(
     else {
         return;
     };
-    let security = Arc::new(ConnectionSecurity {
-        listener: protocol,
-        tls_user,
-        sasl: sasl(),
-    });
+    let security = Arc::new(ConnectionSecurity::new(protocol, tls_user, sasl()));
     connection::serve_stream(stream, peer, security, services, shutdown).await;
     drop(permit);
 }

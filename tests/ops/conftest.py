@@ -20,6 +20,9 @@ known traffic, shared by the whole session:
   accepted, rejected and released; the released one released again at the delivery limit
   (2, archived); three more acquired by a second consumer whose 1 s locks run out, then
   accepted by the first (the share-group metrics and lag).
+- QUOTA: client id QUOTA_CLIENT gets a producer_byte_rate of 1 KiB/s (`tern quota set`);
+  one kcat produce of 20 KiB with that client id goes over it and is throttled (the
+  client quota metrics).
 - A fetch far past the end of ORDERS partition 0: OFFSET_OUT_OF_RANGE (1).
 - RAW_CONNECTIONS plain TCP connections held open until the connection gauge shows them.
 - HTTP API: topic HTTP_TOPIC created over HTTP, one subscriber, HTTP_MESSAGES published and
@@ -63,6 +66,8 @@ ARCHIVED = "ops-archived"
 ARCHIVE_BLOCKED = "ops-archive-blocked"
 TXN = "ops-txn"
 SHARE = "ops-share"
+QUOTA = "ops-quota"
+QUOTA_CLIENT = "ops-quota-client"
 SHARE_GROUP = "ops-share-group"
 N_EXPIRED = 20
 
@@ -289,6 +294,17 @@ def traffic(broker, prometheus):
     # record comes back and, released again at the delivery limit (2), is archived; a
     # second consumer's lock runs out (1 s) and its records go to the first.
     facts["share"] = share_traffic(b)
+
+    # QUOTA: 20 KiB in one request over a 1 KiB/s producer quota (10 KiB allowed at once).
+    r = run([str(tern_bin()), "quota", "set", "-b", b, "--client-id", QUOTA_CLIENT,
+             "--producer-byte-rate", "1024"], timeout=30)
+    assert r.returncode == 0, r.stderr
+    r = kcat(["-b", b, "-P", "-t", QUOTA, "-X", f"client.id={QUOTA_CLIENT}", "-X", "linger.ms=100"],
+             input=b"".join(b"q" * 1000 + b"\n" for _ in range(20)))
+    assert r.returncode == 0, r.stderr.decode()
+    facts["quota_throttled"] = tern_harness.wait_until(
+        lambda: metric_sum(broker_metrics(broker), "tern_quota_throttled_total") or None,
+        timeout=10, what="a throttled produce over the ops client quota")
 
     # A fetch past the end: OFFSET_OUT_OF_RANGE, then the consumer resets and reaches the end.
     kcat(["-b", b, "-C", "-t", ORDERS, "-p", "0", "-o", "1000000", "-e", "-q", "-X", "auto.offset.reset=earliest"],

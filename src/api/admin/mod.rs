@@ -1,5 +1,6 @@
 //! Topic and cluster administration APIs.
 
+pub mod alter_client_quotas;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
 pub mod create_acls;
@@ -8,6 +9,7 @@ pub mod create_topics;
 pub mod delete_acls;
 pub mod delete_topics;
 pub mod describe_acls;
+pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_log_dirs;

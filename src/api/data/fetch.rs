@@ -111,6 +111,15 @@ fn aborted_transactions(aborted: &[AbortedTxn]) -> Vec<AbortedTransaction> {
         .collect()
 }
 
+/// The fetching follower's id (v15+ in `replica_state`); negative for a consumer.
+pub fn replica_id(ctx: &RequestContext, request: &FetchRequest) -> i32 {
+    if ctx.api_version >= 15 {
+        request.replica_state.replica_id.0
+    } else {
+        request.replica_id.0
+    }
+}
+
 fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
     let mut remaining = i64::from(request.max_bytes.max(0));
     let mut bytes = 0i64;
@@ -118,11 +127,7 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
     let mut watches = Vec::new();
     let mut topics = Vec::with_capacity(request.topics.len());
     let mut served = Vec::new();
-    let replica_id = if ctx.api_version >= 15 {
-        request.replica_state.replica_id.0
-    } else {
-        request.replica_id.0
-    };
+    let replica_id = replica_id(ctx, request);
     // KIP-903's broker epoch: tern's followers send their incarnation (v15+).
     let replica_incarnation = (ctx.api_version >= 15 && request.replica_state.replica_epoch >= 0)
         .then_some(request.replica_state.replica_epoch);

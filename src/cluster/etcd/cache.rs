@@ -112,6 +112,15 @@ pub(super) fn apply(
             }
             Some(MetadataEvent::AclsChanged)
         }
+        Entry::ClientQuotas(entity) => {
+            if put {
+                let values = parse::<BTreeMap<String, String>>(key, value)?;
+                cache.client_quotas.insert(entity, values);
+            } else {
+                cache.client_quotas.remove(&entity);
+            }
+            Some(MetadataEvent::ClientQuotasChanged)
+        }
         Entry::Other => None,
     }
 }

@@ -11,6 +11,7 @@
 //! | `counters/topic_id`, `counters/producer_id` | next id | any broker, compare-and-swap |
 //! | `configs/brokers/<id>`, `configs/brokers/<default>` | dynamic broker configs, JSON map | any broker (AlterConfigs on a BROKER resource) |
 //! | `users/<mechanism>/<user, percent-encoded>` | a SCRAM credential (salt, stored and server keys, iterations), JSON | any broker (AlterUserScramCredentials) |
+//! | `configs/quotas/<entity, percent-encoded>` | client quota values by key, JSON map | any broker (AlterClientQuotas) |
 //! | `acls/<binding key>`  | `AclBinding` JSON (the key encodes every field, `AclBinding::storage_key`) | any broker (CreateAcls, DeleteAcls): one key per binding, so concurrent writers need no compare-and-swap |
 
 use serde::{Deserialize, Serialize};
@@ -62,6 +63,10 @@ impl Keys {
     pub(super) fn acl(&self, binding: &AclBinding) -> String {
         format!("{}acls/{}", self.prefix, binding.storage_key())
     }
+    /// `configs/quotas/<client quota entity's storage key, percent-encoded>`.
+    pub(super) fn client_quotas(&self, entity: &str) -> String {
+        format!("{}configs/quotas/{}", self.prefix, encode_key_part(entity))
+    }
     /// `configs/groups/<group id, percent-encoded>`.
     pub(super) fn group_configs(&self, group: &str) -> String {
         format!("{}configs/groups/{}", self.prefix, encode_key_part(group))
@@ -89,6 +94,8 @@ pub(super) enum Entry<'a> {
     User(&'a str, String),
     /// An ACL binding, by its storage key.
     Acl(&'a str),
+    /// A client quota entity's values, by the entity's storage key.
+    ClientQuotas(String),
     Other,
 }
 
@@ -141,6 +148,8 @@ pub(super) fn classify<'a>(prefix: &str, key: &'a str) -> Entry<'a> {
             .unwrap_or(Entry::Other)
     } else if let Some(binding) = rest.strip_prefix("acls/") {
         Entry::Acl(binding)
+    } else if let Some(entity) = rest.strip_prefix("configs/quotas/") {
+        decode_key_part(entity).map_or(Entry::Other, Entry::ClientQuotas)
     } else if let Some(group) = rest.strip_prefix("configs/groups/") {
         decode_key_part(group).map_or(Entry::Other, Entry::GroupConfigs)
     } else if let Some(level) = rest.strip_prefix("configs/brokers/") {

@@ -209,6 +209,19 @@ impl MetadataStore for EtcdStore {
             .await
     }
 
+    fn client_quotas(&self) -> BTreeMap<String, BTreeMap<String, String>> {
+        self.cache.client_quotas()
+    }
+
+    async fn set_client_quotas(
+        &self,
+        entity: &str,
+        values: BTreeMap<String, String>,
+    ) -> Result<(), MetadataError> {
+        self.replace_configs(self.keys.client_quotas(entity), &values)
+            .await
+    }
+
     fn scram_credentials(&self) -> UserCredentials {
         self.cache.scram_credentials()
     }
