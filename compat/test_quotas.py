@@ -163,3 +163,52 @@ def test_a_consumer_is_held_to_its_byte_rate_and_stays_in_its_group(broker):
         assert revoked == [] and assigned == [1], f"rebalanced: revoked {revoked}, assigned {assigned}"
     finally:
         consumer.close()
+
+
+def test_controller_mutations_are_held_to_their_rate_and_a_strict_request_is_refused(broker):
+    """KIP-599: 1 partition/s allows a burst of 11; a CreateTopics v6+ past it is refused
+    with THROTTLING_QUOTA_EXCEEDED, and accepted again once the bucket has refilled."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    client_id = f"quota-admin-{uuid.uuid4().hex[:6]}"
+    tern(broker, "set", "--client-id", client_id, "--controller-mutation-rate", "1")
+    first = KafkaAdminClient(bootstrap_servers=broker.address, client_id=client_id)
+    prefix = uuid.uuid4().hex[:6]
+    try:
+        for i in range(3):  # 15 partitions: the last one takes the bucket to -4
+            response = first.create_topics([NewTopic(f"{prefix}-{i}", 5, 1)])
+            assert [t["error_code"] for t in response["topics"]] == [0], response
+    finally:
+        first.close()
+    # A second admin client of the same client id has no throttle of its own to wait
+    # out: the broker refuses its strict request instead.
+    second = KafkaAdminClient(bootstrap_servers=broker.address, client_id=client_id)
+    try:
+        response = second.create_topics([NewTopic(f"{prefix}-late", 1, 1)], raise_errors=False)
+        codes = [(t["error_code"], t["error_message"]) for t in response["topics"]]
+        assert codes == [(89, "The throttling quota has been exceeded.")], response
+        time.sleep(4.5)
+        response = second.create_topics([NewTopic(f"{prefix}-late", 1, 1)], raise_errors=False)
+        assert [t["error_code"] for t in response["topics"]] == [0], response
+    finally:
+        second.close()
+
+
+def test_request_time_over_request_percentage_comes_back_as_a_throttle_time(broker):
+    """request_percentage counts handler time; past it, every response that has a
+    throttle_time_ms carries one (here DescribeClientQuotas', from raw requests)."""
+    import struct
+
+    import raw_configs as raw
+
+    tern(broker, "set", "--client-id", "tern-compat-raw", "--request-percentage", "0.001")
+
+    def throttle_of_one_request() -> int:
+        body = struct.pack(">ib", 0, 0)  # no filter components, not strict
+        return raw._call(broker.address, 48, 0, body).take(">i")
+
+    throttles = [throttle_of_one_request() for _ in range(500)]
+    # 0.001% of a second over the 10 s window floor is 100 µs of handler time: a few
+    # dozen requests spend it; the throttle never exceeds one quota window (1 s).
+    assert max(throttles) > 0, throttles
+    assert max(throttles) <= 1000, max(throttles)

@@ -197,6 +197,38 @@ impl RequestContext {
             .min(self.services.quotas.window().sample_ms)
     }
 
+    /// Runs a topic mutation under the client's controller_mutation_rate: `None` when
+    /// it is refused (THROTTLING_QUOTA_EXCEEDED), else what `mutate` returned; it
+    /// returns the partitions it created or deleted with its outcome.
+    pub async fn under_mutation_quota<T, F>(
+        &self,
+        strict: bool,
+        mutate: impl FnOnce() -> F,
+    ) -> Option<T>
+    where
+        F: std::future::Future<Output = (T, u32)>,
+    {
+        let (user, client_id) = self.quota_client();
+        self.services
+            .quotas
+            .mutate(user, client_id, strict, mutate)
+            .await
+    }
+
+    /// The throttle of a request that may mutate topics: its controller mutations'
+    /// (0 for other requests).
+    pub fn mutation_throttle(&self, key: kafka_protocol::messages::ApiKey) -> u64 {
+        use kafka_protocol::messages::ApiKey;
+        if !matches!(
+            key,
+            ApiKey::CreateTopics | ApiKey::CreatePartitions | ApiKey::DeleteTopics
+        ) {
+            return 0;
+        }
+        let (user, client_id) = self.quota_client();
+        self.services.quotas.mutation_throttle_ms(user, client_id)
+    }
+
     /// Mutes this request's connection for `throttle_ms` and returns it as a
     /// response's `throttle_time_ms`.
     pub fn throttle(&self, throttle_ms: u64) -> i32 {

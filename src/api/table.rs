@@ -147,7 +147,8 @@ macro_rules! api_table {
         };
         let mut response = $handler(&$ctx, request).await;
         if !exempt_from_quotas($key) {
-            response.set_throttle_time_ms($ctx.throttle($ctx.record_request_time(started)));
+            let throttle = $ctx.record_request_time(started).max($ctx.mutation_throttle($key));
+            response.set_throttle_time_ms($ctx.throttle(throttle));
         }
         reply($key, $ctx.api_version, $ctx.correlation_id, &response)
     }};

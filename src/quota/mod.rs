@@ -23,7 +23,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 pub use entity::{Bucket, EntityName, QuotaEntity, QuotaKind, QuotaTable};
-use rate::{SampledRate, Window};
+use rate::{SampledRate, TokenBucket, Window};
 
 /// Rates are forgotten once this many exist and a sweep finds them idle (an idle rate
 /// is zero, so forgetting it changes nothing): client ids are the client's to choose.
@@ -36,6 +36,7 @@ pub struct ClientQuotas {
     table: RwLock<Arc<QuotaTable>>,
     rates: Mutex<HashMap<(QuotaKind, Bucket), SampledRate>>,
     connection_rates: Mutex<HashMap<IpAddr, SampledRate>>,
+    mutations: Mutex<HashMap<Bucket, TokenBucket>>,
 }
 
 impl Default for ClientQuotas {
@@ -51,6 +52,7 @@ impl ClientQuotas {
             table: RwLock::new(Arc::new(QuotaTable::default())),
             rates: Mutex::new(HashMap::new()),
             connection_rates: Mutex::new(HashMap::new()),
+            mutations: Mutex::new(HashMap::new()),
         }
     }
 
@@ -114,6 +116,70 @@ impl ClientQuotas {
                 .record(throttle as f64 / 1_000.0);
         }
         throttle
+    }
+
+    /// Runs `mutate` (creating, growing or deleting a topic) under the client's
+    /// controller_mutation_rate (KIP-599) and records the partitions it returns.
+    /// Refused with `None` when `strict` (CreateTopics v6+, CreatePartitions v3+,
+    /// DeleteTopics v5+) and the client's bucket is already below zero; older versions
+    /// are never refused, only throttled.
+    pub async fn mutate<T, F>(
+        &self,
+        user: &str,
+        client_id: &str,
+        strict: bool,
+        mutate: impl FnOnce() -> F,
+    ) -> Option<T>
+    where
+        F: std::future::Future<Output = (T, u32)>,
+    {
+        let table = self.table();
+        let Some((quota, bucket)) =
+            table.resolve(QuotaKind::ControllerMutationRate, user, client_id)
+        else {
+            return Some(mutate().await.0);
+        };
+        let now = crate::model::monotonic_ms();
+        let exceeded = {
+            let mut buckets = self.mutations.lock();
+            let tokens = buckets
+                .entry(bucket.clone())
+                .or_insert_with(|| TokenBucket::new(self.window, quota, now));
+            tokens.exceeded(quota, now)
+        };
+        if strict && exceeded {
+            return None;
+        }
+        let (outcome, permits) = mutate().await;
+        if permits > 0 {
+            let now = crate::model::monotonic_ms();
+            if let Some(tokens) = self.mutations.lock().get_mut(&bucket) {
+                tokens.record(f64::from(permits), quota, now);
+            }
+            let labels = [
+                ("quota", QuotaKind::ControllerMutationRate.key().to_string()),
+                ("user", bucket.user),
+                ("client_id", bucket.client_id),
+            ];
+            metrics::counter!(crate::metrics::QUOTA_RECORDED_TOTAL, &labels)
+                .increment(u64::from(permits));
+        }
+        Some(outcome)
+    }
+
+    /// How long the client's controller mutations are throttled for now, in ms.
+    pub fn mutation_throttle_ms(&self, user: &str, client_id: &str) -> u64 {
+        let table = self.table();
+        let Some((quota, bucket)) =
+            table.resolve(QuotaKind::ControllerMutationRate, user, client_id)
+        else {
+            return 0;
+        };
+        let now = crate::model::monotonic_ms();
+        self.mutations
+            .lock()
+            .get_mut(&bucket)
+            .map_or(0, |tokens| tokens.throttle_ms(quota, now))
     }
 
     /// The most that one request of this client may carry without a certain throttle

@@ -122,6 +122,61 @@ impl SampledRate {
     }
 }
 
+/// Kafka's `TokenBucket` (KIP-599), for controller_mutation_rate: `quota` permits a
+/// second accrue up to a burst of `quota × samples × window`; a mutation takes its
+/// permits even if that leaves the bucket below zero, and the next one is refused
+/// (strict) or throttled until the bucket is back at zero.
+#[derive(Debug, Clone)]
+pub struct TokenBucket {
+    window: Window,
+    tokens: f64,
+    last_ms: u64,
+    /// The quota the tokens were last accrued at (the burst follows it).
+    quota: f64,
+}
+
+impl TokenBucket {
+    pub fn new(window: Window, quota: f64, now_ms: u64) -> Self {
+        Self {
+            window,
+            tokens: Self::burst(window, quota),
+            last_ms: now_ms,
+            quota,
+        }
+    }
+
+    fn burst(window: Window, quota: f64) -> f64 {
+        quota * window.samples as f64 * window.sample_ms as f64 / 1_000.0
+    }
+
+    fn refill(&mut self, quota: f64, now_ms: u64) {
+        let elapsed_s = now_ms.saturating_sub(self.last_ms) as f64 / 1_000.0;
+        self.quota = quota;
+        self.tokens = (self.tokens + quota * elapsed_s).min(Self::burst(self.window, quota));
+        self.last_ms = now_ms;
+    }
+
+    /// Whether the bucket is below zero: a strict request's next mutation is refused.
+    pub fn exceeded(&mut self, quota: f64, now_ms: u64) -> bool {
+        self.refill(quota, now_ms);
+        self.tokens < 0.0
+    }
+
+    pub fn record(&mut self, permits: f64, quota: f64, now_ms: u64) {
+        self.refill(quota, now_ms);
+        self.tokens -= permits;
+    }
+
+    /// How long until the bucket is back at zero, in ms.
+    pub fn throttle_ms(&mut self, quota: f64, now_ms: u64) -> u64 {
+        self.refill(quota, now_ms);
+        if self.tokens >= 0.0 || quota <= 0.0 {
+            return 0;
+        }
+        (-self.tokens / quota * 1_000.0).round() as u64
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,6 +226,21 @@ mod tests {
         assert_eq!(rate.throttle_ms(0.0, 0), 0);
         rate.record(1.0, 0);
         assert_eq!(rate.throttle_ms(0.0, 0), 11_000);
+    }
+
+    #[test]
+    fn a_token_bucket_bursts_then_refuses_until_it_refills() {
+        let window = Window::default();
+        // 2 partitions a second: a burst of 22.
+        let mut bucket = TokenBucket::new(window, 2.0, 0);
+        assert!(!bucket.exceeded(2.0, 0));
+        bucket.record(20.0, 2.0, 0);
+        assert!(!bucket.exceeded(2.0, 0));
+        bucket.record(10.0, 2.0, 0); // 8 below zero: 4 s to refill
+        assert!(bucket.exceeded(2.0, 0));
+        assert_eq!(bucket.throttle_ms(2.0, 0), 4_000);
+        assert_eq!(bucket.throttle_ms(2.0, 3_000), 1_000);
+        assert!(!bucket.exceeded(2.0, 4_000));
     }
 
     #[test]

@@ -33,17 +33,43 @@ pub async fn handle(
                 .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
                 .collect()
         });
-        match ctx
-            .services
-            .topics
-            .create_partitions(
-                &topic.name,
-                topic.count,
-                assignments.as_deref(),
-                request.validate_only,
-            )
-            .await
-        {
+        let before = match request.validate_only {
+            true => None,
+            false => ctx
+                .services
+                .store
+                .topic(&topic.name)
+                .await
+                .map(|t| t.partitions),
+        };
+        let created = ctx
+            .under_mutation_quota(ctx.api_version >= 3 && !request.validate_only, || async {
+                let created = ctx
+                    .services
+                    .topics
+                    .create_partitions(
+                        &topic.name,
+                        topic.count,
+                        assignments.as_deref(),
+                        request.validate_only,
+                    )
+                    .await;
+                let added = match (&created, before) {
+                    (Ok(()), Some(before)) => (topic.count - before).max(0) as u32,
+                    _ => 0,
+                };
+                (created, added)
+            })
+            .await;
+        let Some(created) = created else {
+            results.push(
+                result
+                    .with_error_code(ResponseError::ThrottlingQuotaExceeded.code())
+                    .with_error_message(Some(str_bytes("The throttling quota has been exceeded."))),
+            );
+            continue;
+        };
+        match created {
             Ok(()) => results.push(result),
             Err(error) => results.push(
                 result

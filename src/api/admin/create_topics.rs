@@ -16,6 +16,13 @@ use crate::cluster::topic_config::TOPIC_CONFIGS;
 use crate::security::acl::AclOperation;
 use crate::topics::CreateTopic;
 
+/// A topic refused because the client's controller_mutation_rate is spent (KIP-599).
+fn throttled(result: CreatableTopicResult) -> CreatableTopicResult {
+    result
+        .with_error_code(ResponseError::ThrottlingQuotaExceeded.code())
+        .with_error_message(Some(str_bytes("The throttling quota has been exceeded.")))
+}
+
 pub async fn handle(ctx: &RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse {
     let services = &ctx.services;
     let mut seen = HashSet::new();
@@ -90,11 +97,22 @@ pub async fn handle(ctx: &RequestContext, request: CreateTopicsRequest) -> Creat
                 }),
             }
         } else {
-            services
-                .topics
-                .create(&create)
-                .await
-                .map(|s| (s.partitions, s.replication_factor, s.configs, s.topic_id))
+            let created = ctx
+                .under_mutation_quota(ctx.api_version >= 6, || async {
+                    let created = services.topics.create(&create).await;
+                    let partitions = created.as_ref().map_or(0, |s| s.partitions.max(0) as u32);
+                    (created, partitions)
+                })
+                .await;
+            match created {
+                Some(created) => {
+                    created.map(|s| (s.partitions, s.replication_factor, s.configs, s.topic_id))
+                }
+                None => {
+                    results.push(throttled(result));
+                    continue;
+                }
+            }
         };
         match outcome {
             Ok((partitions, replication_factor, overrides, topic_id)) => {

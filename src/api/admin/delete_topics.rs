@@ -53,7 +53,22 @@ pub async fn handle(ctx: &RequestContext, request: DeleteTopicsRequest) -> Delet
             responses.push(result.with_error_code(ResponseError::TopicAuthorizationFailed.code()));
             continue;
         }
-        match services.topics.delete(&name).await {
+        let deleted = ctx
+            .under_mutation_quota(ctx.api_version >= 5, || async {
+                let deleted = services.topics.delete(&name).await;
+                let partitions = deleted.as_ref().map_or(0, |s| s.partitions.max(0) as u32);
+                (deleted, partitions)
+            })
+            .await;
+        let Some(deleted) = deleted else {
+            responses.push(
+                result
+                    .with_error_code(ResponseError::ThrottlingQuotaExceeded.code())
+                    .with_error_message(Some(str_bytes("The throttling quota has been exceeded."))),
+            );
+            continue;
+        };
+        match deleted {
             Ok(spec) => responses.push(result.with_topic_id(spec.topic_id)),
             Err(error) => responses.push(
                 result
