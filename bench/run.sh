@@ -42,6 +42,11 @@ TERN_BIN="$TERN" "$PY" bench/group_bench.py --sizes 10,100 --timeout 120
 echo "== Share-group throughput, one partition, single broker (bench/share_bench.py)"
 TERN_BIN="$TERN" "$PY" bench/share_bench.py --records 200000 --consumers 1,4,16
 
+# Fairness: another client's produce p99 beside a flood, without and with a quota on the
+# flooding client id (bench/quota_bench.py).
+echo "== Quota fairness, single broker (bench/quota_bench.py)"
+TERN_BIN="$TERN" "$PY" bench/quota_bench.py --rate 1000 --seconds 8
+
 # Replication: three brokers, RF=3, acks=all (bench/replication.sh).
 bash bench/replication.sh "$TERN"
 BENCH_REPL_FLUSH_MESSAGES=1 bash bench/replication.sh "$TERN"
