@@ -142,6 +142,9 @@ impl ClientQuotas {
         let now = crate::model::monotonic_ms();
         let exceeded = {
             let mut buckets = self.mutations.lock();
+            if buckets.len() > SWEEP_ABOVE {
+                buckets.retain(|_, tokens| !tokens.is_full(now));
+            }
             let tokens = buckets
                 .entry(bucket.clone())
                 .or_insert_with(|| TokenBucket::new(self.window, quota, now));

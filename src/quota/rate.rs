@@ -167,6 +167,12 @@ impl TokenBucket {
         self.tokens -= permits;
     }
 
+    /// Whether the bucket is full again: forgetting it changes nothing.
+    pub fn is_full(&mut self, now_ms: u64) -> bool {
+        self.refill(self.quota, now_ms);
+        self.tokens >= Self::burst(self.window, self.quota)
+    }
+
     /// How long until the bucket is back at zero, in ms.
     pub fn throttle_ms(&mut self, quota: f64, now_ms: u64) -> u64 {
         self.refill(quota, now_ms);
@@ -241,6 +247,8 @@ mod tests {
         assert_eq!(bucket.throttle_ms(2.0, 0), 4_000);
         assert_eq!(bucket.throttle_ms(2.0, 3_000), 1_000);
         assert!(!bucket.exceeded(2.0, 4_000));
+        assert!(!bucket.is_full(4_000));
+        assert!(bucket.is_full(15_000));
     }
 
     #[test]

@@ -111,9 +111,9 @@ def test_replication_health_gauges(prometheus, traffic):
     assert prometheus.value("tern_offline_partitions") == 0
     assert prometheus.value("tern_controller_active") == 1
     # + ops-segments, ops-minisr, ops-compacted, ops-http, ops-archived, ops-archive-blocked,
-    # ops-txn, ops-share (1 partition each); __transaction_state has as many partitions as the
-    # offsets topic.
-    led = 2 * OFFSETS_PARTITIONS + ORDERS_PARTITIONS + 8
+    # ops-txn, ops-share, ops-quota (1 partition each); __transaction_state has as many
+    # partitions as the offsets topic.
+    led = 2 * OFFSETS_PARTITIONS + ORDERS_PARTITIONS + 9
     assert prometheus.wait_value("tern_leader_partitions", lambda v: v == led, timeout=SAMPLE_WAIT) == led
 
 
