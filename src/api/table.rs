@@ -318,16 +318,13 @@ async fn fetch(ctx: RequestContext, mut request: FetchRequest) -> Reply {
         }
     }
     let mut response = data::fetch::handle(&ctx, request).await;
+    let record_sets = data::fetch::record_sets(&response);
     if !follower {
-        let bytes: usize = data::fetch::record_sets(&response)
-            .iter()
-            .map(|r| r.len())
-            .sum();
+        let bytes: usize = record_sets.iter().map(|r| r.len()).sum();
         let request_throttle = ctx.record_request_time(started);
         let bandwidth = ctx.record_quota(QuotaKind::ConsumerByteRate, bytes as f64);
         response.throttle_time_ms = ctx.throttle(bandwidth.max(request_throttle));
     }
-    let record_sets = data::fetch::record_sets(&response);
     reply_sharing(
         ApiKey::Fetch,
         ctx.api_version,

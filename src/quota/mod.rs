@@ -25,6 +25,10 @@ use parking_lot::{Mutex, RwLock};
 pub use entity::{Bucket, EntityName, QuotaEntity, QuotaKind, QuotaTable};
 use rate::{SampledRate, TokenBucket, Window};
 
+/// The message Kafka gives a topic refused by controller_mutation_rate (KIP-599),
+/// with THROTTLING_QUOTA_EXCEEDED.
+pub const THROTTLED_MUTATION: &str = "The throttling quota has been exceeded.";
+
 /// Rates are forgotten once this many exist and a sweep finds them idle (an idle rate
 /// is zero, so forgetting it changes nothing): client ids are the client's to choose.
 const SWEEP_ABOVE: usize = 1_024;
@@ -34,6 +38,8 @@ const SWEEP_ABOVE: usize = 1_024;
 pub struct ClientQuotas {
     window: Window,
     table: RwLock<Arc<QuotaTable>>,
+    /// Whether any quota is set: with none (the common case), requests skip the table.
+    active: std::sync::atomic::AtomicBool,
     rates: Mutex<HashMap<(QuotaKind, Bucket), SampledRate>>,
     connection_rates: Mutex<HashMap<IpAddr, SampledRate>>,
     mutations: Mutex<HashMap<Bucket, TokenBucket>>,
@@ -50,6 +56,7 @@ impl ClientQuotas {
         Self {
             window,
             table: RwLock::new(Arc::new(QuotaTable::default())),
+            active: std::sync::atomic::AtomicBool::new(false),
             rates: Mutex::new(HashMap::new()),
             connection_rates: Mutex::new(HashMap::new()),
             mutations: Mutex::new(HashMap::new()),
@@ -64,6 +71,8 @@ impl ClientQuotas {
             entities = table.entities().count(),
             "client quotas reloaded"
         );
+        self.active
+            .store(!table.is_empty(), std::sync::atomic::Ordering::Relaxed);
         *self.table.write() = Arc::new(table);
     }
 
@@ -81,6 +90,9 @@ impl ClientQuotas {
     /// request of `user` and `client_id` and returns how long it must be throttled, in
     /// ms (0 when no quota applies or it is within it).
     pub fn record(&self, kind: QuotaKind, user: &str, client_id: &str, value: f64) -> u64 {
+        if !self.active.load(std::sync::atomic::Ordering::Relaxed) {
+            return 0;
+        }
         let table = self.table();
         if table.is_empty() {
             return 0;
@@ -188,6 +200,9 @@ impl ClientQuotas {
     /// The most that one request of this client may carry without a certain throttle
     /// (the fetch size cap of a quota'd consumer); `None` without a quota.
     pub fn max_in_window(&self, kind: QuotaKind, user: &str, client_id: &str) -> Option<f64> {
+        if !self.active.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
         let table = self.table();
         if table.is_empty() {
             return None;
@@ -246,6 +261,9 @@ impl ConnectionMute {
     /// How much longer the connection is muted, if it is.
     pub fn remaining(&self) -> Option<std::time::Duration> {
         let until = self.until_ms.load(std::sync::atomic::Ordering::Relaxed);
+        if until == 0 {
+            return None; // never throttled: no clock read on every loop turn
+        }
         let now = crate::model::monotonic_ms();
         (until > now).then(|| std::time::Duration::from_millis(until - now))
     }

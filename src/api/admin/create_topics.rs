@@ -20,7 +20,7 @@ use crate::topics::CreateTopic;
 fn throttled(result: CreatableTopicResult) -> CreatableTopicResult {
     result
         .with_error_code(ResponseError::ThrottlingQuotaExceeded.code())
-        .with_error_message(Some(str_bytes("The throttling quota has been exceeded.")))
+        .with_error_message(Some(str_bytes(crate::quota::THROTTLED_MUTATION)))
 }
 
 pub async fn handle(ctx: &RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse {

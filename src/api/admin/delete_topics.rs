@@ -64,7 +64,7 @@ pub async fn handle(ctx: &RequestContext, request: DeleteTopicsRequest) -> Delet
             responses.push(
                 result
                     .with_error_code(ResponseError::ThrottlingQuotaExceeded.code())
-                    .with_error_message(Some(str_bytes("The throttling quota has been exceeded."))),
+                    .with_error_message(Some(str_bytes(crate::quota::THROTTLED_MUTATION))),
             );
             continue;
         };
