@@ -33,7 +33,7 @@ use crate::log::{compression, Log, LogConfig, OpenMode};
 use crate::security::credentials::{ScramCredential, ScramMechanism};
 use crate::security::scram::ScramServer;
 use crate::security::{plain, scram_messages};
-use crate::server::connection::read_frame;
+use crate::wire::FrameReader;
 use crate::server::dispatch::decode_request;
 use crate::wire::{split_header, HeaderPrefix};
 
@@ -66,22 +66,16 @@ pub fn tolerate_decoder_panics() {
 /// `dispatch::handle_frame` runs them before any handler.
 pub fn request_frame(data: &[u8]) {
     tolerate_decoder_panics();
-    let mut stream = data;
+    let mut reader = FrameReader::new(data);
     let mut consumed = 0usize;
     loop {
-        let before = stream.len();
-        match futures::executor::block_on(read_frame(&mut stream, FRAME_MAX)) {
+        match futures::executor::block_on(reader.read_frame(FRAME_MAX)) {
             Ok(Some(frame)) => {
-                assert_eq!(before - stream.len(), frame.len() + 4, "frame size");
                 consumed += frame.len() + 4;
                 one_frame(frame);
             }
             Ok(None) => {
-                assert!(
-                    stream.len() < 4,
-                    "clean end with {} bytes left",
-                    stream.len()
-                );
+                assert_eq!(consumed, data.len(), "a clean end after every byte");
                 break;
             }
             Err(_) => break,

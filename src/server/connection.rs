@@ -7,10 +7,10 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::stream::{FuturesOrdered, StreamExt};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio_util::sync::CancellationToken;
@@ -18,63 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::dispatch;
 use crate::api::context::{ConnectionSecurity, Services};
 use crate::api::table::Reply;
-
-use crate::limits::READ_CHUNK_BYTES;
-
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum FrameError {
-    #[error("frame size {size} outside 0..={max}")]
-    BadSize { size: i32, max: u32 },
-    #[error(transparent)]
-    Io(#[from] std::io::Error),
-}
-
-/// Reads one size-prefixed frame; `Ok(None)` on a clean end of stream.
-/// The connection itself reads the size, then waits for request memory, then the body
-/// (see `serve_connection`); the fuzz targets and tests read whole frames.
-pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
-    reader: &mut R,
-    max: u32,
-) -> Result<Option<Bytes>, FrameError> {
-    match read_size(reader, max).await? {
-        Some(size) => Ok(Some(read_body(reader, size).await?)),
-        None => Ok(None),
-    }
-}
-
-/// Reads a frame's size prefix and checks it against `max`; `Ok(None)` on a clean end
-/// of stream.
-async fn read_size<R: AsyncRead + Unpin>(
-    reader: &mut R,
-    max: u32,
-) -> Result<Option<usize>, FrameError> {
-    let size = match reader.read_i32().await {
-        Ok(size) => size,
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(e.into()),
-    };
-    if size < 0 || size as u32 > max {
-        return Err(FrameError::BadSize { size, max });
-    }
-    Ok(Some(size as usize))
-}
-
-/// Reads a frame body of `size` bytes; memory grows only as its bytes arrive.
-async fn read_body<R: AsyncRead + Unpin>(reader: &mut R, size: usize) -> Result<Bytes, FrameError> {
-    let mut frame = BytesMut::with_capacity(size.min(READ_CHUNK_BYTES));
-    while frame.len() < size {
-        let want = (size - frame.len()).min(READ_CHUNK_BYTES);
-        frame.reserve(want);
-        let n = (&mut *reader)
-            .take(want as u64)
-            .read_buf(&mut frame)
-            .await?;
-        if n == 0 {
-            return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
-        }
-    }
-    Ok(frame.freeze())
-}
+use crate::wire::{FrameError, FrameReader};
 
 /// A frame read from the socket, with its share of the broker-wide request memory
 /// (`queued_max_request_bytes`), held until its reply is complete.
@@ -193,7 +137,7 @@ async fn serve_connection<R, W>(
     let reader_security = Arc::clone(&security);
     let mut pre_auth_left = services.server.sasl_max_receive_bytes;
     let reader = tokio::spawn(async move {
-        let mut reader = BufReader::with_capacity(64 * 1024, read_half);
+        let mut reader = FrameReader::new(read_half);
         loop {
             let Some(limit) = frame_limit(&reader_security, max_request_bytes, pre_auth_left)
             else {
@@ -201,7 +145,7 @@ async fn serve_connection<R, W>(
                 break;
             };
             let next = async {
-                let Some(size) = read_size(&mut reader, limit).await? else {
+                let Some(size) = reader.read_size(limit).await? else {
                     return Ok(None);
                 };
                 // Wait for room in the broker-wide request memory before reading the
@@ -210,7 +154,7 @@ async fn serve_connection<R, W>(
                     .acquire_many_owned(size.max(1) as u32)
                     .await
                     .map_err(|_| std::io::Error::other("shutting down"))?;
-                let body = read_body(&mut reader, size).await?;
+                let body = reader.read_body(size).await?;
                 Ok::<_, FrameError>(Some((body, permit)))
             };
             let frame = tokio::select! {
@@ -298,32 +242,4 @@ async fn serve_connection<R, W>(
     reader.abort();
     let _ = write_half.shutdown().await;
     metrics::gauge!(crate::metrics::CONNECTIONS).decrement(1.0);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn oversized_and_negative_frames_are_refused_before_reading_them() {
-        let mut huge: &[u8] = &[0x7f, 0xff, 0xff, 0xff];
-        assert!(matches!(
-            read_frame(&mut huge, 1024).await,
-            Err(FrameError::BadSize { .. })
-        ));
-        let mut negative: &[u8] = &[0xff, 0xff, 0xff, 0xfe];
-        assert!(matches!(
-            read_frame(&mut negative, 1024).await,
-            Err(FrameError::BadSize { .. })
-        ));
-        let mut ok: &[u8] = &[0, 0, 0, 3, 1, 2, 3, 9];
-        assert_eq!(
-            read_frame(&mut ok, 1024).await.ok().flatten().as_deref(),
-            Some(&[1u8, 2, 3][..])
-        );
-        let mut truncated: &[u8] = &[0, 0, 0, 5, 1];
-        assert!(read_frame(&mut truncated, 1024).await.is_err());
-        let mut empty: &[u8] = &[];
-        assert!(matches!(read_frame(&mut empty, 1024).await, Ok(None)));
-    }
 }

@@ -7,9 +7,11 @@
 mod chunked;
 pub mod fields;
 mod frame;
+mod reader;
 
 pub use self::chunked::SHARE_MIN_BYTES;
 pub use self::frame::{decode_untrusted, encode_response, split_header, DecodeError, HeaderPrefix};
+pub use self::reader::{FrameError, FrameReader};
 
 /// A connection's bytes: TCP, or TLS over TCP, behind one type.
 pub trait ByteStream:
