@@ -492,9 +492,7 @@ impl ReplicaManager {
             }
         }
         if flushed {
-            if let Err(error) = self.write_recovery_checkpoint() {
-                tracing::warn!(%error, "could not write the recovery checkpoint");
-            }
+            self.write_recovery_checkpoint_off_runtime().await;
         }
         next
     }
@@ -507,25 +505,47 @@ impl ReplicaManager {
                 let _ = partition.flush().await;
             }
         }
-        if let Err(error) = self.write_recovery_checkpoint() {
+        self.write_recovery_checkpoint_off_runtime().await;
+    }
+
+    /// [`Self::write_recovery_checkpoint`] on a blocking thread: its two fsyncs would
+    /// otherwise stall a runtime worker, and every connection queued behind it, for as
+    /// long as the disk takes (tens of milliseconds under writeback).
+    async fn write_recovery_checkpoint_off_runtime(&self) {
+        let written = match self.recovery_checkpoint() {
+            Ok(checkpoint) => {
+                let data_dir = self.data_dir.clone();
+                tokio::task::spawn_blocking(move || checkpoint.write(&data_dir))
+                    .await
+                    .unwrap_or_else(|join| Err(io::Error::other(join)))
+            }
+            Err(error) => Err(error),
+        };
+        if let Err(error) = written {
             tracing::warn!(%error, "could not write the recovery checkpoint");
         }
     }
 
     fn write_recovery_checkpoint(&self) -> io::Result<()> {
+        self.recovery_checkpoint()?.write(&self.data_dir)
+    }
+
+    /// Every partition's recovery point and high watermark, as their checkpoint files
+    /// hold them.
+    fn recovery_checkpoint(&self) -> io::Result<RecoveryCheckpoint> {
         let partitions = self.all_partitions();
         let points: BTreeMap<String, i64> = partitions
             .iter()
             .map(|p| (p.id().dir_name(), p.checkpoint_offset()))
             .collect();
-        let raw = serde_json::to_vec(&points).map_err(io::Error::other)?;
-        write_atomically(&self.data_dir.join(RECOVERY_CHECKPOINT_FILE), &raw)?;
         let high_watermarks: BTreeMap<String, Offset> = partitions
             .iter()
             .map(|p| (p.id().dir_name(), p.high_watermark()))
             .collect();
-        let raw = serde_json::to_vec(&high_watermarks).map_err(io::Error::other)?;
-        write_atomically(&self.data_dir.join(HIGH_WATERMARK_CHECKPOINT_FILE), &raw)
+        Ok(RecoveryCheckpoint {
+            recovery_points: serde_json::to_vec(&points).map_err(io::Error::other)?,
+            high_watermarks: serde_json::to_vec(&high_watermarks).map_err(io::Error::other)?,
+        })
     }
 
     /// Deletes expired segments in every partition. `disk_low`: the data directory is
@@ -576,6 +596,26 @@ fn log_retention(id: &TopicPartition, counts: RetentionCounts) {
     if held > 0 {
         // Between two exports this is the normal state; a failed export logs its WARN.
         tracing::debug!(partition = %id, held, "retention waits for the archive: expired segments kept until they are archived");
+    }
+}
+
+/// The two checkpoint files' contents, gathered under the partitions' locks and written
+/// without them.
+struct RecoveryCheckpoint {
+    recovery_points: Vec<u8>,
+    high_watermarks: Vec<u8>,
+}
+
+impl RecoveryCheckpoint {
+    fn write(&self, data_dir: &Path) -> io::Result<()> {
+        write_atomically(
+            &data_dir.join(RECOVERY_CHECKPOINT_FILE),
+            &self.recovery_points,
+        )?;
+        write_atomically(
+            &data_dir.join(HIGH_WATERMARK_CHECKPOINT_FILE),
+            &self.high_watermarks,
+        )
     }
 }
 
