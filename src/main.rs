@@ -180,7 +180,11 @@ fn main() -> anyhow::Result<()> {
     };
     let config = Config::resolve(args).context("invalid configuration")?;
     init_logging(&config.log_format);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(threads) = config.worker_threads {
+        runtime.worker_threads(threads);
+    }
+    let runtime = runtime
         .enable_all()
         .build()
         .context("starting the runtime")?;

@@ -52,6 +52,9 @@ struct Args {
     /// Upper bound on the run, seconds.
     #[arg(long, default_value_t = 60)]
     timeout_s: u64,
+    /// librdkafka's socket.nagle.disable (Kafka's Java client always disables Nagle)
+    #[arg(long)]
+    nagle_disable: bool,
     /// Produce mode: payloads of pseudo-random bytes (incompressible, as real data is
     /// to a codec or a Parquet encoder) instead of one repeated byte.
     #[arg(long)]
@@ -68,16 +71,19 @@ impl ProducerContext for Ctx {
     type DeliveryOpaque = Box<u64>;
     fn delivery(&self, result: &DeliveryResult<'_>, sent_us: Self::DeliveryOpaque) {
         if result.is_ok() {
-            LAT.with(|l| l.borrow_mut().push(now_us().saturating_sub(*sent_us)));
+            lock(&LAT).push(now_us().saturating_sub(*sent_us));
         } else {
-            ERRORS.with(|e| *e.borrow_mut() += 1);
+            ERRORS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
     }
 }
 
-thread_local! {
-    static LAT: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
-    static ERRORS: std::cell::RefCell<u64> = const { std::cell::RefCell::new(0) };
+/// Delivery latencies (µs) and failures, recorded by whichever thread serves the reports.
+static LAT: std::sync::Mutex<Vec<u64>> = std::sync::Mutex::new(Vec::new());
+static ERRORS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn producer(args: &Args) -> BaseProducer<Ctx> {
@@ -89,6 +95,7 @@ fn producer(args: &Args) -> BaseProducer<Ctx> {
         .set("queue.buffering.max.kbytes", "1048576")
         .set("queue.buffering.max.messages", "1000000")
         .set("enable.idempotence", "false")
+        .set("socket.nagle.disable", if args.nagle_disable { "true" } else { "false" })
         .create_with_context(Ctx)
         .expect("producer")
 }
@@ -168,8 +175,8 @@ fn produce(args: &Args) {
     }
     let _ = producer.flush(Duration::from_secs(args.timeout_s));
     let secs = start.elapsed().as_secs_f64();
-    let acked = LAT.with(|l| l.borrow().len()) as f64;
-    let errors = ERRORS.with(|e| *e.borrow());
+    let acked = lock(&LAT).len() as f64;
+    let errors = ERRORS.load(std::sync::atomic::Ordering::Relaxed);
     println!(
         "produce size={}B acks={} msgs={} acked={} errors={} {:.0} msgs/s {:.1} MB/s",
         args.size, args.acks, sent, acked, errors, acked / secs, acked * args.size as f64 / secs / 1e6
@@ -218,7 +225,16 @@ fn consume(args: &Args) {
 }
 
 fn latency(args: &Args) {
-    let producer = producer(args);
+    let producer = std::sync::Arc::new(producer(args));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reports = {
+        let (producer, stop) = (std::sync::Arc::clone(&producer), std::sync::Arc::clone(&stop));
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                producer.poll(Duration::from_millis(20));
+            }
+        })
+    };
     let consumer = consumer(args);
     // The consumer reads from the beginning; wait until it has fetched something (the
     // topic's warm-up record) so that its start-up does not count as latency.
@@ -258,7 +274,6 @@ fn latency(args: &Args) {
                 next += interval;
             }
         }
-        producer.poll(Duration::ZERO);
         while let Some(Ok(m)) = consumer.poll(Duration::ZERO) {
             if let Some(p) = m.payload().filter(|p| p.len() >= 16) {
                 let mut t = [0u8; 8];
@@ -281,9 +296,20 @@ fn latency(args: &Args) {
                 }
             }
         }
+        // Sleep to the next send (or a while, once all are sent) rather than spin: a
+        // spinning client holds a core the broker needs on a small machine, and every
+        // thread it keeps waiting adds a scheduler time slice (~4 ms) to the tail.
+        // Delivery reports are served meanwhile by `reports`, woken by each one.
+        let now = Instant::now();
+        let wake = if sent < args.count { next } else { now + Duration::from_millis(1) };
+        if wake > now {
+            std::thread::sleep(wake - now);
+        }
     }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = reports.join();
     let _ = producer.flush(Duration::from_secs(5));
-    let mut acks = LAT.with(|l| l.borrow().clone());
+    let mut acks = lock(&LAT).clone();
     acks.sort_unstable();
     e2e.sort_unstable();
     println!(

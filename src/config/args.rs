@@ -116,6 +116,8 @@ serve_args! {
     max_connections: usize = 10_000, "TERN_MAX_CONNECTIONS";
     /// Open connections allowed from one client address; more are closed at once (max.connections.per.ip) [default: 1000]
     max_connections_per_ip: usize = 1000, "TERN_MAX_CONNECTIONS_PER_IP";
+    /// Threads of the async runtime that serves every connection; 0 takes one per core. Several brokers sharing a host's cores run better with fewer each [default: 0]
+    worker_threads: usize = 0, "TERN_WORKER_THREADS";
     /// Samples each client quota rate is measured over (quota.window.num) [default: 11]
     quota_window_num: usize = 11, "TERN_QUOTA_WINDOW_NUM";
     /// Length of each client quota sample, seconds (quota.window.size.seconds) [default: 1]

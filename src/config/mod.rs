@@ -72,6 +72,8 @@ pub struct Config {
     pub archive: crate::archive::ArchiveConfig,
     /// `--quota-window-*`: the samples client quota rates are measured over.
     pub quota_window: crate::quota::rate::Window,
+    /// Runtime worker threads; `None`: one per core (tokio's default).
+    pub worker_threads: Option<usize>,
 }
 
 impl Config {
@@ -240,6 +242,11 @@ impl Config {
                     .clamp(1, 3_600)
                     * 1_000,
             },
+            worker_threads: Some(
+                a.worker_threads
+                    .unwrap_or_else(defaults::worker_threads),
+            )
+            .filter(|threads| *threads > 0),
             node_id: a.node_id.unwrap_or_else(defaults::node_id),
             cluster_id: a.cluster_id.filter(|s| !s.is_empty()),
             etcd: etcd_config(a.etcd.as_deref(), a.etcd_lease_ttl_secs)?,
