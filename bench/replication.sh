@@ -26,15 +26,19 @@ PIDS=($!)
 cleanup() { kill "${PIDS[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"; }
 trap cleanup EXIT
 for _ in $(seq 1 100); do (echo > /dev/tcp/127.0.0.1/$ETCD_PORT) 2>/dev/null && break; sleep 0.1; done
-declare -A KPORT BPID
+# Runtime threads per broker (--worker-threads): three brokers share this machine's cores.
+WORKER_THREADS=${BENCH_WORKER_THREADS:-}
+declare -A KPORT BPID MPORT
 start_broker() { # node
   "$TERN" serve --data-dir "$WORK/data-$1" --listen "127.0.0.1:${KPORT[$1]}" --node-id "$1" \
-    --etcd "http://127.0.0.1:$ETCD_PORT" --etcd-lease-ttl-secs 3 --metrics "127.0.0.1:$(port)" \
+    --etcd "http://127.0.0.1:$ETCD_PORT" --etcd-lease-ttl-secs 3 --metrics "127.0.0.1:${MPORT[$1]}" \
+    ${WORKER_THREADS:+--worker-threads $WORKER_THREADS} \
     --http "127.0.0.1:$(port)" >>"$WORK/broker-$1.log" 2>&1 &
   BPID[$1]=$!; PIDS+=($!)
   for _ in $(seq 1 100); do (echo > /dev/tcp/127.0.0.1/${KPORT[$1]}) 2>/dev/null && break; sleep 0.1; done
 }
-for n in 1 2 3; do KPORT[$n]=$(port); start_broker "$n"; done
+for n in 1 2 3; do KPORT[$n]=$(port); MPORT[$n]=$(port); start_broker "$n"; done
+METRICS_URLS=(); for n in 1 2 3; do METRICS_URLS+=("http://127.0.0.1:${MPORT[$n]}/metrics"); done
 BOOT="127.0.0.1:${KPORT[1]},127.0.0.1:${KPORT[2]},127.0.0.1:${KPORT[3]}"
 sleep 2
 for t in r1k rlat; do
@@ -44,7 +48,7 @@ done
 # Partitions of topic $1 with three in-sync replicas, as broker 1 (never restarted) says.
 in_sync() { kcat -b "127.0.0.1:${KPORT[1]}" -L -t "$1" 2>/dev/null | grep -c "isrs: [0-9]*,[0-9]*,[0-9]*" || true; }
 for _ in $(seq 1 100); do [ "$(in_sync r1k)" = 6 ] && [ "$(in_sync rlat)" = 6 ] && break; sleep 0.2; done
-echo "== replication: 3 brokers, RF=3, min.insync.replicas=2, flush.messages=${FLUSH_MESSAGES:-default} (brokers and client on this machine; $(nproc) cores)"
+echo "== replication: 3 brokers, RF=3, min.insync.replicas=2, flush.messages=${FLUSH_MESSAGES:-default}, worker threads ${WORKER_THREADS:-one per core} (brokers and client on this machine; $(nproc) cores)"
 # The three brokers' CPU (utime + stime) over the throughput run: steadier than msgs/s
 # on a machine where the client and the brokers share the cores.
 brokers_cpu_ticks() {
@@ -61,4 +65,6 @@ after=$(brokers_cpu_ticks)
 gb=$(echo "$COUNT * 1024 / 1000000000" | bc -l)
 printf '%s  brokers_cpu=%.2fs (%.3f CPU-s/GB, 3 brokers)\n' "$out" \
   "$(echo "($after - $before) / $HZ" | bc -l)" "$(echo "($after - $before) / $HZ / $gb" | bc -l)"
+python3 bench/phases.py --save "$WORK/phases.json" "${METRICS_URLS[@]}"
 $LOAD --mode latency --brokers "$BOOT" --topic rlat --partitions 6 --size 1024 --rate 10000 --count 100000 --acks all --timeout-s 60
+python3 bench/phases.py --since "$WORK/phases.json" --api Produce "${METRICS_URLS[@]}"

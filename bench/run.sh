@@ -22,6 +22,9 @@ bench/target/release/floor --gib 2 --reps 3 --json "$TERN_FLOOR_JSON"
 
 bash bench/single.sh "$TERN"
 
+# TLS (rustls) against plaintext: the broker's CPU per GB over each listener, same client.
+bash bench/tls.sh "$TERN"
+
 # The same through one broker of a three-broker cluster on etcd (forwarding to leaders).
 echo "== HTTP API, three-broker cluster (bench/http_cluster_bench.py)"
 PY=.venv/bin/python; [ -x "$PY" ] || PY=python3
@@ -49,6 +52,7 @@ TERN_BIN="$TERN" "$PY" bench/quota_bench.py --rate 1000 --seconds 8
 
 # Replication: three brokers, RF=3, acks=all (bench/replication.sh).
 bash bench/replication.sh "$TERN"
+BENCH_WORKER_THREADS=1 bash bench/replication.sh "$TERN"
 BENCH_REPL_FLUSH_MESSAGES=1 bash bench/replication.sh "$TERN"
 
 # Failover (kill -9 and SIGTERM of a leader) and an emptied broker's catch-up (bench/failover.py).

@@ -16,13 +16,14 @@ LOAD=bench/target/release/tern-bench
 [ -x "$LOAD" ] || (cd bench && cargo build --release --quiet)
 PORT=${BENCH_PORT:-19990}
 HTTP_PORT=${BENCH_HTTP_PORT:-19991}
+METRICS_PORT=${BENCH_METRICS_PORT:-19992}
 WORK=$(mktemp -d /tmp/tern-bench.XXXXXX)
 COUNT_1K=${BENCH_COUNT_1K:-1000000}
 COUNT_100=${BENCH_COUNT_100:-3000000}
 FLOOR_REPS=${BENCH_FLOOR_REPS:-3}
 
 "$TERN" serve --data-dir "$WORK/data" --listen 127.0.0.1:$PORT --num-partitions 8 \
-  --http 127.0.0.1:$HTTP_PORT >"$WORK/broker.log" 2>&1 &
+  --http 127.0.0.1:$HTTP_PORT --metrics 127.0.0.1:$METRICS_PORT >"$WORK/broker.log" 2>&1 &
 BROKER=$!
 trap 'kill $BROKER 2>/dev/null; wait $BROKER 2>/dev/null; rm -rf "$WORK"' EXIT
 for _ in $(seq 1 100); do (echo > /dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break; sleep 0.1; done
@@ -94,7 +95,7 @@ versus_floor() { # label floor-key
 
 # Create every topic up front (8 partitions, the broker default here) so that no
 # consumer starts before its topic exists and waits for a metadata refresh.
-for t in b1k-all b1k-one b100-all b100-one lat lat1; do
+for t in b1k-all b1k-one b100-all b100-one lat-all lat-1; do
   echo | kcat -b 127.0.0.1:$PORT -P -t $t -p 0 2>/dev/null || true
 done
 
@@ -116,8 +117,13 @@ for _ in $(seq 1 "$FLOOR_REPS"); do
 done
 versus_floor "consume 1KiB vs floor" sendfile_cpu_s_per_gb <"$WORK/consume.reps"
 $LOAD --mode consume --brokers 127.0.0.1:$PORT --topic b100-all --count "$COUNT_100" --timeout-s 120
-printf '%s  rss_anon=%dMB\n' "$($LOAD --mode latency --brokers 127.0.0.1:$PORT --topic lat --size 100 --rate 10000 --count 100000 --acks all --timeout-s 60)" "$(( $(rss_anon_kb) / 1024 ))"
-printf '%s  rss_anon=%dMB\n' "$($LOAD --mode latency --brokers 127.0.0.1:$PORT --topic lat1 --size 100 --rate 10000 --count 100000 --acks 1 --timeout-s 60)" "$(( $(rss_anon_kb) / 1024 ))"
+# Produce latency at 10,000 msgs/s of 100 B, then where the broker's part of it went
+# (bench/phases.py: queue, local and remote time of those Produce requests).
+for acks in all 1; do
+  python3 bench/phases.py --save "$WORK/phases.json" "http://127.0.0.1:$METRICS_PORT/metrics"
+  printf '%s  rss_anon=%dMB\n' "$($LOAD --mode latency --brokers 127.0.0.1:$PORT --topic "lat-$acks" --size 100 --rate 10000 --count 100000 --acks "$acks" --timeout-s 60)" "$(( $(rss_anon_kb) / 1024 ))"
+  python3 bench/phases.py --since "$WORK/phases.json" --api Produce "http://127.0.0.1:$METRICS_PORT/metrics"
+done
 
 # The HTTP API on the same broker: publish (each acknowledged as acks=all before its answer) and GET /message.
 echo "== HTTP API (bench/http_bench.py: stdlib client, keep-alive connections)"
