@@ -96,11 +96,19 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         Ok(frame)
     }
 
-    /// Reads until `want` bytes are buffered; `false` if the stream ended first.
+    /// Reads until `want` bytes are buffered; `false` if the stream ended first. A
+    /// read takes at most what is missing, or [`READ_AHEAD_BYTES`] if that is less:
+    /// bytes read past the frame would have to move along with it when it needs a
+    /// buffer of its own.
     async fn fill(&mut self, want: usize) -> std::io::Result<bool> {
         while self.buffer.len() < want {
-            self.make_room((want - self.buffer.len()).max(READ_AHEAD_BYTES));
-            if self.inner.read_buf(&mut self.buffer).await? == 0 {
+            let limit = (want - self.buffer.len()).max(READ_AHEAD_BYTES);
+            self.make_room(limit);
+            let read = (&mut self.inner)
+                .take(limit as u64)
+                .read_buf(&mut self.buffer)
+                .await?;
+            if read == 0 {
                 return Ok(false);
             }
         }
