@@ -33,8 +33,8 @@ use crate::log::{compression, Log, LogConfig, OpenMode};
 use crate::security::credentials::{ScramCredential, ScramMechanism};
 use crate::security::scram::ScramServer;
 use crate::security::{plain, scram_messages};
-use crate::wire::FrameReader;
 use crate::server::dispatch::decode_request;
+use crate::wire::FrameReader;
 use crate::wire::{split_header, HeaderPrefix};
 
 /// Frames larger than this are refused by the frame reader here (the broker's bound is

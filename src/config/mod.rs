@@ -242,11 +242,8 @@ impl Config {
                     .clamp(1, 3_600)
                     * 1_000,
             },
-            worker_threads: Some(
-                a.worker_threads
-                    .unwrap_or_else(defaults::worker_threads),
-            )
-            .filter(|threads| *threads > 0),
+            worker_threads: Some(a.worker_threads.unwrap_or_else(defaults::worker_threads))
+                .filter(|threads| *threads > 0),
             node_id: a.node_id.unwrap_or_else(defaults::node_id),
             cluster_id: a.cluster_id.filter(|s| !s.is_empty()),
             etcd: etcd_config(a.etcd.as_deref(), a.etcd_lease_ttl_secs)?,

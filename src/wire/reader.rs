@@ -123,7 +123,10 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             return;
         }
         let needed = self.buffer.len() + additional;
-        let reusable = self.spares.iter_mut().position(|spare| spare.try_reclaim(needed));
+        let reusable = self
+            .spares
+            .iter_mut()
+            .position(|spare| spare.try_reclaim(needed));
         let mut next = match reusable {
             Some(at) => self.spares.swap_remove(at),
             None => BytesMut::with_capacity(needed + READ_AHEAD_BYTES),
@@ -160,11 +163,20 @@ mod tests {
         let stream = framed(&[b"abc", &large, b"", b"xyz"]);
         let mut reader = FrameReader::new(&stream[..]);
         let max = u32::MAX >> 1;
-        assert_eq!(next(&mut reader, max).await.ok().flatten().as_deref(), Some(&b"abc"[..]));
+        assert_eq!(
+            next(&mut reader, max).await.ok().flatten().as_deref(),
+            Some(&b"abc"[..])
+        );
         let got = next(&mut reader, max).await.ok().flatten();
         assert_eq!(got.as_deref(), Some(&large[..]));
-        assert_eq!(next(&mut reader, max).await.ok().flatten().as_deref(), Some(&b""[..]));
-        assert_eq!(next(&mut reader, max).await.ok().flatten().as_deref(), Some(&b"xyz"[..]));
+        assert_eq!(
+            next(&mut reader, max).await.ok().flatten().as_deref(),
+            Some(&b""[..])
+        );
+        assert_eq!(
+            next(&mut reader, max).await.ok().flatten().as_deref(),
+            Some(&b"xyz"[..])
+        );
         assert!(matches!(next(&mut reader, max).await, Ok(None)));
     }
 
@@ -187,9 +199,15 @@ mod tests {
     #[tokio::test]
     async fn bad_sizes_and_truncation_are_errors() {
         let mut huge = FrameReader::new(&[0x7f, 0xff, 0xff, 0xff][..]);
-        assert!(matches!(next(&mut huge, 1024).await, Err(FrameError::BadSize { .. })));
+        assert!(matches!(
+            next(&mut huge, 1024).await,
+            Err(FrameError::BadSize { .. })
+        ));
         let mut negative = FrameReader::new(&[0xff, 0xff, 0xff, 0xfe][..]);
-        assert!(matches!(next(&mut negative, 1024).await, Err(FrameError::BadSize { .. })));
+        assert!(matches!(
+            next(&mut negative, 1024).await,
+            Err(FrameError::BadSize { .. })
+        ));
         let mut truncated = FrameReader::new(&[0, 0, 0, 5, 1][..]);
         assert!(matches!(
             next(&mut truncated, 1024).await,
