@@ -15,7 +15,8 @@
 //! Memory: room for a frame is reserved once its size is known and checked (the
 //! connection holds request memory for it by then; pages the peer never fills are never
 //! touched). A connection keeps at most `1 + SPARE_BUFFERS` buffers, each about the size
-//! of the largest frame it sent.
+//! of the largest frame it sent up to [`KEEP_MAX_BYTES`]; a larger frame's memory goes
+//! with the frame.
 
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -26,6 +27,9 @@ const READ_AHEAD_BYTES: usize = 64 * 1024;
 const SPLIT_MIN_BYTES: usize = 64 * 1024;
 /// Buffers kept besides the one being read into, for frames still alive.
 const SPARE_BUFFERS: usize = 3;
+/// A frame larger than this takes its memory with it: a connection that once sent a
+/// rare huge request does not keep that much for as long as it stays open.
+const KEEP_MAX_BYTES: usize = 16 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FrameError {
@@ -89,7 +93,12 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             });
         }
         if size >= SPLIT_MIN_BYTES {
-            return Ok(self.buffer.split_to(size).freeze());
+            let frame = self.buffer.split_to(size).freeze();
+            if size > KEEP_MAX_BYTES {
+                // Bytes read past it (at most READ_AHEAD_BYTES) move to memory of their own.
+                self.buffer = BytesMut::from(&self.buffer[..]);
+            }
+            return Ok(frame);
         }
         let frame = Bytes::copy_from_slice(&self.buffer[..size]);
         self.buffer.advance(size);
@@ -194,6 +203,25 @@ mod tests {
             reused |= Some(frame.as_ptr()) == first_at;
         }
         assert!(reused, "a later frame was read into the first one's memory");
+    }
+
+    #[tokio::test]
+    async fn a_frame_above_the_keep_limit_takes_its_memory_with_it() {
+        let huge = vec![3u8; KEEP_MAX_BYTES + 1];
+        let stream = framed(&[&huge, b"next"]);
+        let mut reader = FrameReader::new(&stream[..]);
+        let frame = next(&mut reader, u32::MAX >> 1).await.ok().flatten();
+        assert_eq!(frame.map(|f| f.len()), Some(huge.len()));
+        // The frame is dropped: no buffer can take that much again without allocating.
+        assert!(!reader.buffer.try_reclaim(KEEP_MAX_BYTES));
+        assert!(!reader
+            .spares
+            .iter_mut()
+            .any(|s| s.try_reclaim(KEEP_MAX_BYTES)));
+        assert_eq!(
+            next(&mut reader, 1024).await.ok().flatten().as_deref(),
+            Some(&b"next"[..])
+        );
     }
 
     #[tokio::test]
