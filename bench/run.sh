@@ -55,6 +55,9 @@ bash bench/replication.sh "$TERN"
 BENCH_WORKER_THREADS=1 bash bench/replication.sh "$TERN"
 BENCH_REPL_FLUSH_MESSAGES=1 bash bench/replication.sh "$TERN"
 
+# What a follower's catch-up costs its leader, against a consumer reading the same bytes.
+bash bench/follower.sh "$TERN"
+
 # Failover (kill -9 and SIGTERM of a leader) and an emptied broker's catch-up (bench/failover.py).
 TERN_BIN="$TERN" "$PY" bench/failover.py
 

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# What a follower's fetching costs its leader, against a consumer reading the same bytes
+# (part of `make bench`; issue 27: "a follower fetching from a leader costs the leader no
+# more than a consumer does"). etcd and two brokers on this machine, one partition with
+# replication factor 2. The follower is stopped, COUNT x 1 KiB are produced (acks=1),
+# the follower is started again and the leader's CPU is counted until the follower's
+# log holds as many bytes as the leader's; then a consumer reads the same COUNT messages from the leader and its
+# CPU is counted again. Bounded by message counts and timeouts.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+TERN="${1:-$ROOT/target/release/tern}"
+LOAD=bench/target/release/tern-bench
+[ -x "$LOAD" ] || (cd bench && cargo build --release --quiet)
+WORK=$(mktemp -d /tmp/tern-follower-bench.XXXXXX)
+COUNT=${BENCH_FOLLOWER_COUNT:-500000}
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+ETCD_PORT=$(port); ETCD_PEER=$(port)
+etcd --data-dir "$WORK/etcd" --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
+  --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" --listen-peer-urls "http://127.0.0.1:$ETCD_PEER" \
+  --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER" --initial-cluster "default=http://127.0.0.1:$ETCD_PEER" \
+  >"$WORK/etcd.log" 2>&1 &
+PIDS=($!)
+cleanup() { kill "${PIDS[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"; }
+trap cleanup EXIT
+for _ in $(seq 1 100); do (echo > /dev/tcp/127.0.0.1/$ETCD_PORT) 2>/dev/null && break; sleep 0.1; done
+declare -A KPORT BPID
+start_broker() { # node
+  "$TERN" serve --data-dir "$WORK/data-$1" --listen "127.0.0.1:${KPORT[$1]}" --node-id "$1" \
+    --etcd "http://127.0.0.1:$ETCD_PORT" --etcd-lease-ttl-secs 3 --metrics "127.0.0.1:$(port)" \
+    --http-enable false >>"$WORK/broker-$1.log" 2>&1 &
+  BPID[$1]=$!; PIDS+=($!)
+  for _ in $(seq 1 100); do (echo > /dev/tcp/127.0.0.1/${KPORT[$1]}) 2>/dev/null && break; sleep 0.1; done
+}
+for n in 1 2; do KPORT[$n]=$(port); start_broker "$n"; done
+sleep 2
+"$TERN" topic create fcost --partitions 1 --replication-factor 2 -b "127.0.0.1:${KPORT[1]}" >/dev/null
+metadata() { kcat -b "127.0.0.1:${KPORT[$1]}" -L -t fcost 2>/dev/null | grep "partition 0," || true; }
+for _ in $(seq 1 100); do metadata 1 | grep -q "isrs: [0-9]*,[0-9]*" && break; sleep 0.2; done
+LEADER=$(metadata 1 | sed -n 's/.*leader \([0-9]*\),.*/\1/p')
+FOLLOWER=$((3 - LEADER))
+ticks() { awk '{print $14 + $15}' "/proc/${BPID[$LEADER]}/stat"; }
+HZ=$(getconf CLK_TCK)
+per_gb() { awk -v t="$1" -v hz="$HZ" -v n="$COUNT" 'BEGIN {printf "%.3f", t / hz / (n * 1024 / 1e9)}'; }
+echo "== follower against consumer: what reading $COUNT x 1 KiB costs the leader (broker $LEADER; $(nproc) cores)"
+kill -TERM "${BPID[$FOLLOWER]}"; wait "${BPID[$FOLLOWER]}" 2>/dev/null || true
+$LOAD --mode produce --brokers "127.0.0.1:${KPORT[$LEADER]}" --topic fcost --partitions 1 --size 1024 \
+  --count "$COUNT" --acks 1 --timeout-s 120 >/dev/null
+sleep 1
+before=$(ticks); started=$(date +%s.%N)
+start_broker "$FOLLOWER"
+# Caught up once its log files hold as many bytes as the leader's (the ISR alone may
+# never have shrunk while it was away).
+log_bytes() { find "$WORK/data-$1" -path '*fcost-0*' -name '*.log' -printf '%s\n' 2>/dev/null | awk '{s += $1} END {print s + 0}'; }
+target=$(log_bytes "$LEADER")
+for _ in $(seq 1 1200); do [ "$(log_bytes "$FOLLOWER")" -ge "$target" ] && break; sleep 0.05; done
+after=$(ticks); took=$(echo "$(date +%s.%N) - $started" | bc -l)
+printf 'follower catch-up: %.1f s, leader CPU %.2f s = %s CPU-s/GB (the follower start-up included)\n' \
+  "$took" "$(echo "($after - $before) / $HZ" | bc -l)" "$(per_gb $((after - before)))"
+before=$(ticks)
+$LOAD --mode consume --brokers "127.0.0.1:${KPORT[$LEADER]}" --topic fcost --partitions 1 --count "$COUNT" --timeout-s 120
+after=$(ticks)
+printf 'consumer: leader CPU %.2f s = %s CPU-s/GB\n' "$(echo "($after - $before) / $HZ" | bc -l)" "$(per_gb $((after - before)))"
