@@ -86,17 +86,22 @@ impl ClientQuotas {
         Arc::clone(&self.table.read())
     }
 
+    /// The table, when any quota is set; with none (the common case) a request pays one
+    /// atomic load, not the lock and the `Arc` clone.
+    fn table_in_force(&self) -> Option<Arc<QuotaTable>> {
+        if !self.active.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
+        Some(self.table()).filter(|table| !table.is_empty())
+    }
+
     /// Records `value` of `kind` (bytes, or percent-seconds of request time) for a
     /// request of `user` and `client_id` and returns how long it must be throttled, in
     /// ms (0 when no quota applies or it is within it).
     pub fn record(&self, kind: QuotaKind, user: &str, client_id: &str, value: f64) -> u64 {
-        if !self.active.load(std::sync::atomic::Ordering::Relaxed) {
+        let Some(table) = self.table_in_force() else {
             return 0;
-        }
-        let table = self.table();
-        if table.is_empty() {
-            return 0;
-        }
+        };
         let Some((quota, bucket)) = table.resolve(kind, user, client_id) else {
             return 0;
         };
@@ -145,9 +150,9 @@ impl ClientQuotas {
     where
         F: std::future::Future<Output = (T, u32)>,
     {
-        let table = self.table();
-        let Some((quota, bucket)) =
-            table.resolve(QuotaKind::ControllerMutationRate, user, client_id)
+        let Some((quota, bucket)) = self
+            .table_in_force()
+            .and_then(|table| table.resolve(QuotaKind::ControllerMutationRate, user, client_id))
         else {
             return Some(mutate().await.0);
         };
@@ -184,9 +189,9 @@ impl ClientQuotas {
 
     /// How long the client's controller mutations are throttled for now, in ms.
     pub fn mutation_throttle_ms(&self, user: &str, client_id: &str) -> u64 {
-        let table = self.table();
-        let Some((quota, bucket)) =
-            table.resolve(QuotaKind::ControllerMutationRate, user, client_id)
+        let Some((quota, bucket)) = self
+            .table_in_force()
+            .and_then(|table| table.resolve(QuotaKind::ControllerMutationRate, user, client_id))
         else {
             return 0;
         };
@@ -200,13 +205,7 @@ impl ClientQuotas {
     /// The most that one request of this client may carry without a certain throttle
     /// (the fetch size cap of a quota'd consumer); `None` without a quota.
     pub fn max_in_window(&self, kind: QuotaKind, user: &str, client_id: &str) -> Option<f64> {
-        if !self.active.load(std::sync::atomic::Ordering::Relaxed) {
-            return None;
-        }
-        let table = self.table();
-        if table.is_empty() {
-            return None;
-        }
+        let table = self.table_in_force()?;
         let (quota, _) = table.resolve(kind, user, client_id)?;
         Some(self.window.max_in_window(quota))
     }
@@ -214,10 +213,7 @@ impl ClientQuotas {
     /// Records a new connection from `ip` against its `connection_creation_rate`
     /// (KIP-612) and returns how long to hold it before closing it, if it is over.
     pub fn record_connection(&self, ip: IpAddr) -> Option<u64> {
-        let table = self.table();
-        if table.is_empty() {
-            return None;
-        }
+        let table = self.table_in_force()?;
         let quota = table.connection_rate(ip)?;
         let now = crate::model::monotonic_ms();
         let mut rates = self.connection_rates.lock();

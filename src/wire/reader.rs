@@ -106,9 +106,9 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     }
 
     /// Reads until `want` bytes are buffered; `false` if the stream ended first. A
-    /// read takes at most what is missing, or [`READ_AHEAD_BYTES`] if that is less:
-    /// bytes read past the frame would have to move along with it when it needs a
-    /// buffer of its own.
+    /// read takes at most what is missing, or [`READ_AHEAD_BYTES`] when less is missing
+    /// (small frames come several per read): more read past a large frame would have to
+    /// move with it when it needs a buffer of its own.
     async fn fill(&mut self, want: usize) -> std::io::Result<bool> {
         while self.buffer.len() < want {
             let limit = (want - self.buffer.len()).max(READ_AHEAD_BYTES);
