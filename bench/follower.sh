@@ -14,25 +14,8 @@ LOAD=bench/target/release/tern-bench
 [ -x "$LOAD" ] || (cd bench && cargo build --release --quiet)
 WORK=$(mktemp -d /tmp/tern-follower-bench.XXXXXX)
 COUNT=${BENCH_FOLLOWER_COUNT:-500000}
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-ETCD_PORT=$(port); ETCD_PEER=$(port)
-etcd --data-dir "$WORK/etcd" --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
-  --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" --listen-peer-urls "http://127.0.0.1:$ETCD_PEER" \
-  --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER" --initial-cluster "default=http://127.0.0.1:$ETCD_PEER" \
-  >"$WORK/etcd.log" 2>&1 &
-PIDS=($!)
-cleanup() { kill "${PIDS[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"; }
-trap cleanup EXIT
-for _ in $(seq 1 100); do (echo > /dev/tcp/127.0.0.1/$ETCD_PORT) 2>/dev/null && break; sleep 0.1; done
-declare -A KPORT BPID
-start_broker() { # node
-  "$TERN" serve --data-dir "$WORK/data-$1" --listen "127.0.0.1:${KPORT[$1]}" --node-id "$1" \
-    --etcd "http://127.0.0.1:$ETCD_PORT" --etcd-lease-ttl-secs 3 --metrics "127.0.0.1:$(port)" \
-    --http-enable false >>"$WORK/broker-$1.log" 2>&1 &
-  BPID[$1]=$!; PIDS+=($!)
-  for _ in $(seq 1 100); do (echo > /dev/tcp/127.0.0.1/${KPORT[$1]}) 2>/dev/null && break; sleep 0.1; done
-}
-for n in 1 2; do KPORT[$n]=$(port); start_broker "$n"; done
+source bench/etcd_cluster.sh
+for n in 1 2; do start_broker "$n" --http-enable false; done
 sleep 2
 "$TERN" topic create fcost --partitions 1 --replication-factor 2 -b "127.0.0.1:${KPORT[1]}" >/dev/null
 metadata() { kcat -b "127.0.0.1:${KPORT[$1]}" -L -t fcost 2>/dev/null | grep "partition 0," || true; }
@@ -48,7 +31,7 @@ $LOAD --mode produce --brokers "127.0.0.1:${KPORT[$LEADER]}" --topic fcost --par
   --count "$COUNT" --acks 1 --timeout-s 120 >/dev/null
 sleep 1
 before=$(ticks); started=$(date +%s.%N)
-start_broker "$FOLLOWER"
+start_broker "$FOLLOWER" --http-enable false
 # Caught up once its log files hold as many bytes as the leader's (the ISR alone may
 # never have shrunk while it was away).
 log_bytes() { find "$WORK/data-$1" -path '*fcost-0*' -name '*.log' -printf '%s\n' 2>/dev/null | awk '{s += $1} END {print s + 0}'; }

@@ -16,28 +16,10 @@ COUNT=${BENCH_REPL_COUNT:-500000}
 # the flush interval), or fsync of every write on every in-sync replica before it is
 # acknowledged: BENCH_REPL_FLUSH_MESSAGES=1 (the topic config flush.messages).
 FLUSH_MESSAGES=${BENCH_REPL_FLUSH_MESSAGES:-}
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-ETCD_PORT=$(port); ETCD_PEER=$(port)
-etcd --data-dir "$WORK/etcd" --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
-  --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" --listen-peer-urls "http://127.0.0.1:$ETCD_PEER" \
-  --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER" --initial-cluster "default=http://127.0.0.1:$ETCD_PEER" \
-  >"$WORK/etcd.log" 2>&1 &
-PIDS=($!)
-cleanup() { kill "${PIDS[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"; }
-trap cleanup EXIT
-for _ in $(seq 1 100); do (echo > /dev/tcp/127.0.0.1/$ETCD_PORT) 2>/dev/null && break; sleep 0.1; done
+source bench/etcd_cluster.sh
 # Runtime threads per broker (--worker-threads): three brokers share this machine's cores.
 WORKER_THREADS=${BENCH_WORKER_THREADS:-}
-declare -A KPORT BPID MPORT
-start_broker() { # node
-  "$TERN" serve --data-dir "$WORK/data-$1" --listen "127.0.0.1:${KPORT[$1]}" --node-id "$1" \
-    --etcd "http://127.0.0.1:$ETCD_PORT" --etcd-lease-ttl-secs 3 --metrics "127.0.0.1:${MPORT[$1]}" \
-    ${WORKER_THREADS:+--worker-threads $WORKER_THREADS} \
-    --http "127.0.0.1:$(port)" >>"$WORK/broker-$1.log" 2>&1 &
-  BPID[$1]=$!; PIDS+=($!)
-  for _ in $(seq 1 100); do (echo > /dev/tcp/127.0.0.1/${KPORT[$1]}) 2>/dev/null && break; sleep 0.1; done
-}
-for n in 1 2 3; do KPORT[$n]=$(port); MPORT[$n]=$(port); start_broker "$n"; done
+for n in 1 2 3; do start_broker "$n" ${WORKER_THREADS:+--worker-threads $WORKER_THREADS} --http "127.0.0.1:$(port)"; done
 METRICS_URLS=(); for n in 1 2 3; do METRICS_URLS+=("http://127.0.0.1:${MPORT[$n]}/metrics"); done
 BOOT="127.0.0.1:${KPORT[1]},127.0.0.1:${KPORT[2]},127.0.0.1:${KPORT[3]}"
 sleep 2
