@@ -3,9 +3,9 @@
 # (part of `make bench`; issue 27: "a follower fetching from a leader costs the leader no
 # more than a consumer does"). etcd and two brokers on this machine, one partition with
 # replication factor 2. The follower is stopped, COUNT x 1 KiB are produced (acks=1),
-# the follower is started again and the leader's CPU is counted until the follower's
-# log holds as many bytes as the leader's; then a consumer reads the same COUNT messages from the leader and its
-# CPU is counted again. Bounded by message counts and timeouts.
+# the follower is started again and the leader's CPU is counted until the follower has
+# caught up; then a consumer reads the same COUNT messages from the leader and its CPU is
+# counted again. Bounded by message counts and timeouts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -30,13 +30,15 @@ kill -TERM "${BPID[$FOLLOWER]}"; wait "${BPID[$FOLLOWER]}" 2>/dev/null || true
 $LOAD --mode produce --brokers "127.0.0.1:${KPORT[$LEADER]}" --topic fcost --partitions 1 --size 1024 \
   --count "$COUNT" --acks 1 --timeout-s 120 >/dev/null
 sleep 1
+# Caught up once the follower's replica fetchers have appended every byte the producer
+# appended on the leader (both counters are record-batch bytes; read from each broker's
+# /metrics: the leader's once, the follower's while it catches up, costing the leader nothing).
+counter() { curl -s "127.0.0.1:${MPORT[$1]}/metrics" | awk -v m="$2" '$1 ~ "^"m {s += $2} END {printf "%d", s}'; }
+produced=$(counter "$LEADER" tern_topic_bytes_in_total)
+caught_up() { [ "$(counter "$FOLLOWER" tern_replication_bytes_in_total)" -ge "$produced" ]; }
 before=$(ticks); started=$(date +%s.%N)
 start_broker "$FOLLOWER" --http-enable false
-# Caught up once its log files hold as many bytes as the leader's (the ISR alone may
-# never have shrunk while it was away).
-log_bytes() { find "$WORK/data-$1" -path '*fcost-0*' -name '*.log' -printf '%s\n' 2>/dev/null | awk '{s += $1} END {print s + 0}'; }
-target=$(log_bytes "$LEADER")
-for _ in $(seq 1 1200); do [ "$(log_bytes "$FOLLOWER")" -ge "$target" ] && break; sleep 0.05; done
+for _ in $(seq 1 1200); do caught_up && break; sleep 0.05; done
 after=$(ticks); took=$(echo "$(date +%s.%N) - $started" | bc -l)
 printf 'follower catch-up: %.1f s, leader CPU %.2f s = %s CPU-s/GB (the follower start-up included)\n' \
   "$took" "$(echo "($after - $before) / $HZ" | bc -l)" "$(per_gb $((after - before)))"

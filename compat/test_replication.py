@@ -201,6 +201,19 @@ def test_a_replicated_topic_lists_three_replicas_all_in_sync(cluster, topic):
          input=b"\n".join(b"v%d" % i for i in range(300)) + b"\n")
     out = kcat("-b", cluster.bootstrap(), "-C", "-t", topic, "-e", "-q")
     assert len(out.split()) == 300
+    # Kafka's ReplicationBytesIn/OutPerSec: each byte produced is appended by two followers
+    # and served to them, and a follower's fetch is not counted as a topic's bytes out.
+    brokers = list(cluster.brokers.values())
+
+    def total(name):
+        return sum(cluster.metric(b, name) for b in brokers)
+
+    produced = total("tern_topic_bytes_in_total")
+    assert produced > 300
+    wait_until(lambda: total("tern_replication_bytes_in_total") == 2 * produced, 15,
+               what="each byte appended by both followers")
+    assert total("tern_replication_bytes_out_total") >= 2 * produced
+    assert produced <= total("tern_topic_bytes_out_total") < 2 * produced
 
 
 @pytest.mark.timeout(150)

@@ -127,6 +127,11 @@ define_metrics! {
     Counter(Count) TOPIC_MESSAGES_IN_TOTAL = "tern_topic_messages_in_total";
     /// Record-batch bytes returned by Fetch, by `topic`.
     Counter(Bytes) TOPIC_BYTES_OUT_TOTAL = "tern_topic_bytes_out_total";
+    /// Record-batch bytes this broker's replica fetchers appended (Kafka's
+    /// ReplicationBytesInPerSec): a follower's catch-up, which the topic counters leave out.
+    Counter(Bytes) REPLICATION_BYTES_IN_TOTAL = "tern_replication_bytes_in_total";
+    /// Record-batch bytes served to followers' fetches (Kafka's ReplicationBytesOutPerSec).
+    Counter(Bytes) REPLICATION_BYTES_OUT_TOTAL = "tern_replication_bytes_out_total";
     /// Records in the batches returned by Fetch, by `topic` (whole batches).
     ///
     /// A fetch that starts inside a batch counts the records the client will skip too.
@@ -378,6 +383,8 @@ const BROKER_COUNTERS: &[&str] = &[
     TXN_FENCED_TOTAL,
     ISR_SHRINKS_TOTAL,
     ISR_EXPANDS_TOTAL,
+    REPLICATION_BYTES_IN_TOTAL,
+    REPLICATION_BYTES_OUT_TOTAL,
     CONNECTIONS_ACCEPTED_TOTAL,
     DECODES_REFUSED_TOTAL,
     ETCD_SESSION_EXPIRATIONS_TOTAL,

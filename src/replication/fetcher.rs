@@ -288,6 +288,14 @@ impl ReplicaFetchers {
                 return Ok(false);
             }
         };
-        partition.apply_fetch_answer(leader, asked, answer).await
+        let fetched = match &answer {
+            FetchAnswer::Records { records, .. } => records.len() as u64,
+            _ => 0,
+        };
+        let moved = partition.apply_fetch_answer(leader, asked, answer).await?;
+        if moved && fetched > 0 {
+            metrics::counter!(crate::metrics::REPLICATION_BYTES_IN_TOTAL).increment(fetched);
+        }
+        Ok(moved)
     }
 }

@@ -64,8 +64,11 @@ struct Attempt {
     bytes: i64,
     has_error: bool,
     watches: Vec<watch::Receiver<i64>>,
-    /// `(topic name, bytes, records)` served; v13+ requests name topics by id only.
+    /// `(topic name, bytes, records)` served to a consumer; v13+ requests name topics by
+    /// id only.
     served: Vec<(String, u64, u64)>,
+    /// A follower's fetch: `bytes` count as replication, not as any topic's bytes out.
+    from_follower: bool,
 }
 
 fn resolve(
@@ -295,6 +298,7 @@ fn read_once(ctx: &RequestContext, request: &FetchRequest) -> Attempt {
         has_error,
         watches,
         served,
+        from_follower: replica_id >= 0,
     }
 }
 
@@ -344,9 +348,13 @@ fn choose_read_replica(
         .map(|f| f.id)
 }
 
-/// Counts what was served per topic (bytes and records, by topic name) and the
-/// per-partition errors of a response.
+/// Counts what was served: per topic (bytes and records, by topic name) to consumers,
+/// in all to followers; and the per-partition errors of a response.
 fn record_metrics(attempt: &Attempt) {
+    if attempt.from_follower && attempt.bytes > 0 {
+        metrics::counter!(crate::metrics::REPLICATION_BYTES_OUT_TOTAL)
+            .increment(attempt.bytes as u64);
+    }
     for (topic, bytes, records) in &attempt.served {
         metrics::counter!(crate::metrics::TOPIC_BYTES_OUT_TOTAL, "topic" => topic.clone())
             .increment(*bytes);
