@@ -117,6 +117,7 @@ impl ReplicaFetchers {
     /// Fetches from `leader` for as long as the task lives.
     async fn fetch_from(&self, leader: i32) {
         let mut client: Option<Client> = None;
+        let mut round = 0usize;
         loop {
             let followed = self.replicas.followed_from(leader);
             if followed.is_empty() {
@@ -145,6 +146,11 @@ impl ReplicaFetchers {
                 tokio::time::sleep(REPLICA_FETCH_BACKOFF).await;
                 continue;
             }
+            // The leader fills a response in request order: each partition takes its
+            // turn first (Kafka's fetcher moves fetched partitions to the end).
+            let first = round % partitions.len();
+            partitions.rotate_left(first);
+            round = round.wrapping_add(1);
             // The replica's identity moves into `replica_state` at v15 (KIP-903).
             let version = connection
                 .version_for(ApiKey::Fetch, FETCH_VERSION)
