@@ -60,7 +60,7 @@ pub const REPLICA_FETCH_WAIT_MS: i32 = 500;
 /// Bytes a follower fetches per partition per round (`replica.fetch.max.bytes`, whose
 /// Kafka default is 1 MiB). Larger here because a round trip is what a catch-up costs
 /// the leader: measured with `bench/follower.sh` (one partition, 2 GB), the leader
-/// spent 1.6–1.9x a consumer's CPU per GB at 1 MiB rounds and 1.2x at 8 MiB. The
+/// spent 1.6–1.7x a consumer's CPU per GB at 1 MiB rounds and 0.7–1.2x at 8 MiB. The
 /// fetcher rotates which partition comes first, so one lagging partition's share does
 /// not starve the others of the response's [`REPLICA_FETCH_MAX_BYTES`].
 pub const REPLICA_FETCH_PARTITION_MAX_BYTES: i32 = 8 * 1024 * 1024;
