@@ -38,9 +38,10 @@ sim: build-deps
 protocol-test: build
 	$(CARGO) test --release --test protocol -- --test-threads=2
 
-# Real clients against real broker processes.
+# Real clients against real broker processes. The slowest tests are listed at the end:
+# compat is most of `make test`'s time.
 compat: build deps
-	TERN_BIN=$(CURDIR)/$(TERN) $(PYTHON) -m pytest compat -q $(if $(CLIENT),-k $(CLIENT),)
+	TERN_BIN=$(CURDIR)/$(TERN) $(PYTHON) -m pytest compat -q --durations=15 $(if $(CLIENT),-k $(CLIENT),)
 
 # Operations: a real Prometheus scraping a broker, the Grafana dashboard's queries,
 # promtool and systemd-analyze on deploy/.

@@ -88,6 +88,21 @@ pub const HTTP_RETRY_FOR: Duration = Duration::from_secs(3);
 /// First and longest pause between those retries (doubling in between).
 pub const HTTP_RETRY_BACKOFF: (Duration, Duration) =
     (Duration::from_millis(20), Duration::from_millis(500));
+/// How long a share-partition's leader asks its group's coordinator again while
+/// that coordinator is moving or out of reach, before the request that needed the
+/// share state answers with the error (or, for a fetch, with nothing yet: see
+/// [`SHARE_STATE_LOADING_GRACE`]). A placement change or a controlled shutdown moves a
+/// coordinator in well under it.
+pub const SHARE_STATE_RETRY_FOR: Duration = Duration::from_secs(2);
+/// First and longest pause between those tries (doubling in between).
+pub const SHARE_STATE_RETRY_BACKOFF: (Duration, Duration) =
+    (Duration::from_millis(20), Duration::from_millis(500));
+/// How long a share-partition whose state cannot be loaded (its coordinator moving,
+/// restarting, or its lease running out after a crash) is answered to fetches as
+/// still loading — no records, no error — before the error is returned: Kafka answers
+/// a fetch of a share-partition that is still initializing with nothing for it, and
+/// its persister gives up after about this long (five tries, backoff 1 s doubling).
+pub const SHARE_STATE_LOADING_GRACE: Duration = Duration::from_secs(30);
 /// How often a waiting reader looks again at partitions other brokers lead (their
 /// appends wake nothing here).
 pub const HTTP_REMOTE_POLL: Duration = Duration::from_millis(100);

@@ -1,5 +1,6 @@
 //! Shared vocabulary used across modules: partitions, the newtypes that must not be
-//! mixed up (offsets, leader epochs, broker and producer ids), internal topics, clocks.
+//! mixed up (offsets, leader epochs, broker and producer ids), internal topics, clocks,
+//! and the retry of transient errors.
 
 use std::fmt;
 use std::ops::{Add, Sub};
@@ -266,6 +267,32 @@ pub fn monotonic_ms() -> u64 {
         .as_millis() as u64
 }
 
+/// `call`, made again while it fails with an error `transient` accepts, until the
+/// next pause would pass `deadline`: pauses from `backoff.0`, doubling up to
+/// `backoff.1` — how a Kafka client waits out its retriable errors (a leader or
+/// coordinator that just moved). The last answer is returned, whatever it is.
+pub async fn retrying<T, E, F, Fut>(
+    deadline: tokio::time::Instant,
+    backoff: (std::time::Duration, std::time::Duration),
+    transient: impl Fn(&E) -> bool,
+    call: F,
+) -> Result<T, E>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
+    let (mut pause, longest) = backoff;
+    loop {
+        match call().await {
+            Err(error) if transient(&error) && tokio::time::Instant::now() + pause < deadline => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(longest);
+            }
+            result => return result,
+        }
+    }
+}
+
 /// Checks a topic name the way Kafka does: 1–249 chars of `[a-zA-Z0-9._-]`, not `.` or `..`.
 pub fn validate_topic_name(name: &str) -> Result<(), String> {
     if name.is_empty() {
@@ -317,5 +344,38 @@ mod tests {
         for bad in ["", ".", "..", "a/b", "white space", &"x".repeat(250)] {
             assert!(validate_topic_name(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[tokio::test]
+    async fn transient_errors_are_retried_until_the_deadline_and_others_never() {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        use std::time::Duration;
+        let backoff = (Duration::from_millis(1), Duration::from_millis(4));
+        let calls = AtomicU32::new(0);
+        let flaky = || async {
+            let n = calls.fetch_add(1, Ordering::SeqCst);
+            if n < 2 {
+                Err("moving")
+            } else {
+                Ok(n)
+            }
+        };
+        let soon = tokio::time::Instant::now() + Duration::from_secs(5);
+        assert_eq!(
+            retrying(soon, backoff, |e| *e == "moving", flaky).await,
+            Ok(2)
+        );
+
+        calls.store(0, Ordering::SeqCst);
+        let not_transient = retrying(soon, backoff, |_: &&str| false, flaky).await;
+        assert_eq!(
+            (not_transient, calls.load(Ordering::SeqCst)),
+            (Err("moving"), 1)
+        );
+
+        calls.store(0, Ordering::SeqCst);
+        let past = tokio::time::Instant::now();
+        let given_up = retrying(past, backoff, |_: &&str| true, flaky).await;
+        assert_eq!((given_up, calls.load(Ordering::SeqCst)), (Err("moving"), 1));
     }
 }

@@ -19,6 +19,8 @@ pub(crate) mod sim;
 
 pub use follower::{diverging_epoch, truncation_offset, TruncationDecision};
 pub use leader::{AckCheck, FollowerProgress, IsrProposal, LeaderState};
+#[cfg(test)]
+pub use partition::testing as partition_testing;
 pub use partition::{
     Acks, FollowerProcess, LeaderLease, Partition, PartitionError, ReadResult, ReplicaRead,
 };

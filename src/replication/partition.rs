@@ -916,19 +916,14 @@ fn delete_segments(id: &TopicPartition, doomed: Doomed) {
     }
 }
 
+/// Partitions for the tests of this module and of the layers above it.
 #[cfg(test)]
-mod tests {
+pub mod testing {
     use super::*;
-    use crate::log::records::testing::simple_batch;
     use crate::log::OpenMode;
 
-    fn partition_in(dir: &std::path::Path) -> std::io::Result<Partition> {
-        let config = LogConfig {
-            segment_bytes: 1024,
-            index_bytes: 1024,
-            index_interval_bytes: 128,
-            ..LogConfig::default()
-        };
+    /// Partition `t-0` in `dir`, led by node 0 (this broker) in leader epoch 0.
+    pub fn led_by_0_in(dir: &std::path::Path, config: LogConfig) -> std::io::Result<Partition> {
         let mode = OpenMode {
             clean: false,
             recovery_point: 0,
@@ -948,7 +943,7 @@ mod tests {
     }
 
     /// Node 0 leads in `epoch` over replicas 0 and 1, with `isr` in sync.
-    fn led_by_0(leader_epoch: i32, isr: Vec<i32>) -> PartitionAssignment {
+    pub fn led_by_0(leader_epoch: i32, isr: Vec<i32>) -> PartitionAssignment {
         PartitionAssignment {
             leader: 0,
             replicas: vec![0, 1],
@@ -961,6 +956,23 @@ mod tests {
             unclean_requested: false,
             isr_incarnations: Default::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::led_by_0;
+    use super::*;
+    use crate::log::records::testing::simple_batch;
+
+    fn partition_in(dir: &std::path::Path) -> std::io::Result<Partition> {
+        let config = LogConfig {
+            segment_bytes: 1024,
+            index_bytes: 1024,
+            index_interval_bytes: 128,
+            ..LogConfig::default()
+        };
+        testing::led_by_0_in(dir, config)
     }
 
     /// Node 1 leads in `leader_epoch`.

@@ -25,17 +25,20 @@ use super::context::RequestContext;
 use super::errors;
 use crate::group::share::partition::{AckBatch, AckError, AckType, ShareStats};
 use crate::group::share::ShareKey;
+use crate::limits::SHARE_STATE_RETRY_FOR;
 use crate::replication::Partition;
 use crate::security::acl::AclOperation;
 use persister::Persister;
 
-/// How this broker reaches the coordinators of share groups.
+/// How one request reaches the coordinators of share groups: made once per request,
+/// so that all its partitions share one budget for waiting out a moving coordinator.
 fn persister(ctx: &RequestContext) -> Persister<'_> {
     Persister {
         node_id: ctx.node_id(),
         groups: &ctx.services.groups,
         peers: &ctx.services.peers,
         store: ctx.services.store.as_ref(),
+        retry_until: tokio::time::Instant::now() + SHARE_STATE_RETRY_FOR,
     }
 }
 
@@ -92,6 +95,7 @@ fn ack_batches(wire: &WireBatches) -> Option<Vec<AckBatch>> {
 /// Applies one partition's acknowledgements by `member`; `Ok` once they are stored.
 async fn acknowledge(
     ctx: &RequestContext,
+    persister: &Persister<'_>,
     group_id: &str,
     member_id: &str,
     topic_id: Uuid,
@@ -105,16 +109,13 @@ async fn acknowledge(
         topic_id,
         partition: index,
     };
-    let persister = persister(ctx);
     let shares = &ctx.services.shares;
     let mut held = shares
-        .hold(&key, &partition, &persister)
+        .hold(&key, &partition, persister)
         .await
-        .map_err(|e| persist_error(&e))?;
+        .map_err(|e| persist_error(e.persist_error()))?;
     let before = held.partition().stats;
-    let outcome = held
-        .acknowledge(&key, &persister, member_id, &batches)
-        .await;
+    let outcome = held.acknowledge(&key, persister, member_id, &batches).await;
     count(group_id, &topic, before, held.partition().stats);
     match outcome {
         Ok(Ok(())) => Ok(()),
@@ -127,11 +128,11 @@ async fn acknowledge(
 /// Gives back every record `member_id` holds in the partitions of its closed session.
 async fn release_session(
     ctx: &RequestContext,
+    persister: &Persister<'_>,
     group_id: &str,
     member_id: &str,
     partitions: &[(Uuid, i32)],
 ) {
-    let persister = persister(ctx);
     for &(topic_id, index) in partitions {
         let Ok((topic, partition)) = led_partition(ctx, topic_id, index) else {
             continue;
@@ -141,12 +142,12 @@ async fn release_session(
             topic_id,
             partition: index,
         };
-        let Ok(mut held) = ctx.services.shares.hold(&key, &partition, &persister).await else {
+        let Ok(mut held) = ctx.services.shares.hold(&key, &partition, persister).await else {
             continue;
         };
         let before = held.partition().stats;
         let released = held
-            .change(&key, &persister, |p| p.release_member(member_id))
+            .change(&key, persister, |p| p.release_member(member_id))
             .await;
         count(group_id, &topic, before, held.partition().stats);
         if let Err(error) = released {

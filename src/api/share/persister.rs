@@ -17,6 +17,8 @@ use crate::group::coordinator::GroupCoordinator;
 use crate::group::offsets;
 use crate::group::share::partition::{DeliveryState, Snapshot, StateBatch};
 use crate::group::share::{PersistError, ShareKey, ShareState, StateStore};
+use crate::limits::SHARE_STATE_RETRY_BACKOFF;
+use crate::model::retrying;
 
 /// The start offset a read answers for a share-partition with no stored state.
 pub const NO_STATE: i64 = -1;
@@ -28,12 +30,48 @@ pub struct Persister<'a> {
     pub groups: &'a GroupCoordinator,
     pub peers: &'a Peers,
     pub store: &'a dyn MetadataStore,
+    /// Until when a transient failure is asked again (one budget for a whole request).
+    pub retry_until: tokio::time::Instant,
 }
 
+/// Both calls are asked again while the coordinator is moving or out of reach
+/// ([`PersistError::is_transient`]), finding it anew each time, until `retry_until`
+/// ([`crate::limits::SHARE_STATE_RETRY_FOR`] into the request), as Kafka's persister
+/// does: a coordinator that moves (a placement change, a controlled shutdown, a restart
+/// that left the peer connections to its old process dead) costs the caller a pause,
+/// not an error. Asking again is safe: a read only marks the leader epoch that took the
+/// state over, and a write that landed before its answer was lost stores the same
+/// state again.
 #[async_trait::async_trait]
 impl StateStore for Persister<'_> {
-    /// The stored state of `key`, taken over by its leader at `leader_epoch`.
     async fn read(
+        &self,
+        key: &ShareKey,
+        leader_epoch: i32,
+    ) -> Result<Option<ShareState>, PersistError> {
+        retrying(
+            self.retry_until,
+            SHARE_STATE_RETRY_BACKOFF,
+            worth_asking_again,
+            || self.read_once(key, leader_epoch),
+        )
+        .await
+    }
+
+    async fn write(&self, key: &ShareKey, state: ShareState) -> Result<(), PersistError> {
+        retrying(
+            self.retry_until,
+            SHARE_STATE_RETRY_BACKOFF,
+            worth_asking_again,
+            || self.write_once(key, &state),
+        )
+        .await
+    }
+}
+
+impl Persister<'_> {
+    /// The stored state of `key`, taken over by its leader at `leader_epoch`.
+    async fn read_once(
         &self,
         key: &ShareKey,
         leader_epoch: i32,
@@ -90,7 +128,7 @@ impl StateStore for Persister<'_> {
     }
 
     /// Stores `state` of `key`; `Ok` once it is durable at the coordinator.
-    async fn write(&self, key: &ShareKey, state: ShareState) -> Result<(), PersistError> {
+    async fn write_once(&self, key: &ShareKey, state: &ShareState) -> Result<(), PersistError> {
         let coordinator = self.coordinator(&key.group).await?;
         if coordinator == self.node_id {
             return self.groups.write_share_state(key, state).await;
@@ -135,14 +173,20 @@ impl StateStore for Persister<'_> {
             .ok_or_else(|| PersistError::Unreachable("an empty answer".into()))?;
         refusal(code)
     }
-}
 
-impl Persister<'_> {
     async fn coordinator(&self, group: &str) -> Result<i32, PersistError> {
         offsets::coordinator_of(self.store, group)
             .await
             .ok_or_else(|| PersistError::Unreachable(format!("no coordinator for '{group}'")))
     }
+}
+
+fn worth_asking_again(error: &PersistError) -> bool {
+    let transient = error.is_transient();
+    if transient {
+        tracing::debug!(%error, "share state: asking the group's coordinator again");
+    }
+    transient
 }
 
 /// The wire code of a persist error (the share-state APIs' answers).
@@ -151,7 +195,7 @@ pub fn error_code(error: &PersistError) -> i16 {
         PersistError::NotCoordinator => ResponseError::NotCoordinator.code(),
         PersistError::FencedLeaderEpoch => ResponseError::FencedLeaderEpoch.code(),
         PersistError::FencedStateEpoch => ResponseError::FencedStateEpoch.code(),
-        PersistError::Storage(_) | PersistError::Unreachable(_) => {
+        PersistError::Storage(_) | PersistError::Unreachable(_) | PersistError::Unavailable(_) => {
             ResponseError::CoordinatorNotAvailable.code()
         }
     }
@@ -163,6 +207,11 @@ fn refusal(code: i16) -> Result<(), PersistError> {
         c if c == ResponseError::NotCoordinator.code() => Err(PersistError::NotCoordinator),
         c if c == ResponseError::FencedLeaderEpoch.code() => Err(PersistError::FencedLeaderEpoch),
         c if c == ResponseError::FencedStateEpoch.code() => Err(PersistError::FencedStateEpoch),
+        c if c == ResponseError::CoordinatorNotAvailable.code()
+            || c == ResponseError::CoordinatorLoadInProgress.code() =>
+        {
+            Err(PersistError::Unavailable(format!("error code {c}")))
+        }
         c => Err(PersistError::Storage(format!("error code {c}"))),
     }
 }

@@ -16,7 +16,7 @@ use uuid::Uuid;
 use super::super::context::RequestContext;
 use super::super::str_bytes;
 use super::share_fetch::session_error;
-use super::{acknowledge, WireBatches};
+use super::{acknowledge, persister, WireBatches};
 use crate::group::share::session::{SessionRequest, FINAL_EPOCH, OPEN_EPOCH};
 use crate::security::acl::AclOperation;
 
@@ -68,9 +68,13 @@ pub async fn handle(
                 );
         }
     }
+    let persister = persister(ctx);
     let mut topics: Vec<ShareAcknowledgeTopicResponse> = Vec::new();
     for (&(topic_id, index), wire) in &acks {
-        let result = acknowledge(ctx, &group_id, &member_id, topic_id, index, wire).await;
+        let result = acknowledge(
+            ctx, &persister, &group_id, &member_id, topic_id, index, wire,
+        )
+        .await;
         let data = PartitionData::default()
             .with_partition_index(index)
             .with_error_code(result.err().map_or(0, |e| e.code()))
@@ -90,7 +94,7 @@ pub async fn handle(
     }
     if epoch == FINAL_EPOCH {
         let closed = ctx.services.shares.sessions().close(&group_id, &member_id);
-        super::release_session(ctx, &group_id, &member_id, &closed).await;
+        super::release_session(ctx, &persister, &group_id, &member_id, &closed).await;
     }
     ShareAcknowledgeResponse::default().with_responses(topics)
 }

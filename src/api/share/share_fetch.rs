@@ -4,7 +4,11 @@
 //! for the member from every partition of its session — the whole log batches that
 //! hold them, with the acquired offset ranges and their delivery counts, which the
 //! client filters by. Long poll: with nothing to acquire it waits for new records (or
-//! for locks to time out) up to `max_wait_ms`.
+//! for locks to time out) up to `max_wait_ms`. A share-partition whose state cannot be
+//! loaded because its group's coordinator is moving is answered with nothing and tried
+//! again while the fetch waits, as Kafka answers one still initializing; only a failure
+//! that outlasts `limits::SHARE_STATE_LOADING_GRACE` is answered with the error (which
+//! librdkafka raises to the application).
 //!
 //! Kafka's rules, as its `SharePartitionManager` applies them: acknowledgements on a
 //! session-opening request are an INVALID_REQUEST, session errors are top-level, and
@@ -27,7 +31,9 @@ use uuid::Uuid;
 
 use super::super::context::RequestContext;
 use super::super::str_bytes;
+use super::persister::Persister;
 use super::{acknowledge, count, led_partition, persist_error, persister, WireBatches};
+use crate::group::share::leader::HoldError;
 use crate::group::share::partition::Acquired;
 use crate::group::share::session::{self, SessionRequest, FINAL_EPOCH, OPEN_EPOCH};
 use crate::group::share::ShareKey;
@@ -112,18 +118,23 @@ pub async fn handle(ctx: &RequestContext, request: ShareFetchRequest) -> ShareFe
         Ok(partitions) => partitions,
         Err(error) => return refused(answer, session_error(error), ""),
     };
+    let persister = persister(ctx);
     let mut out: BTreeMap<PartitionKey, PartitionData> = BTreeMap::new();
     for (&(topic_id, index), wire) in &acks {
-        let result = acknowledge(ctx, &group_id, &member_id, topic_id, index, wire).await;
+        let result = acknowledge(
+            ctx, &persister, &group_id, &member_id, topic_id, index, wire,
+        )
+        .await;
         let data = entry(index).with_acknowledge_error_code(result.err().map_or(0, |e| e.code()));
         out.insert((topic_id, index), data);
     }
     if epoch == FINAL_EPOCH {
         let closed = ctx.services.shares.sessions().close(&group_id, &member_id);
-        super::release_session(ctx, &group_id, &member_id, &closed).await;
+        super::release_session(ctx, &persister, &group_id, &member_id, &closed).await;
         return answer.with_responses(responses(out));
     }
     let mut fetch = Fetch {
+        persister,
         verify: epoch == OPEN_EPOCH,
         group_id: &group_id,
         member_id: &member_id,
@@ -138,7 +149,8 @@ pub async fn handle(ctx: &RequestContext, request: ShareFetchRequest) -> ShareFe
     let deadline = Instant::now() + max_wait;
     loop {
         let attempt = fetch.once(ctx, &session_partitions).await;
-        fetch.verify = false;
+        // A share-partition still loading was not verified either: the next pass does.
+        fetch.verify &= attempt.loading;
         let now = Instant::now();
         if attempt.acquired || attempt.failed || now >= deadline || session_partitions.is_empty() {
             for (key, data) in attempt.partitions {
@@ -179,6 +191,7 @@ fn merged(request: &ShareFetchRequest) -> (Vec<PartitionKey>, BTreeMap<Partition
 }
 
 struct Fetch<'a> {
+    persister: Persister<'a>,
     /// Check with the coordinator that the share-partitions were not reset since they
     /// were loaded (a new session's first fetch).
     verify: bool,
@@ -192,6 +205,9 @@ struct Attempt {
     partitions: Vec<(PartitionKey, PartitionData)>,
     acquired: bool,
     failed: bool,
+    /// A share-partition's state could not be loaded yet (its coordinator is moving):
+    /// answered with nothing, and tried again while the fetch waits.
+    loading: bool,
     watches: Vec<watch::Receiver<i64>>,
 }
 
@@ -202,6 +218,7 @@ impl Fetch<'_> {
             partitions: Vec::with_capacity(partitions.len()),
             acquired: false,
             failed: false,
+            loading: false,
             watches: Vec::new(),
         };
         let mut records_left = self.max_records;
@@ -247,13 +264,23 @@ impl Fetch<'_> {
             topic_id,
             partition: index,
         };
-        let persister = persister(ctx);
-        let mut held = ctx
+        let held = ctx
             .services
             .shares
-            .hold_checked(&key, &partition, &persister, self.verify)
-            .await
-            .map_err(|e| persist_error(&e))?;
+            .hold_checked(&key, &partition, &self.persister, self.verify)
+            .await;
+        let mut held = match held {
+            Ok(held) => held,
+            Err(HoldError::Loading(error)) => {
+                tracing::debug!(group = self.group_id, %topic, partition = index, %error, "share-partition still loading");
+                attempt.loading = true;
+                return Ok(entry(index));
+            }
+            Err(HoldError::Failed(error)) => {
+                tracing::warn!(group = self.group_id, %topic, partition = index, %error, "share-partition state not loaded");
+                return Err(persist_error(&error));
+            }
+        };
         let before = held.partition().stats;
         let mut data = entry(index);
         if records_left > 0 && bytes_left > 0 {

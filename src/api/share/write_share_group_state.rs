@@ -59,7 +59,7 @@ pub async fn handle(
                     batches,
                 },
             };
-            let code = match ctx.services.groups.write_share_state(&key, state).await {
+            let code = match ctx.services.groups.write_share_state(&key, &state).await {
                 Ok(()) => 0,
                 Err(error) => error_code(&error),
             };

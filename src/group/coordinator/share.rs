@@ -115,11 +115,13 @@ impl GroupCoordinator {
         Ok(stored)
     }
 
-    /// Stores a share-partition's state, durably (acks=all) before answering.
+    /// Stores a share-partition's state, durably (acks=all) before answering. A write
+    /// the offsets partition cannot take now (its leadership moving, a timeout) is
+    /// `Unavailable`, COORDINATOR_NOT_AVAILABLE on the wire, which the leader retries.
     pub async fn write_share_state(
         &self,
         key: &ShareKey,
-        state: ShareState,
+        state: &ShareState,
     ) -> Result<(), PersistError> {
         self.check_coordinator(&key.group)
             .map_err(|_| PersistError::NotCoordinator)?;
@@ -159,8 +161,14 @@ impl GroupCoordinator {
         };
         self.write(&key.group, std::slice::from_ref(&change))
             .await
-            .map_err(|error| PersistError::Storage(error.to_string()))?;
-        if let Some(entry) = self.groups.lock().get_mut(&key.group) {
+            .map_err(|error| PersistError::Unavailable(error.to_string()))?;
+        if let (
+            Some(entry),
+            Change::ShareState {
+                value: Some(state), ..
+            },
+        ) = (self.groups.lock().get_mut(&key.group), change)
+        {
             entry.share_states.insert(slot, state);
         }
         Ok(())

@@ -26,6 +26,7 @@ use super::partition::{
 };
 use super::session::ShareSessions;
 use super::{PersistError, ShareKey, ShareState, StateStore};
+use crate::limits::SHARE_STATE_LOADING_GRACE;
 use crate::log::batch;
 use crate::log::txn::{AbortedTxn, CommittedFilter};
 use crate::model::{Isolation, Offset};
@@ -46,6 +47,48 @@ pub struct ShareLeaderConfig {
 #[derive(Debug, Default)]
 pub struct Slot {
     loaded: Option<Loaded>,
+    /// Since when loading its state has failed with transient errors, while it has.
+    failing_since: Option<tokio::time::Instant>,
+}
+
+/// Why a share-partition could not be held.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HoldError {
+    /// Its state could not be loaded because the group's coordinator is moving or out
+    /// of reach, and has been for less than [`SHARE_STATE_LOADING_GRACE`]: the
+    /// share-partition is still loading. Kafka answers a fetch of a share-partition
+    /// that is still initializing with nothing for it, and the client fetches again.
+    #[error("the share-partition is still loading: {0}")]
+    Loading(PersistError),
+    #[error(transparent)]
+    Failed(#[from] PersistError),
+}
+
+/// What a failed load of a share-partition's state is: a transient failure within
+/// [`SHARE_STATE_LOADING_GRACE`] of the first one (`failing_since`, set here) is
+/// still loading; any other failure, or one that lasts, is the error.
+fn hold_error(
+    failing_since: &mut Option<tokio::time::Instant>,
+    now: tokio::time::Instant,
+    error: PersistError,
+) -> HoldError {
+    if !error.is_transient() {
+        return HoldError::Failed(error);
+    }
+    let since = *failing_since.get_or_insert(now);
+    if now.duration_since(since) < SHARE_STATE_LOADING_GRACE {
+        HoldError::Loading(error)
+    } else {
+        HoldError::Failed(error)
+    }
+}
+
+impl HoldError {
+    pub fn persist_error(&self) -> &PersistError {
+        match self {
+            Self::Loading(error) | Self::Failed(error) => error,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -264,7 +307,7 @@ impl SharePartitions {
         key: &ShareKey,
         replica: &Partition,
         persister: &dyn StateStore,
-    ) -> Result<Held, PersistError> {
+    ) -> Result<Held, HoldError> {
         self.hold_checked(key, replica, persister, false).await
     }
 
@@ -277,25 +320,17 @@ impl SharePartitions {
         replica: &Partition,
         persister: &dyn StateStore,
         verify: bool,
-    ) -> Result<Held, PersistError> {
+    ) -> Result<Held, HoldError> {
         let slot = Arc::clone(self.slots.lock().entry(key.clone()).or_default());
         let mut guard = slot.lock_owned().await;
-        let epoch = replica.leader_epoch().0;
-        if verify {
-            if let Some(loaded) = guard.loaded.as_ref() {
-                let stored = persister.read(key, epoch).await?;
-                if stored.is_none_or(|s| s.state_epoch != loaded.state_epoch) {
-                    guard.loaded = None;
-                }
-            }
+        let loading = self
+            .load_if_due(&mut guard, key, replica, persister, verify)
+            .await;
+        if let Err(error) = loading {
+            let now = tokio::time::Instant::now();
+            return Err(hold_error(&mut guard.failing_since, now, error));
         }
-        if guard
-            .loaded
-            .as_ref()
-            .is_none_or(|l| l.leader_epoch != epoch)
-        {
-            guard.loaded = Some(self.load(key, replica, epoch, persister).await?);
-        }
+        guard.failing_since = None;
         let offsets = replica.offsets();
         let (lock_duration_ms, _, isolation) = self.group_settings(&key.group);
         if let Some(loaded) = guard.loaded.as_mut() {
@@ -305,6 +340,31 @@ impl SharePartitions {
             loaded.isolation = isolation;
         }
         Ok(Held { guard })
+    }
+
+    /// Loads the slot's state when it is new here, the leader epoch moved on, or —
+    /// with `verify` — the coordinator's copy was reset since it was loaded.
+    async fn load_if_due(
+        &self,
+        slot: &mut Slot,
+        key: &ShareKey,
+        replica: &Partition,
+        persister: &dyn StateStore,
+        verify: bool,
+    ) -> Result<(), PersistError> {
+        let epoch = replica.leader_epoch().0;
+        if verify {
+            if let Some(loaded) = slot.loaded.as_ref() {
+                let stored = persister.read(key, epoch).await?;
+                if stored.is_none_or(|s| s.state_epoch != loaded.state_epoch) {
+                    slot.loaded = None;
+                }
+            }
+        }
+        if slot.loaded.as_ref().is_none_or(|l| l.leader_epoch != epoch) {
+            slot.loaded = Some(self.load(key, replica, epoch, persister).await?);
+        }
+        Ok(())
     }
 
     async fn load(
@@ -430,5 +490,136 @@ fn holding(records: &Bytes, acquired: &[Acquired]) -> Bytes {
     match start {
         Some(start) => records.slice(start..end),
         None => Bytes::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::log::LogConfig;
+    use crate::replication::partition_testing::led_by_0_in;
+
+    /// A coordinator that answers `error` to the first `failures` reads, then keeps
+    /// what is written.
+    struct Flaky {
+        failures: AtomicUsize,
+        error: PersistError,
+        stored: Mutex<Option<ShareState>>,
+    }
+
+    #[async_trait::async_trait]
+    impl StateStore for Flaky {
+        async fn read(&self, _: &ShareKey, _: i32) -> Result<Option<ShareState>, PersistError> {
+            if self.failures.load(Ordering::SeqCst) > 0 {
+                self.failures.fetch_sub(1, Ordering::SeqCst);
+                return Err(self.error.clone());
+            }
+            Ok(self.stored.lock().clone())
+        }
+
+        async fn write(&self, _: &ShareKey, state: ShareState) -> Result<(), PersistError> {
+            *self.stored.lock() = Some(state);
+            Ok(())
+        }
+    }
+
+    fn shares() -> SharePartitions {
+        SharePartitions::new(ShareLeaderConfig {
+            partition: ShareConfig::default(),
+            auto_offset_reset: AutoOffsetReset::Earliest,
+            max_sessions: 10,
+        })
+    }
+
+    fn key() -> ShareKey {
+        ShareKey {
+            group: "g".into(),
+            topic_id: uuid::Uuid::nil(),
+            partition: 0,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_share_partition_whose_coordinator_moves_is_loading_then_held(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let replica = led_by_0_in(dir.path(), LogConfig::default())?;
+        let (shares, key) = (shares(), key());
+        let store = Flaky {
+            failures: AtomicUsize::new(2),
+            error: PersistError::NotCoordinator,
+            stored: Mutex::new(None),
+        };
+        for _ in 0..2 {
+            let refused = shares.hold(&key, &replica, &store).await.err();
+            assert_eq!(
+                refused,
+                Some(HoldError::Loading(PersistError::NotCoordinator))
+            );
+        }
+        assert!(shares.hold(&key, &replica, &store).await.is_ok());
+        assert!(
+            store.stored.lock().is_some(),
+            "the first use stored the start"
+        );
+        let slot = Arc::clone(shares.slots.lock().get(&key).ok_or("a slot")?);
+        assert_eq!(
+            slot.lock().await.failing_since,
+            None,
+            "the failures are forgotten"
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_fenced_leader_is_refused_at_once() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let replica = led_by_0_in(dir.path(), LogConfig::default())?;
+        let store = Flaky {
+            failures: AtomicUsize::new(1),
+            error: PersistError::FencedLeaderEpoch,
+            stored: Mutex::new(None),
+        };
+        let refused = shares().hold(&key(), &replica, &store).await.err();
+        assert_eq!(
+            refused,
+            Some(HoldError::Failed(PersistError::FencedLeaderEpoch))
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_moving_coordinator_is_still_loading_until_the_grace_runs_out() {
+        let start = tokio::time::Instant::now();
+        let mut failing_since = None;
+        let moving = || PersistError::Unreachable("no coordinator for 'g'".into());
+        assert_eq!(
+            hold_error(&mut failing_since, start, moving()),
+            HoldError::Loading(moving())
+        );
+        assert_eq!(failing_since, Some(start));
+        let later = start + SHARE_STATE_LOADING_GRACE - std::time::Duration::from_millis(1);
+        assert_eq!(
+            hold_error(&mut failing_since, later, PersistError::NotCoordinator),
+            HoldError::Loading(PersistError::NotCoordinator)
+        );
+        let expired = start + SHARE_STATE_LOADING_GRACE;
+        assert_eq!(
+            hold_error(&mut failing_since, expired, moving()),
+            HoldError::Failed(moving())
+        );
+    }
+
+    #[test]
+    fn a_fence_is_an_error_at_once() {
+        let mut failing_since = None;
+        let now = tokio::time::Instant::now();
+        assert_eq!(
+            hold_error(&mut failing_since, now, PersistError::FencedLeaderEpoch),
+            HoldError::Failed(PersistError::FencedLeaderEpoch)
+        );
+        assert_eq!(failing_since, None);
     }
 }

@@ -34,6 +34,21 @@ pub enum PersistError {
     Storage(String),
     #[error("the group's coordinator could not be asked: {0}")]
     Unreachable(String),
+    #[error("the group's coordinator cannot store it now: {0}")]
+    Unavailable(String),
+}
+
+impl PersistError {
+    /// Whether the coordinator is moving or out of reach, so that asking again
+    /// (finding it anew) may succeed: Kafka's persister retries exactly these
+    /// (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, a
+    /// failed send). A fence is final.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            Self::NotCoordinator | Self::Unreachable(_) | Self::Unavailable(_)
+        )
+    }
 }
 
 /// Where share-partition states are kept: the group's coordinator, here or elsewhere.

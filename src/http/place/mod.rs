@@ -85,17 +85,12 @@ impl HttpApi {
         Fut: std::future::Future<Output = Result<T, ApiError>>,
     {
         let deadline = tokio::time::Instant::now() + RETRY_FOR;
-        let (mut backoff, longest) = HTTP_RETRY_BACKOFF;
-        loop {
-            match call().await {
-                Err(error)
-                    if error.transient && tokio::time::Instant::now() + backoff < deadline =>
-                {
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(longest);
-                }
-                result => return result,
-            }
-        }
+        crate::model::retrying(
+            deadline,
+            HTTP_RETRY_BACKOFF,
+            |e: &ApiError| e.transient,
+            call,
+        )
+        .await
     }
 }

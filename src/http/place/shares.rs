@@ -22,9 +22,11 @@ use super::{remote_error, topic_name, Owner};
 use crate::api::share::persister::Persister;
 use crate::cluster::TopicSpec;
 use crate::group::offsets;
+use crate::group::share::leader::HoldError;
 use crate::group::share::partition::{AckBatch, AckError, AckType, OffsetStatus};
 use crate::group::share::{PersistError, ShareKey, StateStore};
 use crate::http::{ApiError, HttpApi};
+use crate::limits::SHARE_STATE_RETRY_FOR;
 use crate::replication::TopicReplicas;
 
 /// Bytes one acquisition reads from a partition at most.
@@ -38,11 +40,16 @@ fn group_id(group: &str) -> GroupId {
 }
 
 fn persist_error(error: PersistError) -> ApiError {
+    if error.is_transient() {
+        ApiError::transient(format!("the share group's state is not reachable: {error}"))
+    } else {
+        ApiError::unavailable(error.to_string())
+    }
+}
+
+fn hold_error(error: HoldError) -> ApiError {
     match error {
-        PersistError::NotCoordinator | PersistError::Unreachable(_) => {
-            ApiError::transient(format!("the share group's state is not reachable: {error}"))
-        }
-        other => ApiError::unavailable(other.to_string()),
+        HoldError::Loading(error) | HoldError::Failed(error) => persist_error(error),
     }
 }
 
@@ -63,6 +70,7 @@ impl HttpApi {
             groups: &self.services.groups,
             peers: &self.services.peers,
             store: self.services.store.as_ref(),
+            retry_until: tokio::time::Instant::now() + SHARE_STATE_RETRY_FOR,
         }
     }
 
@@ -88,7 +96,7 @@ impl HttpApi {
                     .shares
                     .hold_checked(&key, &partition, &persister, true)
                     .await
-                    .map_err(persist_error)?;
+                    .map_err(hold_error)?;
                 let taken = held.acquire(&partition, member, max, ACQUIRE_BYTES);
                 let ranges: Vec<(i64, i64, i16)> = taken
                     .ranges
@@ -177,7 +185,7 @@ impl HttpApi {
                     .shares
                     .hold(&key, &partition, &persister)
                     .await
-                    .map_err(persist_error)?;
+                    .map_err(hold_error)?;
                 let batch = AckBatch {
                     first: offset,
                     last: offset,
