@@ -25,21 +25,13 @@ use super::context::RequestContext;
 use super::errors;
 use crate::group::share::partition::{AckBatch, AckError, AckType, ShareStats};
 use crate::group::share::ShareKey;
-use crate::limits::SHARE_STATE_RETRY_FOR;
 use crate::replication::Partition;
 use crate::security::acl::AclOperation;
 use persister::Persister;
 
-/// How one request reaches the coordinators of share groups: made once per request,
-/// so that all its partitions share one budget for waiting out a moving coordinator.
+/// How this request reaches the coordinators of share groups.
 fn persister(ctx: &RequestContext) -> Persister<'_> {
-    Persister {
-        node_id: ctx.node_id(),
-        groups: &ctx.services.groups,
-        peers: &ctx.services.peers,
-        store: ctx.services.store.as_ref(),
-        retry_until: tokio::time::Instant::now() + SHARE_STATE_RETRY_FOR,
-    }
+    Persister::for_request(&ctx.services)
 }
 
 /// The partition a share request names, led here and readable by the caller:
@@ -113,7 +105,7 @@ async fn acknowledge(
     let mut held = shares
         .hold(&key, &partition, persister)
         .await
-        .map_err(|e| persist_error(e.persist_error()))?;
+        .map_err(|e| persist_error(&e.into_persist_error()))?;
     let before = held.partition().stats;
     let outcome = held.acknowledge(&key, persister, member_id, &batches).await;
     count(group_id, &topic, before, held.partition().stats);

@@ -11,13 +11,14 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use crate::api::context::Services;
 use crate::cluster::peers::Peers;
 use crate::cluster::MetadataStore;
 use crate::group::coordinator::GroupCoordinator;
 use crate::group::offsets;
 use crate::group::share::partition::{DeliveryState, Snapshot, StateBatch};
 use crate::group::share::{PersistError, ShareKey, ShareState, StateStore};
-use crate::limits::SHARE_STATE_RETRY_BACKOFF;
+use crate::limits::{SHARE_STATE_RETRY_BACKOFF, SHARE_STATE_RETRY_FOR};
 use crate::model::retrying;
 
 /// The start offset a read answers for a share-partition with no stored state.
@@ -34,9 +35,24 @@ pub struct Persister<'a> {
     pub retry_until: tokio::time::Instant,
 }
 
+impl<'a> Persister<'a> {
+    /// How one request reaches the coordinators of share groups: made once per
+    /// request, so that all its partitions share one budget
+    /// ([`SHARE_STATE_RETRY_FOR`]) for waiting out a moving coordinator.
+    pub fn for_request(services: &'a Services) -> Self {
+        Self {
+            node_id: services.node.node_id,
+            groups: &services.groups,
+            peers: &services.peers,
+            store: services.store.as_ref(),
+            retry_until: tokio::time::Instant::now() + SHARE_STATE_RETRY_FOR,
+        }
+    }
+}
+
 /// Both calls are asked again while the coordinator is moving or out of reach
 /// ([`PersistError::is_transient`]), finding it anew each time, until `retry_until`
-/// ([`crate::limits::SHARE_STATE_RETRY_FOR`] into the request), as Kafka's persister
+/// ([`SHARE_STATE_RETRY_FOR`] into the request), as Kafka's persister
 /// does: a coordinator that moves (a placement change, a controlled shutdown, a restart
 /// that left the peer connections to its old process dead) costs the caller a pause,
 /// not an error. Asking again is safe: a read only marks the leader epoch that took the

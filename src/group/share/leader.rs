@@ -61,7 +61,7 @@ pub enum HoldError {
     #[error("the share-partition is still loading: {0}")]
     Loading(PersistError),
     #[error(transparent)]
-    Failed(#[from] PersistError),
+    Failed(PersistError),
 }
 
 /// What a failed load of a share-partition's state is: a transient failure within
@@ -84,7 +84,7 @@ fn hold_error(
 }
 
 impl HoldError {
-    pub fn persist_error(&self) -> &PersistError {
+    pub fn into_persist_error(self) -> PersistError {
         match self {
             Self::Loading(error) | Self::Failed(error) => error,
         }

@@ -22,11 +22,9 @@ use super::{remote_error, topic_name, Owner};
 use crate::api::share::persister::Persister;
 use crate::cluster::TopicSpec;
 use crate::group::offsets;
-use crate::group::share::leader::HoldError;
 use crate::group::share::partition::{AckBatch, AckError, AckType, OffsetStatus};
 use crate::group::share::{PersistError, ShareKey, StateStore};
 use crate::http::{ApiError, HttpApi};
-use crate::limits::SHARE_STATE_RETRY_FOR;
 use crate::replication::TopicReplicas;
 
 /// Bytes one acquisition reads from a partition at most.
@@ -47,12 +45,6 @@ fn persist_error(error: PersistError) -> ApiError {
     }
 }
 
-fn hold_error(error: HoldError) -> ApiError {
-    match error {
-        HoldError::Loading(error) | HoldError::Failed(error) => persist_error(error),
-    }
-}
-
 fn ack_error(error: AckError, offset: i64) -> ApiError {
     match error {
         AckError::InvalidRecordState => ApiError::kafka(
@@ -65,13 +57,7 @@ fn ack_error(error: AckError, offset: i64) -> ApiError {
 
 impl HttpApi {
     fn share_persister(&self) -> Persister<'_> {
-        Persister {
-            node_id: self.node_id(),
-            groups: &self.services.groups,
-            peers: &self.services.peers,
-            store: self.services.store.as_ref(),
-            retry_until: tokio::time::Instant::now() + SHARE_STATE_RETRY_FOR,
-        }
+        Persister::for_request(&self.services)
     }
 
     /// Acquires for `member` up to `max` messages of partition `index`.
@@ -96,7 +82,7 @@ impl HttpApi {
                     .shares
                     .hold_checked(&key, &partition, &persister, true)
                     .await
-                    .map_err(hold_error)?;
+                    .map_err(|e| persist_error(e.into_persist_error()))?;
                 let taken = held.acquire(&partition, member, max, ACQUIRE_BYTES);
                 let ranges: Vec<(i64, i64, i16)> = taken
                     .ranges
@@ -185,7 +171,7 @@ impl HttpApi {
                     .shares
                     .hold(&key, &partition, &persister)
                     .await
-                    .map_err(hold_error)?;
+                    .map_err(|e| persist_error(e.into_persist_error()))?;
                 let batch = AckBatch {
                     first: offset,
                     last: offset,
