@@ -1094,7 +1094,8 @@ def test_a_compacted_topic_with_transactions_keeps_committed_values_and_drops_ab
     txn([(b"k1", b"v1-old"), (b"k2", b"v2")], commit=True)
     txn([(b"k1", b"aborted"), (b"k3", b"aborted")], commit=False)
     txn([(b"k1", b"v1")], commit=True)
-    assert markers_on_disk(broker, topic) == 3
+    # EndTxn is answered once the commit is decided; the markers follow (as in Kafka).
+    wait_until(lambda: markers_on_disk(broker, topic) == 3, 10, what="the three transactions' markers on disk")
     seal_keyed_data(broker, topic, "txn")
     nudges = {"n": 0}
 
